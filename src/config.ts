@@ -1,0 +1,80 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const optionalString = z
+  .string()
+  .trim()
+  .transform((value) => (value === '' ? undefined : value))
+  .optional();
+
+const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+const environmentSchema = z.object({
+  HOST: z.string().trim().min(1).default('127.0.0.1'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  KB_DATA_DIR: z.string().trim().min(1).default('./data'),
+  DATABASE_URL: optionalString.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+      .optional(),
+  ),
+  ELASTICSEARCH_URL: optionalString.pipe(z.url().optional()),
+  OPENAI_BASE_URL: optionalString.pipe(z.url().optional()),
+  OPENAI_API_KEY: optionalString,
+  OPENAI_EMBEDDING_MODEL: optionalString,
+  OPENAI_CHAT_MODEL: optionalString,
+  KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
+  KB_AGENT_COST_FAST: positiveInt(1),
+  KB_AGENT_COST_DEEP: positiveInt(5),
+  KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
+  KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
+});
+
+export type Config = {
+  host: string;
+  port: number;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  elasticsearchUrl: string | undefined;
+  openai: { baseUrl: string | undefined; apiKey: string | undefined; embeddingModel: string | undefined; chatModel: string | undefined };
+  jwtSecret: string | undefined;
+  agentCost: { fast: number; deep: number };
+  maxJsonBytes: number;
+  logLevel: 'silent' | 'error' | 'info' | 'debug';
+};
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the whole environment at once and reports every problem, not just the first. */
+export function loadConfig(environment: Record<string, string | undefined> = process.env): Config {
+  const parsed = environmentSchema.safeParse(environment);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${JSON.stringify(environment[String(issue.path[0])])})`),
+    );
+  }
+  const env = parsed.data;
+  return {
+    host: env.HOST,
+    port: env.PORT,
+    dataDir: path.resolve(env.KB_DATA_DIR),
+    databaseUrl: env.DATABASE_URL,
+    elasticsearchUrl: env.ELASTICSEARCH_URL,
+    openai: {
+      baseUrl: env.OPENAI_BASE_URL,
+      apiKey: env.OPENAI_API_KEY,
+      embeddingModel: env.OPENAI_EMBEDDING_MODEL,
+      chatModel: env.OPENAI_CHAT_MODEL,
+    },
+    jwtSecret: env.KB_JWT_SECRET,
+    agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
+    maxJsonBytes: env.KB_MAX_JSON_BYTES,
+    logLevel: env.KB_LOG_LEVEL,
+  };
+}
