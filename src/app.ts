@@ -1,0 +1,63 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
+import type { Config } from './config.js';
+import { openDatabase, type Database } from './db/database.js';
+import type { AppServices } from './graphql/context.js';
+import { createGraphQLServer } from './graphql/yoga.js';
+import { createRateLimits } from './http/rate-limits.js';
+import { createHttpServer, createRequestHandler } from './http/server.js';
+import { createLogger, type Logger } from './logger.js';
+import { countUsers, createUser } from './modules/user/service.js';
+
+export type RunningApp = {
+  url: string;
+  db: Database;
+  server: Server;
+  close(): Promise<void>;
+};
+
+export const firstAdminEmail = 'admin@localhost';
+
+/**
+ * On an empty store, creates admin@localhost with 1,000 credits and returns its raw key: the
+ * only time that key can be seen.
+ */
+export async function ensureFirstAdmin(db: Database) {
+  if ((await countUsers(db.prisma)) > 0) return null;
+  const { user, apiKey } = await createUser(db.prisma, { email: firstAdminEmail, name: 'Administrator', credits: 1000 });
+  return { user, apiKey };
+}
+
+export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
+  const log = options.log ?? createLogger(config.logLevel);
+  const db = await openDatabase(config);
+  try {
+    const admin = await ensureFirstAdmin(db);
+    if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
+    const app: AppServices = { config, db, rateLimits: createRateLimits() };
+    const yoga = createGraphQLServer(app, log);
+    const server = createHttpServer(createRequestHandler(app, yoga, log));
+    const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => resolve());
+    });
+    const address = server.address() as AddressInfo;
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    return {
+      url: `http://${host}:${address.port}`,
+      db,
+      server,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
+        await db.close();
+      },
+    };
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+}

@@ -1,0 +1,56 @@
+import { GraphQLError } from 'graphql';
+
+/** Every error the service reports: a stable code and the HTTP status REST answers with. */
+export const errorCatalogue = {
+  bad_request: 400,
+  unauthorized: 401,
+  payment_required: 402,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+export class AppError extends Error {
+  readonly status: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: { field?: string; retryAfterSeconds?: number } = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = errorCatalogue[code];
+  }
+
+  /** The GraphQL shape: same message, the code in `extensions.code`. */
+  toGraphQLError(): GraphQLError {
+    return new GraphQLError(this.message, {
+      extensions: {
+        code: this.code,
+        ...(this.details.field !== undefined && { field: this.details.field }),
+        ...(this.details.retryAfterSeconds !== undefined && { retryAfterSeconds: this.details.retryAfterSeconds }),
+      },
+    });
+  }
+
+  /** The REST shape. */
+  toBody() {
+    return { error: this.code, message: this.message };
+  }
+}
+
+export const badRequest = (field: string, problem: string) => new AppError('bad_request', `${field}: ${problem}`, { field });
+export const notFound = (what: string) => new AppError('not_found', `${what} not found`);
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorCatalogue, value);
+}

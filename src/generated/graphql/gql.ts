@@ -1,0 +1,148 @@
+/* eslint-disable */
+import * as types from './graphql.js';
+import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
+
+/**
+ * Map of all GraphQL operations in the project.
+ *
+ * This map has several performance disadvantages:
+ * 1. It is not tree-shakeable, so it will include all operations in the project.
+ * 2. It is not minifiable, so the string of a GraphQL query will be multiple times inside the bundle.
+ * 3. It does not support dead code elimination, so it will add unused operations.
+ *
+ * Therefore it is highly recommended to use the babel or swc plugin for production.
+ * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
+ */
+type Documents = {
+    "\n  query RestGetMe {\n    result: me { id email name phone creditsBalance created_at: createdAt }\n  }\n": typeof types.RestGetMeDocument,
+    "\n  mutation RestUpdateMe($input: UpdateMeInput!) {\n    result: updateMe(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on User { id email name phone creditsBalance created_at: createdAt }\n    }\n  }\n": typeof types.RestUpdateMeDocument,
+    "\n  query RestGetCredits {\n    result: me {\n      credits {\n        balance\n        subscription { plan status current_period_end: currentPeriodEnd }\n        totals { granted used }\n        recent { id amount reason job_id: jobId created_at: createdAt }\n      }\n    }\n  }\n": typeof types.RestGetCreditsDocument,
+    "\n  query RestListApiKeys($first: Int, $after: String) {\n    result: apiKeys(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }\n    }\n  }\n": typeof types.RestListApiKeysDocument,
+    "\n  mutation RestCreateApiKey($input: CreateApiKeyInput!) {\n    result: createApiKey(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }\n    }\n  }\n": typeof types.RestCreateApiKeyDocument,
+    "\n  mutation RestRevokeApiKey($id: ID!) {\n    result: revokeApiKey(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": typeof types.RestRevokeApiKeyDocument,
+    "\n  query RestListWorkspaces($first: Int, $after: String) {\n    result: workspaces(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name created_at: createdAt updated_at: updatedAt } }\n    }\n  }\n": typeof types.RestListWorkspacesDocument,
+    "\n  query RestGetWorkspace($id: ID!) {\n    result: workspace(id: $id) { id name created_at: createdAt updated_at: updatedAt }\n  }\n": typeof types.RestGetWorkspaceDocument,
+    "\n  mutation RestCreateWorkspace($input: WorkspaceInput!) {\n    result: createWorkspace(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n": typeof types.RestCreateWorkspaceDocument,
+    "\n  mutation RestUpdateWorkspace($id: ID!, $input: WorkspaceInput!) {\n    result: updateWorkspace(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n": typeof types.RestUpdateWorkspaceDocument,
+    "\n  mutation RestDeleteWorkspace($id: ID!) {\n    result: deleteWorkspace(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": typeof types.RestDeleteWorkspaceDocument,
+    "\n  query RestWorkspaceStats($id: ID!) {\n    result: workspace(id: $id) {\n      stats {\n        workspace_id: workspaceId\n        document_count: documentCount\n        chunk_count: chunkCount\n        total_size_bytes: totalSizeBytes\n        processing_status: processingStatus\n        documents_by_status: documentsByStatus { queued processing ready failed }\n      }\n    }\n  }\n": typeof types.RestWorkspaceStatsDocument,
+    "\n  query RestWorkspaceScan($id: ID!) {\n    result: workspace(id: $id) {\n      scan {\n        workspace_id: workspaceId\n        documents {\n          document_id: documentId\n          filename\n          status\n          chunk_count: chunkCount\n          embedded_chunks: embeddedChunks\n        }\n        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }\n      }\n    }\n  }\n": typeof types.RestWorkspaceScanDocument,
+    "\n  query RestListChatSessions($first: Int, $after: String) {\n    result: chatSessions(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges {\n        node { id title workspace_ids: workspaceIds created_at: createdAt updated_at: updatedAt message_count: messageCount }\n      }\n    }\n  }\n": typeof types.RestListChatSessionsDocument,
+    "\n  query RestGetChatSession($id: ID!) {\n    result: chatSession(id: $id) {\n      id\n      title\n      workspace_ids: workspaceIds\n      created_at: createdAt\n      updated_at: updatedAt\n      message_count: messageCount\n      messages { id role content sources created_at: createdAt }\n    }\n  }\n": typeof types.RestGetChatSessionDocument,
+    "\n  mutation RestCreateChatSession($input: CreateChatSessionInput) {\n    result: createChatSession(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatSession {\n        id\n        title\n        workspace_ids: workspaceIds\n        created_at: createdAt\n        updated_at: updatedAt\n        message_count: messageCount\n      }\n    }\n  }\n": typeof types.RestCreateChatSessionDocument,
+    "\n  mutation RestDeleteChatSession($id: ID!) {\n    result: deleteChatSession(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": typeof types.RestDeleteChatSessionDocument,
+    "\n  mutation RestSendChatMessage($sessionId: ID!, $input: SendChatMessageInput!) {\n    result: sendChatMessage(sessionId: $sessionId, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatMessage { id role content sources created_at: createdAt }\n    }\n  }\n": typeof types.RestSendChatMessageDocument,
+};
+const documents: Documents = {
+    "\n  query RestGetMe {\n    result: me { id email name phone creditsBalance created_at: createdAt }\n  }\n": types.RestGetMeDocument,
+    "\n  mutation RestUpdateMe($input: UpdateMeInput!) {\n    result: updateMe(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on User { id email name phone creditsBalance created_at: createdAt }\n    }\n  }\n": types.RestUpdateMeDocument,
+    "\n  query RestGetCredits {\n    result: me {\n      credits {\n        balance\n        subscription { plan status current_period_end: currentPeriodEnd }\n        totals { granted used }\n        recent { id amount reason job_id: jobId created_at: createdAt }\n      }\n    }\n  }\n": types.RestGetCreditsDocument,
+    "\n  query RestListApiKeys($first: Int, $after: String) {\n    result: apiKeys(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }\n    }\n  }\n": types.RestListApiKeysDocument,
+    "\n  mutation RestCreateApiKey($input: CreateApiKeyInput!) {\n    result: createApiKey(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }\n    }\n  }\n": types.RestCreateApiKeyDocument,
+    "\n  mutation RestRevokeApiKey($id: ID!) {\n    result: revokeApiKey(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": types.RestRevokeApiKeyDocument,
+    "\n  query RestListWorkspaces($first: Int, $after: String) {\n    result: workspaces(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name created_at: createdAt updated_at: updatedAt } }\n    }\n  }\n": types.RestListWorkspacesDocument,
+    "\n  query RestGetWorkspace($id: ID!) {\n    result: workspace(id: $id) { id name created_at: createdAt updated_at: updatedAt }\n  }\n": types.RestGetWorkspaceDocument,
+    "\n  mutation RestCreateWorkspace($input: WorkspaceInput!) {\n    result: createWorkspace(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n": types.RestCreateWorkspaceDocument,
+    "\n  mutation RestUpdateWorkspace($id: ID!, $input: WorkspaceInput!) {\n    result: updateWorkspace(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n": types.RestUpdateWorkspaceDocument,
+    "\n  mutation RestDeleteWorkspace($id: ID!) {\n    result: deleteWorkspace(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": types.RestDeleteWorkspaceDocument,
+    "\n  query RestWorkspaceStats($id: ID!) {\n    result: workspace(id: $id) {\n      stats {\n        workspace_id: workspaceId\n        document_count: documentCount\n        chunk_count: chunkCount\n        total_size_bytes: totalSizeBytes\n        processing_status: processingStatus\n        documents_by_status: documentsByStatus { queued processing ready failed }\n      }\n    }\n  }\n": types.RestWorkspaceStatsDocument,
+    "\n  query RestWorkspaceScan($id: ID!) {\n    result: workspace(id: $id) {\n      scan {\n        workspace_id: workspaceId\n        documents {\n          document_id: documentId\n          filename\n          status\n          chunk_count: chunkCount\n          embedded_chunks: embeddedChunks\n        }\n        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }\n      }\n    }\n  }\n": types.RestWorkspaceScanDocument,
+    "\n  query RestListChatSessions($first: Int, $after: String) {\n    result: chatSessions(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges {\n        node { id title workspace_ids: workspaceIds created_at: createdAt updated_at: updatedAt message_count: messageCount }\n      }\n    }\n  }\n": types.RestListChatSessionsDocument,
+    "\n  query RestGetChatSession($id: ID!) {\n    result: chatSession(id: $id) {\n      id\n      title\n      workspace_ids: workspaceIds\n      created_at: createdAt\n      updated_at: updatedAt\n      message_count: messageCount\n      messages { id role content sources created_at: createdAt }\n    }\n  }\n": types.RestGetChatSessionDocument,
+    "\n  mutation RestCreateChatSession($input: CreateChatSessionInput) {\n    result: createChatSession(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatSession {\n        id\n        title\n        workspace_ids: workspaceIds\n        created_at: createdAt\n        updated_at: updatedAt\n        message_count: messageCount\n      }\n    }\n  }\n": types.RestCreateChatSessionDocument,
+    "\n  mutation RestDeleteChatSession($id: ID!) {\n    result: deleteChatSession(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": types.RestDeleteChatSessionDocument,
+    "\n  mutation RestSendChatMessage($sessionId: ID!, $input: SendChatMessageInput!) {\n    result: sendChatMessage(sessionId: $sessionId, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatMessage { id role content sources created_at: createdAt }\n    }\n  }\n": types.RestSendChatMessageDocument,
+};
+
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ *
+ *
+ * @example
+ * ```ts
+ * const query = graphql(`query GetUser($id: ID!) { user(id: $id) { name } }`);
+ * ```
+ *
+ * The query argument is unknown!
+ * Please regenerate the types.
+ */
+export function graphql(source: string): unknown;
+
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestGetMe {\n    result: me { id email name phone creditsBalance created_at: createdAt }\n  }\n"): (typeof documents)["\n  query RestGetMe {\n    result: me { id email name phone creditsBalance created_at: createdAt }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestUpdateMe($input: UpdateMeInput!) {\n    result: updateMe(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on User { id email name phone creditsBalance created_at: createdAt }\n    }\n  }\n"): (typeof documents)["\n  mutation RestUpdateMe($input: UpdateMeInput!) {\n    result: updateMe(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on User { id email name phone creditsBalance created_at: createdAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestGetCredits {\n    result: me {\n      credits {\n        balance\n        subscription { plan status current_period_end: currentPeriodEnd }\n        totals { granted used }\n        recent { id amount reason job_id: jobId created_at: createdAt }\n      }\n    }\n  }\n"): (typeof documents)["\n  query RestGetCredits {\n    result: me {\n      credits {\n        balance\n        subscription { plan status current_period_end: currentPeriodEnd }\n        totals { granted used }\n        recent { id amount reason job_id: jobId created_at: createdAt }\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestListApiKeys($first: Int, $after: String) {\n    result: apiKeys(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }\n    }\n  }\n"): (typeof documents)["\n  query RestListApiKeys($first: Int, $after: String) {\n    result: apiKeys(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestCreateApiKey($input: CreateApiKeyInput!) {\n    result: createApiKey(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }\n    }\n  }\n"): (typeof documents)["\n  mutation RestCreateApiKey($input: CreateApiKeyInput!) {\n    result: createApiKey(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestRevokeApiKey($id: ID!) {\n    result: revokeApiKey(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"): (typeof documents)["\n  mutation RestRevokeApiKey($id: ID!) {\n    result: revokeApiKey(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestListWorkspaces($first: Int, $after: String) {\n    result: workspaces(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name created_at: createdAt updated_at: updatedAt } }\n    }\n  }\n"): (typeof documents)["\n  query RestListWorkspaces($first: Int, $after: String) {\n    result: workspaces(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { id name created_at: createdAt updated_at: updatedAt } }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestGetWorkspace($id: ID!) {\n    result: workspace(id: $id) { id name created_at: createdAt updated_at: updatedAt }\n  }\n"): (typeof documents)["\n  query RestGetWorkspace($id: ID!) {\n    result: workspace(id: $id) { id name created_at: createdAt updated_at: updatedAt }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestCreateWorkspace($input: WorkspaceInput!) {\n    result: createWorkspace(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n"): (typeof documents)["\n  mutation RestCreateWorkspace($input: WorkspaceInput!) {\n    result: createWorkspace(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestUpdateWorkspace($id: ID!, $input: WorkspaceInput!) {\n    result: updateWorkspace(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n"): (typeof documents)["\n  mutation RestUpdateWorkspace($id: ID!, $input: WorkspaceInput!) {\n    result: updateWorkspace(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestDeleteWorkspace($id: ID!) {\n    result: deleteWorkspace(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"): (typeof documents)["\n  mutation RestDeleteWorkspace($id: ID!) {\n    result: deleteWorkspace(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestWorkspaceStats($id: ID!) {\n    result: workspace(id: $id) {\n      stats {\n        workspace_id: workspaceId\n        document_count: documentCount\n        chunk_count: chunkCount\n        total_size_bytes: totalSizeBytes\n        processing_status: processingStatus\n        documents_by_status: documentsByStatus { queued processing ready failed }\n      }\n    }\n  }\n"): (typeof documents)["\n  query RestWorkspaceStats($id: ID!) {\n    result: workspace(id: $id) {\n      stats {\n        workspace_id: workspaceId\n        document_count: documentCount\n        chunk_count: chunkCount\n        total_size_bytes: totalSizeBytes\n        processing_status: processingStatus\n        documents_by_status: documentsByStatus { queued processing ready failed }\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestWorkspaceScan($id: ID!) {\n    result: workspace(id: $id) {\n      scan {\n        workspace_id: workspaceId\n        documents {\n          document_id: documentId\n          filename\n          status\n          chunk_count: chunkCount\n          embedded_chunks: embeddedChunks\n        }\n        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }\n      }\n    }\n  }\n"): (typeof documents)["\n  query RestWorkspaceScan($id: ID!) {\n    result: workspace(id: $id) {\n      scan {\n        workspace_id: workspaceId\n        documents {\n          document_id: documentId\n          filename\n          status\n          chunk_count: chunkCount\n          embedded_chunks: embeddedChunks\n        }\n        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestListChatSessions($first: Int, $after: String) {\n    result: chatSessions(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges {\n        node { id title workspace_ids: workspaceIds created_at: createdAt updated_at: updatedAt message_count: messageCount }\n      }\n    }\n  }\n"): (typeof documents)["\n  query RestListChatSessions($first: Int, $after: String) {\n    result: chatSessions(first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges {\n        node { id title workspace_ids: workspaceIds created_at: createdAt updated_at: updatedAt message_count: messageCount }\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query RestGetChatSession($id: ID!) {\n    result: chatSession(id: $id) {\n      id\n      title\n      workspace_ids: workspaceIds\n      created_at: createdAt\n      updated_at: updatedAt\n      message_count: messageCount\n      messages { id role content sources created_at: createdAt }\n    }\n  }\n"): (typeof documents)["\n  query RestGetChatSession($id: ID!) {\n    result: chatSession(id: $id) {\n      id\n      title\n      workspace_ids: workspaceIds\n      created_at: createdAt\n      updated_at: updatedAt\n      message_count: messageCount\n      messages { id role content sources created_at: createdAt }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestCreateChatSession($input: CreateChatSessionInput) {\n    result: createChatSession(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatSession {\n        id\n        title\n        workspace_ids: workspaceIds\n        created_at: createdAt\n        updated_at: updatedAt\n        message_count: messageCount\n      }\n    }\n  }\n"): (typeof documents)["\n  mutation RestCreateChatSession($input: CreateChatSessionInput) {\n    result: createChatSession(input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatSession {\n        id\n        title\n        workspace_ids: workspaceIds\n        created_at: createdAt\n        updated_at: updatedAt\n        message_count: messageCount\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestDeleteChatSession($id: ID!) {\n    result: deleteChatSession(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"): (typeof documents)["\n  mutation RestDeleteChatSession($id: ID!) {\n    result: deleteChatSession(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestSendChatMessage($sessionId: ID!, $input: SendChatMessageInput!) {\n    result: sendChatMessage(sessionId: $sessionId, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatMessage { id role content sources created_at: createdAt }\n    }\n  }\n"): (typeof documents)["\n  mutation RestSendChatMessage($sessionId: ID!, $input: SendChatMessageInput!) {\n    result: sendChatMessage(sessionId: $sessionId, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on ChatMessage { id role content sources created_at: createdAt }\n    }\n  }\n"];
+
+export function graphql(source: string) {
+  return (documents as any)[source] ?? {};
+}
+
+export type DocumentType<TDocumentNode extends DocumentNode<any, any>> = TDocumentNode extends DocumentNode<  infer TType,  any>  ? TType  : never;

@@ -1,0 +1,58 @@
+import SchemaBuilder from '@pothos/core';
+import DataloaderPlugin from '@pothos/plugin-dataloader';
+import ErrorsPlugin from '@pothos/plugin-errors';
+import PrismaPlugin from '@pothos/plugin-prisma';
+import RelayPlugin from '@pothos/plugin-relay';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import ValidationPlugin from '@pothos/plugin-validation';
+import type { Scope } from '../auth/scopes.js';
+import { AppError } from '../errors.js';
+import type PrismaTypes from '../generated/pothos-prisma-types.js';
+import { getDatamodel } from '../generated/pothos-prisma-types.js';
+import type { Context } from './context.js';
+import { fieldRequirements } from './field-requirements.js';
+import { validationErrorFromIssues } from './validation-error.js';
+
+export const builder = new SchemaBuilder<{
+  Context: Context;
+  PrismaTypes: PrismaTypes;
+  AuthScopes: { scope: Scope };
+  DefaultFieldNullability: false;
+  DefaultInputFieldRequiredness: true;
+  Scalars: {
+    DateTime: { Input: Date; Output: Date };
+    JSON: { Input: unknown; Output: unknown };
+  };
+}>({
+  plugins: [ErrorsPlugin, ScopeAuthPlugin, PrismaPlugin, RelayPlugin, ValidationPlugin, DataloaderPlugin],
+  defaultFieldNullability: false,
+  defaultInputFieldRequiredness: true,
+  scopeAuth: {
+    authorizeOnSubscribe: true,
+    authScopes: (context) => ({
+      scope: (scope) => context.viewer?.scopes.has(scope) ?? false,
+    }),
+    unauthorizedError: (_parent, context, info) => {
+      if (!context.viewer) return new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
+      const { scope } = fieldRequirements(info.parentType.getFields()[info.fieldName]);
+      return new AppError('forbidden', scope ? `this credential lacks the ${scope} scope` : 'not allowed');
+    },
+  },
+  prisma: {
+    client: (context) => context.prisma,
+    dmmf: getDatamodel(),
+    filterConnectionTotalCount: true,
+    onUnusedQuery: null,
+  },
+  relay: {
+    clientMutationId: 'omit',
+    cursorType: 'String',
+  },
+  errors: {
+    defaultTypes: [AppError],
+    directResult: true,
+  },
+  validation: {
+    validationError: (result) => validationErrorFromIssues(result.issues),
+  },
+});

@@ -1,0 +1,41 @@
+import { authenticate, type Viewer } from '../auth/authenticate.js';
+import type { Config } from '../config.js';
+import type { Database } from '../db/database.js';
+import type { AppError } from '../errors.js';
+import type { PrismaClient } from '../generated/prisma/client.js';
+import type { RateLimits } from '../http/rate-limits.js';
+
+/** What lives for the whole process: configuration, the store, the rate limiters. */
+export interface AppServices {
+  config: Config;
+  db: Database;
+  rateLimits: RateLimits;
+}
+
+/** Set by the REST layer when the request itself was unusable (bad JSON, wrong type, ...). */
+export interface RestServerContext {
+  restInputError?: AppError;
+}
+
+export interface Context {
+  config: Config;
+  prisma: PrismaClient;
+  rateLimits: RateLimits;
+  viewer: Viewer | null;
+  restInputError: AppError | undefined;
+}
+
+/** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
+export async function createContext(app: AppServices, request: Request, serverContext: RestServerContext): Promise<Context> {
+  const viewer = await authenticate(request.headers.get('authorization'), {
+    prisma: app.db.prisma,
+    jwtSecret: app.config.jwtSecret,
+  });
+  return {
+    config: app.config,
+    prisma: app.db.prisma,
+    rateLimits: app.rateLimits,
+    viewer,
+    restInputError: serverContext.restInputError,
+  };
+}

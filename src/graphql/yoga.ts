@@ -1,0 +1,78 @@
+import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
+import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
+import { GraphQLError } from 'graphql';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { AppError } from '../errors.js';
+import persistedDocuments from '../generated/graphql/persisted-documents.json' with { type: 'json' };
+import type { Logger } from '../logger.js';
+import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
+import { useOperationGate } from './operation-gate.js';
+import { schema } from './schema.js';
+
+export const graphqlEndpoint = '/graphql';
+export const graphqlStreamEndpoint = '/graphql/stream';
+
+const persisted = persistedDocuments as Record<string, string>;
+
+export type Yoga = YogaServerInstance<RestServerContext, Context>;
+
+export function createGraphQLServer(app: AppServices, log: Logger): Yoga {
+  return createYoga<RestServerContext, Context>({
+    schema,
+    graphqlEndpoint,
+    landingPage: false,
+    graphiql: { title: 'Knowledge base GraphQL' },
+    logging: false,
+    context: async ({ request, ...serverContext }) => {
+      try {
+        return await createContext(app, request, serverContext as RestServerContext);
+      } catch (error) {
+        if (error instanceof AppError) {
+          throw new GraphQLError(error.message, { extensions: { code: error.code, http: { status: error.status } } });
+        }
+        throw error;
+      }
+    },
+    maskedErrors: { maskError: (error) => toPublicError(error, log) },
+    plugins: [
+      usePersistedOperations({
+        allowArbitraryOperations: true,
+        getPersistedOperation: (hash) => persisted[hash] ?? null,
+      }),
+      useOperationGate(),
+      useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),
+    ],
+  });
+}
+
+/**
+ * Every error leaves with a code from the catalogue in `extensions.code`. Errors of the request
+ * itself (syntax, validation, variable coercion) are `bad_request`; anything unexpected is
+ * logged and reported as `internal_error` without its details.
+ */
+function toPublicError(error: unknown, log: Logger): Error {
+  const graphQLError = error instanceof GraphQLError ? error : undefined;
+  const original = graphQLError ? graphQLError.originalError : error;
+  if (original instanceof AppError) {
+    const appError = original.toGraphQLError();
+    return new GraphQLError(appError.message, {
+      nodes: graphQLError?.nodes,
+      path: graphQLError?.path,
+      extensions: appError.extensions,
+    });
+  }
+  if (graphQLError && (!original || original instanceof GraphQLError)) {
+    const code = graphQLError.extensions.code;
+    if (typeof code === 'string' && code === code.toLowerCase()) return graphQLError;
+    return new GraphQLError(graphQLError.message, {
+      nodes: graphQLError.nodes,
+      path: graphQLError.path,
+      extensions: { ...graphQLError.extensions, code: 'bad_request' },
+    });
+  }
+  if (original instanceof Error && original.name === 'PothosValidationError') {
+    return new GraphQLError(original.message, { path: graphQLError?.path, extensions: { code: 'bad_request' } });
+  }
+  log.error('unexpected error while executing GraphQL', original);
+  return new GraphQLError('internal error', { path: graphQLError?.path, extensions: { code: 'internal_error' } });
+}

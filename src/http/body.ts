@@ -1,0 +1,50 @@
+import contentType from 'content-type';
+import { AppError } from '../errors.js';
+
+/**
+ * Reads a JSON request body, stopping as soon as it passes `maxBytes` so an oversized upload
+ * is never held in memory. `undefined` when the request has no body at all.
+ */
+export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
+  const text = await readTextBody(request, maxBytes);
+  if (text === undefined) return undefined;
+  const type = request.headers.get('content-type');
+  let mediaType: string | undefined;
+  try {
+    mediaType = type ? contentType.parse(type).type : undefined;
+  } catch {
+    mediaType = undefined;
+  }
+  if (mediaType !== 'application/json') {
+    throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${type ?? 'none'})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new AppError('bad_request', `body: invalid JSON (${(error as Error).message})`, { field: 'body' });
+  }
+}
+
+async function readTextBody(request: Request, maxBytes: number): Promise<string | undefined> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (!request.body) return undefined;
+  const reader = request.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw tooLarge(maxBytes);
+    }
+    parts.push(value);
+  }
+  if (size === 0) return undefined;
+  return new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(parts));
+}
+
+const tooLarge = (maxBytes: number) =>
+  new AppError('payload_too_large', `request body exceeds the limit of ${maxBytes} bytes`);

@@ -1,0 +1,55 @@
+import { createServer, type Server } from 'node:http';
+import { createServerAdapter } from '@whatwg-node/server';
+import { AppError } from '../errors.js';
+import type { AppServices } from '../graphql/context.js';
+import { graphqlEndpoint, graphqlStreamEndpoint, type Yoga } from '../graphql/yoga.js';
+import type { Logger } from '../logger.js';
+import { errorResponse, handleRestRequest } from '../rest/handler.js';
+import { matchRoute } from '../rest/routes.js';
+
+/** The request handler of the whole service, as a fetch-style function. */
+export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
+  return async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    try {
+      if (url.pathname === '/healthz' && request.method === 'GET') return Response.json({ status: 'ok' });
+      if (url.pathname === '/readyz' && request.method === 'GET') return await readiness(app);
+      if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
+        const declared = Number(request.headers.get('content-length') ?? 0);
+        if (declared > app.config.maxJsonBytes) {
+          return Response.json(
+            { errors: [{ message: `request body exceeds the limit of ${app.config.maxJsonBytes} bytes`, extensions: { code: 'payload_too_large' } }] },
+            { status: 413 },
+          );
+        }
+        return await yoga.fetch(request, {});
+      }
+      const match = matchRoute(request.method, url.pathname);
+      if (match && 'route' in match) {
+        return await handleRestRequest(request, match.route, match.params, yoga, app.config.maxJsonBytes);
+      }
+      if (match) {
+        const response = errorResponse(new AppError('method_not_allowed', `${request.method} is not allowed on ${url.pathname}`));
+        response.headers.set('allow', match.allowed.join(', '));
+        return response;
+      }
+      return errorResponse(new AppError('not_found', `no endpoint at ${request.method} ${url.pathname}`));
+    } catch (error) {
+      log.error(`unhandled error on ${request.method} ${url.pathname}`, error);
+      return errorResponse(new AppError('internal_error', 'internal error'));
+    }
+  };
+}
+
+async function readiness(app: AppServices) {
+  try {
+    await app.db.ping();
+    return Response.json({ status: 'ready', store: app.db.kind });
+  } catch {
+    return Response.json({ error: 'service_unavailable', message: 'the store does not answer' }, { status: 503 });
+  }
+}
+
+export function createHttpServer(handler: (request: Request) => Promise<Response>): Server {
+  return createServer(createServerAdapter(handler));
+}

@@ -1,0 +1,38 @@
+import { allScopes, type Scope } from '../../auth/scopes.js';
+import { notFound } from '../../errors.js';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
+import { requireUuid } from '../../ids.js';
+import { displayKeyOf, generateRawKey, hashKey } from './key-material.js';
+
+type Db = PrismaClient | Prisma.TransactionClient;
+
+export type NewApiKey = { id: string; name: string; displayKey: string; rawKey: string; scopes: string[] };
+
+/** Creates a key and returns its raw value; only its hash is stored, so this is the one chance to see it. */
+export async function issueApiKey(prisma: Db, userId: string, name: string, scopes: readonly Scope[]): Promise<NewApiKey> {
+  const rawKey = generateRawKey();
+  const orderedScopes = allScopes.filter((scope) => scopes.includes(scope));
+  const key = await prisma.apiKey.create({
+    data: { userId, name, keyHash: hashKey(rawKey), displayKey: displayKeyOf(rawKey), scopes: orderedScopes },
+  });
+  return { id: key.id, name: key.name, displayKey: key.displayKey, rawKey, scopes: key.scopes };
+}
+
+export function listApiKeys<Query extends Prisma.ApiKeyFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
+  return prisma.apiKey.findMany({
+    ...query,
+    where: { userId, revokedAt: null },
+    orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+  });
+}
+
+/** Revokes at once: authentication reads the key on every request, so nothing caches it. */
+export async function revokeApiKey(prisma: PrismaClient, userId: string, id: string) {
+  const keyId = requireUuid(id, `API key ${id}`);
+  const { count } = await prisma.apiKey.updateMany({
+    where: { id: keyId, userId, revokedAt: null },
+    data: { revokedAt: new Date() },
+  });
+  if (count === 0) throw notFound(`API key ${id}`);
+  return { id: keyId };
+}

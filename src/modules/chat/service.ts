@@ -1,0 +1,67 @@
+import { notFound } from '../../errors.js';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
+import { isUuid, requireUuid } from '../../ids.js';
+
+export const messageRoles = ['user', 'assistant', 'system'] as const;
+export type MessageRole = (typeof messageRoles)[number];
+
+export function listSessions<Query extends Prisma.ChatSessionFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
+  return prisma.chatSession.findMany({ ...query, where: { userId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+}
+
+export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirstArgs, 'where'>>(
+  prisma: PrismaClient,
+  userId: string,
+  id: string,
+  query?: Query,
+) {
+  const sessionId = requireUuid(id, `chat session ${id}`);
+  const session = await prisma.chatSession.findFirst({ ...query, where: { id: sessionId, userId } });
+  if (!session) throw notFound(`chat session ${id}`);
+  return session;
+}
+
+/** Every workspace a session names must be the user's own; the first that is not is a 404. */
+async function requireOwnWorkspaces(prisma: PrismaClient, userId: string, workspaceIds: readonly string[]) {
+  const unique = [...new Set(workspaceIds.map((id) => id.toLowerCase()))];
+  const invalid = unique.find((id) => !isUuid(id));
+  if (invalid !== undefined) throw notFound(`workspace ${invalid}`);
+  const owned = await prisma.workspace.findMany({ where: { userId, id: { in: unique } }, select: { id: true } });
+  const ownedIds = new Set(owned.map((workspace) => workspace.id));
+  const missing = unique.find((id) => !ownedIds.has(id));
+  if (missing !== undefined) throw notFound(`workspace ${missing}`);
+  return unique;
+}
+
+export async function createSession<Query extends Omit<Prisma.ChatSessionCreateArgs, 'data'>>(
+  prisma: PrismaClient,
+  userId: string,
+  input: { title: string | null; workspaceIds: readonly string[] },
+  query?: Query,
+) {
+  const workspaceIds = await requireOwnWorkspaces(prisma, userId, input.workspaceIds);
+  return prisma.chatSession.create({ ...query, data: { userId, title: input.title, workspaceIds } });
+}
+
+export async function deleteSession(prisma: PrismaClient, userId: string, id: string) {
+  const sessionId = requireUuid(id, `chat session ${id}`);
+  const { count } = await prisma.chatSession.deleteMany({ where: { id: sessionId, userId } });
+  if (count === 0) throw notFound(`chat session ${id}`);
+  return { id: sessionId };
+}
+
+/** Appends a message; produces no answer (answers come from the agent). */
+export async function appendMessage<Query extends Omit<Prisma.ChatMessageCreateArgs, 'data'>>(
+  prisma: PrismaClient,
+  userId: string,
+  sessionId: string,
+  input: { role: MessageRole; content: string },
+  query?: Query,
+) {
+  const session = await findSession(prisma, userId, sessionId, { select: { id: true } });
+  const [message] = await prisma.$transaction([
+    prisma.chatMessage.create({ ...query, data: { sessionId: session.id, role: input.role, content: input.content } }),
+    prisma.chatSession.update({ where: { id: session.id }, data: { updatedAt: new Date() } }),
+  ]);
+  return message;
+}

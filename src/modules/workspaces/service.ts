@@ -1,0 +1,130 @@
+import { AppError, notFound } from '../../errors.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import { requireUuid } from '../../ids.js';
+
+const newestFirst = [{ createdAt: 'desc' as const }, { id: 'desc' as const }];
+
+const nameKeyOf = (name: string) => name.toLowerCase();
+
+function conflictOnDuplicateName(name: string) {
+  return (error: unknown): never => {
+    if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') {
+      throw new AppError('conflict', `a workspace named "${name}" already exists`);
+    }
+    throw error;
+  };
+}
+
+export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
+  return prisma.workspace.findMany({ ...query, where: { userId }, orderBy: newestFirst });
+}
+
+/** Another user's workspace is reported exactly like a missing one. */
+export async function findWorkspace<Query extends Omit<Prisma.WorkspaceFindFirstArgs, 'where'>>(
+  prisma: PrismaClient,
+  userId: string,
+  id: string,
+  query?: Query,
+) {
+  const workspaceId = requireUuid(id, `workspace ${id}`);
+  const workspace = await prisma.workspace.findFirst({ ...query, where: { id: workspaceId, userId } });
+  if (!workspace) throw notFound(`workspace ${id}`);
+  return workspace;
+}
+
+export function createWorkspace<Query extends Omit<Prisma.WorkspaceCreateArgs, 'data'>>(
+  prisma: PrismaClient,
+  userId: string,
+  name: string,
+  query?: Query,
+) {
+  return prisma.workspace
+    .create({ ...query, data: { userId, name, nameKey: nameKeyOf(name) } })
+    .catch(conflictOnDuplicateName(name));
+}
+
+export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateArgs, 'data' | 'where'>>(
+  prisma: PrismaClient,
+  userId: string,
+  id: string,
+  name: string,
+  query?: Query,
+) {
+  const workspace = await findWorkspace(prisma, userId, id, { select: { id: true } });
+  return prisma.workspace
+    .update({ ...query, where: { id: workspace.id }, data: { name, nameKey: nameKeyOf(name) } })
+    .catch(conflictOnDuplicateName(name));
+}
+
+/** Deletes the workspace; its documents and chunks go with it (ON DELETE CASCADE). */
+export async function deleteWorkspace(prisma: PrismaClient, userId: string, id: string) {
+  const workspaceId = requireUuid(id, `workspace ${id}`);
+  const { count } = await prisma.workspace.deleteMany({ where: { id: workspaceId, userId } });
+  if (count === 0) throw notFound(`workspace ${id}`);
+  return { id: workspaceId };
+}
+
+const documentStatuses = ['queued', 'processing', 'ready', 'failed'] as const;
+type DocumentStatusName = (typeof documentStatuses)[number];
+
+/** idle: nothing waiting; processing: something queued or running; failed: something failed and nothing waits. */
+function processingStatusOf(byStatus: Record<DocumentStatusName, number>) {
+  if (byStatus.queued + byStatus.processing > 0) return 'processing';
+  if (byStatus.failed > 0) return 'failed';
+  return 'idle';
+}
+
+export async function workspaceStats(prisma: PrismaClient, workspaceId: string) {
+  const groups = await prisma.document.groupBy({
+    by: ['status'],
+    where: { workspaceId },
+    _count: { _all: true },
+    _sum: { sizeBytes: true, chunkCount: true },
+  });
+  const documentsByStatus = Object.fromEntries(documentStatuses.map((status) => [status, 0])) as Record<DocumentStatusName, number>;
+  let chunkCount = 0;
+  let totalSizeBytes = 0;
+  for (const group of groups) {
+    documentsByStatus[group.status] = group._count._all;
+    chunkCount += group._sum.chunkCount ?? 0;
+    totalSizeBytes += group._sum.sizeBytes ?? 0;
+  }
+  return {
+    workspaceId,
+    documentCount: Object.values(documentsByStatus).reduce((sum, count) => sum + count, 0),
+    chunkCount,
+    totalSizeBytes,
+    processingStatus: processingStatusOf(documentsByStatus),
+    documentsByStatus,
+  };
+}
+
+export async function workspaceScan(prisma: PrismaClient, workspaceId: string) {
+  const documents = await prisma.document.findMany({
+    where: { workspaceId },
+    orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+    select: { id: true, filename: true, status: true, chunkCount: true },
+  });
+  const embedded = await prisma.chunk.groupBy({
+    by: ['documentId'],
+    where: { document: { workspaceId }, embeddedAt: { not: null } },
+    _count: { _all: true },
+  });
+  const embeddedByDocument = new Map(embedded.map((group) => [group.documentId, group._count._all]));
+  const rows = documents.map((document) => ({
+    documentId: document.id,
+    filename: document.filename,
+    status: document.status,
+    chunkCount: document.chunkCount,
+    embeddedChunks: embeddedByDocument.get(document.id) ?? 0,
+  }));
+  return {
+    workspaceId,
+    documents: rows,
+    totals: {
+      documentCount: rows.length,
+      chunkCount: rows.reduce((sum, row) => sum + row.chunkCount, 0),
+      embeddedChunks: rows.reduce((sum, row) => sum + row.embeddedChunks, 0),
+    },
+  };
+}

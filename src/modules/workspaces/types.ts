@@ -1,0 +1,146 @@
+import { z } from 'zod';
+import { builder } from '../../graphql/builder.js';
+import { DeletedRef } from '../../graphql/shared-types.js';
+import { viewerOf } from '../../graphql/viewer.js';
+import {
+  createWorkspace,
+  deleteWorkspace,
+  findWorkspace,
+  listWorkspaces,
+  renameWorkspace,
+  workspaceScan,
+  workspaceStats,
+} from './service.js';
+
+type Stats = Awaited<ReturnType<typeof workspaceStats>>;
+type Scan = Awaited<ReturnType<typeof workspaceScan>>;
+
+const DocumentsByStatus = builder.objectRef<Stats['documentsByStatus']>('DocumentsByStatus').implement({
+  fields: (t) => ({
+    queued: t.exposeInt('queued'),
+    processing: t.exposeInt('processing'),
+    ready: t.exposeInt('ready'),
+    failed: t.exposeInt('failed'),
+  }),
+});
+
+const WorkspaceStats = builder.objectRef<Stats>('WorkspaceStats').implement({
+  fields: (t) => ({
+    workspaceId: t.exposeID('workspaceId'),
+    documentCount: t.exposeInt('documentCount'),
+    chunkCount: t.exposeInt('chunkCount'),
+    totalSizeBytes: t.exposeInt('totalSizeBytes'),
+    processingStatus: t.exposeString('processingStatus', { description: '`idle`, `processing` or `failed`.' }),
+    documentsByStatus: t.field({ type: DocumentsByStatus, resolve: (stats) => stats.documentsByStatus }),
+  }),
+});
+
+const ScannedDocument = builder.objectRef<Scan['documents'][number]>('ScannedDocument').implement({
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    filename: t.exposeString('filename'),
+    status: t.exposeString('status'),
+    chunkCount: t.exposeInt('chunkCount'),
+    embeddedChunks: t.exposeInt('embeddedChunks'),
+  }),
+});
+
+const ScanTotals = builder.objectRef<Scan['totals']>('ScanTotals').implement({
+  fields: (t) => ({
+    documentCount: t.exposeInt('documentCount'),
+    chunkCount: t.exposeInt('chunkCount'),
+    embeddedChunks: t.exposeInt('embeddedChunks'),
+  }),
+});
+
+const WorkspaceScan = builder.objectRef<Scan>('WorkspaceScan').implement({
+  fields: (t) => ({
+    workspaceId: t.exposeID('workspaceId'),
+    documents: t.field({ type: [ScannedDocument], resolve: (scan) => scan.documents }),
+    totals: t.field({ type: ScanTotals, resolve: (scan) => scan.totals }),
+  }),
+});
+
+builder.prismaObject('Workspace', {
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+    stats: t.field({
+      type: WorkspaceStats,
+      description: 'Document count, total size and processing status.',
+      resolve: (workspace, _args, context) => workspaceStats(context.prisma, workspace.id),
+    }),
+    scan: t.field({
+      type: WorkspaceScan,
+      description: 'Per-document chunk counts and embedding status.',
+      resolve: (workspace, _args, context) => workspaceScan(context.prisma, workspace.id),
+    }),
+  }),
+});
+
+const workspaceName = z
+  .string({ error: 'must be a string' })
+  .trim()
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters');
+
+const WorkspaceInput = builder.inputType('WorkspaceInput', {
+  fields: (t) => ({ name: t.string({ validate: workspaceName }) }),
+});
+
+builder.queryField('workspaces', (t) =>
+  t.prismaConnection({
+    type: 'Workspace',
+    cursor: 'id',
+    defaultSize: 100,
+    maxSize: 1000,
+    description: "The viewer's workspaces, newest first.",
+    authScopes: { scope: 'kb:read' },
+    resolve: (query, _root, _args, context) => listWorkspaces(context.prisma, viewerOf(context).userId, query),
+  }),
+);
+
+builder.queryField('workspace', (t) =>
+  t.prismaField({
+    type: 'Workspace',
+    authScopes: { scope: 'kb:read' },
+    args: { id: t.arg.id() },
+    resolve: (query, _root, { id }, context) => findWorkspace(context.prisma, viewerOf(context).userId, String(id), query),
+  }),
+);
+
+builder.mutationField('createWorkspace', (t) =>
+  t.prismaField({
+    errors: {},
+    type: 'Workspace',
+    description: 'Names are unique per user, ignoring case: a duplicate is a `conflict` error.',
+    authScopes: { scope: 'kb:write' },
+    args: { input: t.arg({ type: WorkspaceInput }) },
+    resolve: (query, _root, { input }, context) =>
+      createWorkspace(context.prisma, viewerOf(context).userId, input.name.trim(), query),
+  }),
+);
+
+builder.mutationField('updateWorkspace', (t) =>
+  t.prismaField({
+    errors: {},
+    type: 'Workspace',
+    authScopes: { scope: 'kb:write' },
+    args: { id: t.arg.id(), input: t.arg({ type: WorkspaceInput }) },
+    resolve: (query, _root, { id, input }, context) =>
+      renameWorkspace(context.prisma, viewerOf(context).userId, String(id), input.name.trim(), query),
+  }),
+);
+
+builder.mutationField('deleteWorkspace', (t) =>
+  t.field({
+    errors: {},
+    type: DeletedRef,
+    description: 'Deletes the workspace with all its documents. Irreversible.',
+    authScopes: { scope: 'kb:write' },
+    args: { id: t.arg.id() },
+    resolve: (_root, { id }, context) => deleteWorkspace(context.prisma, viewerOf(context).userId, String(id)),
+  }),
+);

@@ -1,0 +1,130 @@
+import { AppError, isErrorCode } from '../errors.js';
+import type { Yoga } from '../graphql/yoga.js';
+import { graphqlEndpoint } from '../graphql/yoga.js';
+import { readJsonBody } from '../http/body.js';
+import type { Route } from './routes.js';
+
+type GraphQLResponseBody = {
+  data?: { result?: unknown } | null;
+  errors?: { message: string; extensions?: { code?: unknown; retryAfterSeconds?: unknown } }[];
+};
+
+/**
+ * Runs a REST request as its persisted GraphQL operation through Yoga, so authentication,
+ * scopes, rate limits and error codes are the GraphQL ones, then writes the documented body.
+ */
+export async function handleRestRequest(
+  request: Request,
+  route: Route,
+  params: Record<string, string>,
+  yoga: Yoga,
+  maxJsonBytes: number,
+): Promise<Response> {
+  const url = new URL(request.url);
+  let variables: unknown = {};
+  let restInputError: AppError | undefined;
+  try {
+    const body = route.readsBody ? await readJsonBody(request, maxJsonBytes) : undefined;
+    variables = route.variables?.({ params, query: url.searchParams, body }) ?? {};
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    restInputError = error;
+    variables = {};
+  }
+  const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
+  const headers = new Headers({ 'content-type': 'application/json', accept: 'application/graphql-response+json' });
+  const authorization = request.headers.get('authorization');
+  if (authorization !== null) headers.set('authorization', authorization);
+  const response = await yoga.fetch(
+    new URL(graphqlEndpoint, url),
+    {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } }),
+    },
+    { restInputError },
+  );
+  const result = (await response.json()) as GraphQLResponseBody;
+  const failure = errorOf(result);
+  if (failure) return errorResponse(failure);
+  return successResponse(route, result.data!.result, url);
+}
+
+function errorOf(result: GraphQLResponseBody): AppError | undefined {
+  const [error] = result.errors ?? [];
+  if (error) {
+    const code = error.extensions?.code;
+    const retryAfterSeconds = typeof error.extensions?.retryAfterSeconds === 'number' ? error.extensions.retryAfterSeconds : undefined;
+    if (isErrorCode(code)) {
+      const message = code === 'bad_request' ? restMessageOf(error.message) : error.message;
+      return new AppError(code, message, { retryAfterSeconds });
+    }
+    return new AppError('internal_error', 'internal error');
+  }
+  const value = result.data?.result as { __typename?: string; code?: unknown; message?: string } | null | undefined;
+  if (value?.__typename === 'AppError' && isErrorCode(value.code)) return new AppError(value.code, value.message ?? value.code);
+  if (value === undefined || value === null) return new AppError('internal_error', 'internal error');
+  return undefined;
+}
+
+/**
+ * GraphQL reports a REST body that does not fit the input type in its own words
+ * (`Variable "$input" got invalid value ...`); say it in terms of the REST body's fields.
+ */
+export function restMessageOf(message: string): string {
+  const missing = /Field "(\w+)" of required type "[^"]+" was not provided/.exec(message);
+  if (missing) return `${snakeCase(missing[1]!)}: is required`;
+  const unknown = /Field "(\w+)" is not defined by type/.exec(message);
+  if (unknown) return `${snakeCase(unknown[1]!)}: is not a known field`;
+  const invalid = /got invalid value .* at "\w+\.([\w.[\]]+)"; (.*)$/s.exec(message);
+  if (invalid) return `${snakeCase(invalid[1]!)}: ${describeCoercion(invalid[2]!)}`;
+  const wrongShape = /Variable "\$(\w+)" got invalid value .*; (.*)$/s.exec(message);
+  if (wrongShape) return `${wrongShape[1] === 'input' ? 'body' : snakeCase(wrongShape[1]!)}: ${describeCoercion(wrongShape[2]!)}`;
+  return message;
+}
+
+function describeCoercion(detail: string) {
+  if (/^String cannot represent/.test(detail)) return 'must be a string';
+  if (/^ID cannot represent/.test(detail)) return 'must be a string';
+  if (/^Int cannot represent/.test(detail)) return 'must be an integer';
+  if (/^Boolean cannot represent/.test(detail)) return 'must be a boolean';
+  if (/^Expected type "\w+" to be an object/.test(detail)) return 'must be a JSON object';
+  if (/^Expected value of non-null type/.test(detail)) return 'must not be null';
+  return detail;
+}
+
+const snakeCase = (path: string) => path.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+
+function successResponse(route: Route, value: unknown, url: URL): Response {
+  const { response } = route;
+  if (response.status === 204) return new Response(null, { status: 204 });
+  if ('list' in response) {
+    const connection = value as { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: unknown }[] };
+    const headers = new Headers();
+    if (connection.pageInfo.hasNextPage && connection.pageInfo.endCursor) {
+      const next = new URL(url);
+      next.searchParams.set('cursor', connection.pageInfo.endCursor);
+      headers.set('link', `<${next.pathname}${next.search}>; rel="next"`);
+    }
+    return Response.json(
+      connection.edges.map((edge) => edge.node),
+      { status: 200, headers },
+    );
+  }
+  const body = 'pick' in response ? response.pick(value) : withoutTypename(value);
+  return Response.json(body, { status: response.status });
+}
+
+function withoutTypename(value: unknown) {
+  if (value && typeof value === 'object' && '__typename' in value) {
+    const { __typename: _typename, ...rest } = value as Record<string, unknown>;
+    return rest;
+  }
+  return value;
+}
+
+export function errorResponse(error: AppError): Response {
+  const headers = new Headers();
+  if (error.details.retryAfterSeconds !== undefined) headers.set('retry-after', String(error.details.retryAfterSeconds));
+  return Response.json(error.toBody(), { status: error.status, headers });
+}

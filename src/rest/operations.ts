@@ -1,0 +1,202 @@
+// The GraphQL operations behind the REST endpoints. Each aliases its root field to `result`
+// and its fields to the REST names, so a response body is the selection itself.
+import { graphql } from '../generated/graphql/gql.js';
+
+
+export const RestGetMe = graphql(`
+  query RestGetMe {
+    result: me { id email name phone creditsBalance created_at: createdAt }
+  }
+`);
+
+export const RestUpdateMe = graphql(`
+  mutation RestUpdateMe($input: UpdateMeInput!) {
+    result: updateMe(input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on User { id email name phone creditsBalance created_at: createdAt }
+    }
+  }
+`);
+
+export const RestGetCredits = graphql(`
+  query RestGetCredits {
+    result: me {
+      credits {
+        balance
+        subscription { plan status current_period_end: currentPeriodEnd }
+        totals { granted used }
+        recent { id amount reason job_id: jobId created_at: createdAt }
+      }
+    }
+  }
+`);
+
+export const RestListApiKeys = graphql(`
+  query RestListApiKeys($first: Int, $after: String) {
+    result: apiKeys(first: $first, after: $after) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }
+    }
+  }
+`);
+
+export const RestCreateApiKey = graphql(`
+  mutation RestCreateApiKey($input: CreateApiKeyInput!) {
+    result: createApiKey(input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }
+    }
+  }
+`);
+
+export const RestRevokeApiKey = graphql(`
+  mutation RestRevokeApiKey($id: ID!) {
+    result: revokeApiKey(id: $id) {
+      __typename
+      ... on AppError { code message }
+      ... on Deleted { id }
+    }
+  }
+`);
+
+export const RestListWorkspaces = graphql(`
+  query RestListWorkspaces($first: Int, $after: String) {
+    result: workspaces(first: $first, after: $after) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { id name created_at: createdAt updated_at: updatedAt } }
+    }
+  }
+`);
+
+export const RestGetWorkspace = graphql(`
+  query RestGetWorkspace($id: ID!) {
+    result: workspace(id: $id) { id name created_at: createdAt updated_at: updatedAt }
+  }
+`);
+
+export const RestCreateWorkspace = graphql(`
+  mutation RestCreateWorkspace($input: WorkspaceInput!) {
+    result: createWorkspace(input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }
+    }
+  }
+`);
+
+export const RestUpdateWorkspace = graphql(`
+  mutation RestUpdateWorkspace($id: ID!, $input: WorkspaceInput!) {
+    result: updateWorkspace(id: $id, input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on Workspace { id name created_at: createdAt updated_at: updatedAt }
+    }
+  }
+`);
+
+export const RestDeleteWorkspace = graphql(`
+  mutation RestDeleteWorkspace($id: ID!) {
+    result: deleteWorkspace(id: $id) {
+      __typename
+      ... on AppError { code message }
+      ... on Deleted { id }
+    }
+  }
+`);
+
+export const RestWorkspaceStats = graphql(`
+  query RestWorkspaceStats($id: ID!) {
+    result: workspace(id: $id) {
+      stats {
+        workspace_id: workspaceId
+        document_count: documentCount
+        chunk_count: chunkCount
+        total_size_bytes: totalSizeBytes
+        processing_status: processingStatus
+        documents_by_status: documentsByStatus { queued processing ready failed }
+      }
+    }
+  }
+`);
+
+export const RestWorkspaceScan = graphql(`
+  query RestWorkspaceScan($id: ID!) {
+    result: workspace(id: $id) {
+      scan {
+        workspace_id: workspaceId
+        documents {
+          document_id: documentId
+          filename
+          status
+          chunk_count: chunkCount
+          embedded_chunks: embeddedChunks
+        }
+        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }
+      }
+    }
+  }
+`);
+
+export const RestListChatSessions = graphql(`
+  query RestListChatSessions($first: Int, $after: String) {
+    result: chatSessions(first: $first, after: $after) {
+      pageInfo { hasNextPage endCursor }
+      edges {
+        node { id title workspace_ids: workspaceIds created_at: createdAt updated_at: updatedAt message_count: messageCount }
+      }
+    }
+  }
+`);
+
+export const RestGetChatSession = graphql(`
+  query RestGetChatSession($id: ID!) {
+    result: chatSession(id: $id) {
+      id
+      title
+      workspace_ids: workspaceIds
+      created_at: createdAt
+      updated_at: updatedAt
+      message_count: messageCount
+      messages { id role content sources created_at: createdAt }
+    }
+  }
+`);
+
+export const RestCreateChatSession = graphql(`
+  mutation RestCreateChatSession($input: CreateChatSessionInput) {
+    result: createChatSession(input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on ChatSession {
+        id
+        title
+        workspace_ids: workspaceIds
+        created_at: createdAt
+        updated_at: updatedAt
+        message_count: messageCount
+      }
+    }
+  }
+`);
+
+export const RestDeleteChatSession = graphql(`
+  mutation RestDeleteChatSession($id: ID!) {
+    result: deleteChatSession(id: $id) {
+      __typename
+      ... on AppError { code message }
+      ... on Deleted { id }
+    }
+  }
+`);
+
+export const RestSendChatMessage = graphql(`
+  mutation RestSendChatMessage($sessionId: ID!, $input: SendChatMessageInput!) {
+    result: sendChatMessage(sessionId: $sessionId, input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on ChatMessage { id role content sources created_at: createdAt }
+    }
+  }
+`);

@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { badRequest } from '../errors.js';
+
+/**
+ * Maps a REST body onto a GraphQL input: only the listed fields are accepted (anything else is
+ * a 400 naming it), and snake_case names are renamed to the GraphQL ones. The values are not
+ * checked here: GraphQL coerces them against the input type, and the handler reports any
+ * mismatch as a 400 naming the field, so the result can be typed as the operation's input.
+ */
+export function bodyInput<Input>(body: unknown, fields: Record<string, string>, options: { optional?: boolean } = {}): Input {
+  if (body === undefined) {
+    if (options.optional) return undefined as Input;
+    throw badRequest('body', 'a JSON object is required');
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('body', 'must be a JSON object');
+  const input: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) {
+    const name = Object.hasOwn(fields, key) ? fields[key] : undefined;
+    if (name === undefined) throw badRequest(key, `is not a known field (accepted: ${Object.keys(fields).join(', ')})`);
+    input[name] = value;
+  }
+  return input as Input;
+}
+
+const listQuery = z.object({
+  limit: z.coerce
+    .number({ error: 'must be an integer' })
+    .int('must be an integer')
+    .min(1, 'must be at least 1')
+    .max(1000, 'must be at most 1000')
+    .default(100),
+  cursor: z.string().min(1, 'must not be empty').optional(),
+});
+
+/** `limit` (default 100, at most 1000) and `cursor` of list endpoints, as Relay `first`/`after`. */
+export function listInput(query: URLSearchParams) {
+  const parsed = listQuery.safeParse({
+    limit: query.get('limit') ?? undefined,
+    cursor: query.get('cursor') ?? undefined,
+  });
+  if (!parsed.success) {
+    const [issue] = parsed.error.issues;
+    throw badRequest(String(issue?.path[0] ?? 'query'), issue?.message ?? 'invalid');
+  }
+  return { first: parsed.data.limit, after: parsed.data.cursor ?? null };
+}
