@@ -51,7 +51,7 @@ export function createGraphQLServer(app: AppServices, log: Logger): Yoga {
  * logged and reported as `internal_error` without its details.
  */
 function toPublicError(error: unknown, log: Logger): Error {
-  const graphQLError = error instanceof GraphQLError ? error : undefined;
+  const graphQLError = isGraphQLError(error) ? error : undefined;
   const original = graphQLError ? graphQLError.originalError : error;
   if (original instanceof AppError) {
     const appError = original.toGraphQLError();
@@ -61,7 +61,7 @@ function toPublicError(error: unknown, log: Logger): Error {
       extensions: appError.extensions,
     });
   }
-  if (graphQLError && (!original || original instanceof GraphQLError)) {
+  if (graphQLError && (!original || isGraphQLError(original))) {
     const code = graphQLError.extensions.code;
     if (typeof code === 'string' && code === code.toLowerCase()) return graphQLError;
     return new GraphQLError(graphQLError.message, {
@@ -75,4 +75,10 @@ function toPublicError(error: unknown, log: Logger): Error {
   }
   log.error('unexpected error while executing GraphQL', original);
   return new GraphQLError('internal error', { path: graphQLError?.path, extensions: { code: 'internal_error' } });
+}
+
+// graphql ships CommonJS and ESM builds and both can be loaded in one process, so `instanceof`
+// cannot be trusted across packages; Yoga tells GraphQL errors apart by name too.
+function isGraphQLError(error: unknown): error is GraphQLError {
+  return error instanceof Error && error.name === 'GraphQLError';
 }

@@ -1,0 +1,111 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startApp, type RunningApp } from '../../src/app.js';
+import { adminCommands } from '../../src/cli/admin-commands.js';
+import { loadConfig, type Config } from '../../src/config.js';
+
+export type TestUser = { id: string; email: string; key: string };
+
+export type TestServer = {
+  url: string;
+  app: RunningApp;
+  config: Config;
+  /** A new user (unique email) with a key carrying every scope. */
+  createUser(options?: { credits?: number; active?: boolean }): Promise<TestUser>;
+  /** A further key for `user` carrying only `scopes`. */
+  createKey(user: TestUser, scopes: string[]): Promise<string>;
+  request(method: string, pathname: string, options?: RequestOptions): Promise<TestResponse>;
+  graphql<Data = Record<string, unknown>>(key: string | null, query: string, variables?: unknown): Promise<GraphQLResult<Data>>;
+  close(): Promise<void>;
+};
+
+type RequestOptions = { key?: string | null; json?: unknown; body?: string; headers?: Record<string, string> };
+
+export type TestResponse = { status: number; headers: Headers; body: any; text: string };
+
+export type GraphQLResult<Data> = {
+  status: number;
+  data: Data | null;
+  errors?: { message: string; extensions?: { code?: string; field?: string } }[];
+};
+
+/**
+ * Starts the real service on a free port: the embedded store in a fresh directory, or the
+ * PostgreSQL database named by DATABASE_URL (the CI matrix runs the suite both ways).
+ */
+export async function startTestServer(environment: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-test-'));
+  const config = loadConfig({
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    KB_DATA_DIR: dataDir,
+    KB_LOG_LEVEL: process.env.KB_TEST_LOG_LEVEL ?? 'silent',
+    ...environment,
+  });
+  const app = await startApp(config);
+
+  const request: TestServer['request'] = async (method, pathname, options = {}) => {
+    const headers = new Headers(options.headers);
+    if (options.key) headers.set('authorization', `Bearer ${options.key}`);
+    let body = options.body;
+    if (options.json !== undefined) {
+      body = JSON.stringify(options.json);
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+    }
+    const response = await fetch(new URL(pathname, app.url), { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, headers: response.headers, body: parsed, text };
+  };
+
+  const server: TestServer = {
+    url: app.url,
+    app,
+    config,
+    async createUser(options = {}) {
+      const email = `user-${randomUUID()}@example.com`;
+      const created = await adminCommands['users.create'](app.db.prisma, {
+        email,
+        name: 'Test User',
+        credits: options.credits ?? 0,
+        active: options.active ?? true,
+      });
+      return { id: created.user.id, email, key: created.api_key.raw_key };
+    },
+    async createKey(user, scopes) {
+      const response = await request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: `scoped ${scopes.join(' ')}`, scopes } });
+      if (response.status !== 201) throw new Error(`could not create key: ${response.text}`);
+      return response.body.raw_key as string;
+    },
+    request,
+    async graphql(key, query, variables) {
+      const response = await request('POST', '/graphql', {
+        key,
+        json: { query, variables },
+        headers: { accept: 'application/graphql-response+json, application/json' },
+      });
+      return { status: response.status, ...(response.body as object) } as never;
+    },
+    async close() {
+      await app.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}
+
+/** Asserts the documented error body and returns it. */
+export function expectError(response: TestResponse, status: number, code: string) {
+  if (response.status !== status || response.body?.error !== code || typeof response.body?.message !== 'string') {
+    throw new Error(`expected ${status} ${code}, got ${response.status} ${response.text}`);
+  }
+  return response.body as { error: string; message: string };
+}
