@@ -19,7 +19,7 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
         if (declared > app.config.maxJsonBytes) {
           return Response.json(
             { errors: [{ message: `request body exceeds the limit of ${app.config.maxJsonBytes} bytes`, extensions: { code: 'payload_too_large' } }] },
-            { status: 413 },
+            { status: 413, headers: { connection: 'close' } },
           );
         }
         return await yoga.fetch(request, {});

@@ -126,5 +126,7 @@ function withoutTypename(value: unknown) {
 export function errorResponse(error: AppError): Response {
   const headers = new Headers();
   if (error.details.retryAfterSeconds !== undefined) headers.set('retry-after', String(error.details.retryAfterSeconds));
+  // The rest of an oversized body was never read, so this connection cannot carry another request.
+  if (error.code === 'payload_too_large') headers.set('connection', 'close');
   return Response.json(error.toBody(), { status: error.status, headers });
 }

@@ -6,6 +6,8 @@ import { badRequest } from '../errors.js';
  * a 400 naming it), and snake_case names are renamed to the GraphQL ones. The values are not
  * checked here: GraphQL coerces them against the input type, and the handler reports any
  * mismatch as a 400 naming the field, so the result can be typed as the operation's input.
+ * A GraphQL name ending in `[]` marks a list: GraphQL would accept a lone value there and wrap
+ * it, but a REST client sending one has made a mistake worth a 400.
  */
 export function bodyInput<Input>(body: unknown, fields: Record<string, string>, options: { optional?: boolean } = {}): Input {
   if (body === undefined) {
@@ -15,9 +17,11 @@ export function bodyInput<Input>(body: unknown, fields: Record<string, string>, 
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('body', 'must be a JSON object');
   const input: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
-    const name = Object.hasOwn(fields, key) ? fields[key] : undefined;
-    if (name === undefined) throw badRequest(key, `is not a known field (accepted: ${Object.keys(fields).join(', ')})`);
-    input[name] = value;
+    const target = Object.hasOwn(fields, key) ? fields[key] : undefined;
+    if (target === undefined) throw badRequest(key, `is not a known field (accepted: ${Object.keys(fields).join(', ')})`);
+    const isList = target.endsWith('[]');
+    if (isList && value !== null && !Array.isArray(value)) throw badRequest(key, 'must be an array');
+    input[isList ? target.slice(0, -2) : target] = value;
   }
   return input as Input;
 }

@@ -65,7 +65,7 @@ export const routes: Route[] = [
     path: '/v1/user/me/api-keys',
     operation: operations.RestCreateApiKey,
     readsBody: true,
-    variables: ({ body }) => ({ input: bodyInput<CreateApiKeyInput>(body, { name: 'name', scopes: 'scopes' }) }),
+    variables: ({ body }) => ({ input: bodyInput<CreateApiKeyInput>(body, { name: 'name', scopes: 'scopes[]' }) }),
     response: { status: 201 },
   }),
   route({
@@ -133,7 +133,7 @@ export const routes: Route[] = [
     operation: operations.RestCreateChatSession,
     readsBody: true,
     variables: ({ body }) => ({
-      input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds' }, { optional: true }) ?? null,
+      input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true }) ?? null,
     }),
     response: { status: 201 },
   }),

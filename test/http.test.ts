@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+let server: TestServer;
+let user: TestUser;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await server.createUser();
+});
+afterAll(() => server.close());
+
+describe('health', () => {
+  it('answers /healthz without authentication', async () => {
+    const response = await server.request('GET', '/healthz');
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ status: 'ok' });
+  });
+
+  it('answers /readyz once the store answers', async () => {
+    const response = await server.request('GET', '/readyz');
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ status: 'ready', store: server.app.db.kind });
+  });
+});
+
+describe('requests the service cannot take', () => {
+  it('answers an unknown path with a JSON 404', async () => {
+    for (const path of ['/', '/v1', '/v1/nothing', '/v2/user/me', '/v1/user/me/extra']) {
+      expectError(await server.request('GET', path, { key: user.key }), 404, 'not_found');
+    }
+  });
+
+  it('answers a known path with the wrong method with 405 and Allow', async () => {
+    const response = await server.request('PUT', '/v1/kb/workspaces', { key: user.key, json: { name: 'x' } });
+    expectError(response, 405, 'method_not_allowed');
+    expect(response.headers.get('allow')).toBe('GET, POST');
+  });
+
+  it('answers invalid JSON with 400 and stores nothing', async () => {
+    const before = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
+    for (const body of ['{', '{"name": "x",}', 'name=x', '']) {
+      const response = await server.request('POST', '/v1/kb/workspaces', {
+        key: user.key,
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+      expectError(response, 400, 'bad_request');
+      expect(response.body.message).toMatch(/^body: /);
+    }
+    const after = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
+    expect(after.body).toEqual(before.body);
+  });
+
+  it('answers a body that is not application/json with 415', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'nonsense']) {
+      const response = await server.request('POST', '/v1/kb/workspaces', {
+        key: user.key,
+        body: '{"name":"typed"}',
+        headers: { 'content-type': type },
+      });
+      expectError(response, 415, 'unsupported_media_type');
+    }
+    const withCharset = await server.request('POST', '/v1/kb/workspaces', {
+      key: user.key,
+      body: '{"name":"charset"}',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
+    expect(withCharset.status).toBe(201);
+  });
+
+  it('answers a JSON body over 1 MiB with 413, whether or not its length is declared', async () => {
+    const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) });
+    expectError(
+      await server.request('POST', '/v1/kb/workspaces', { key: user.key, body: big, headers: { 'content-type': 'application/json' } }),
+      413,
+      'payload_too_large',
+    );
+    const chunks = new ReadableStream({
+      start(controller) {
+        for (let i = 0; i < 20; i += 1) controller.enqueue(new TextEncoder().encode('x'.repeat(64 * 1024)));
+        controller.close();
+      },
+    });
+    const response = await fetch(new URL('/v1/kb/workspaces', server.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json' },
+      body: chunks,
+      duplex: 'half',
+    } as RequestInit);
+    expect(response.status).toBe(413);
+    expect(await response.json()).toMatchObject({ error: 'payload_too_large' });
+    expect((await server.request('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('answers 401 before looking at the body', async () => {
+    expectError(
+      await server.request('POST', '/v1/kb/workspaces', { body: 'not json', headers: { 'content-type': 'text/plain' } }),
+      401,
+      'unauthorized',
+    );
+  });
+});
+
+describe('GraphQL endpoint', () => {
+  it('serves GraphiQL to a browser', async () => {
+    const response = await server.request('GET', '/graphql', { headers: { accept: 'text/html' } });
+    expect(response.status).toBe(200);
+    expect(response.text.toLowerCase()).toContain('graphiql');
+  });
+
+  it('answers queries over GET and POST with the bearer credential', async () => {
+    const viaPost = await server.graphql<{ me: { id: string } }>(user.key, '{ me { id email } }');
+    expect(viaPost.data?.me.id).toBe(user.id);
+    const viaGet = await fetch(new URL(`/graphql?query=${encodeURIComponent('{ me { id } }')}`, server.url), {
+      headers: { authorization: `Bearer ${user.key}`, accept: 'application/json' },
+    });
+    expect((await viaGet.json()).data.me.id).toBe(user.id);
+  });
+
+  it('reports syntax errors as bad_request', async () => {
+    const result = await server.graphql(user.key, '{ me { ');
+    expect(result.errors?.[0]?.extensions?.code).toBe('bad_request');
+  });
+
+  it('answers over the graphql-sse single-connection protocol at /graphql/stream', async () => {
+    const response = await fetch(new URL('/graphql/stream', server.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: '{ me { id } }' }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    const text = await response.text();
+    expect(text).toContain('event: next');
+    expect(text).toContain(user.id);
+    expect(text).toContain('event: complete');
+  });
+
+  it('answers over Yoga’s SSE transport at /graphql', async () => {
+    const response = await fetch(new URL('/graphql', server.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: '{ me { id } }' }),
+    });
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    expect(await response.text()).toContain(user.id);
+  });
+});
