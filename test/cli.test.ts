@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
 /** The configured store (DATABASE_URL, when the suite runs on PostgreSQL) unless overridden. */
-function environment(overrides: Record<string, string> = {}) {
+function environment(overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', ...overrides };
 }
 

@@ -59,9 +59,11 @@ export async function appendMessage<Query extends Omit<Prisma.ChatMessageCreateA
   query?: Query,
 ) {
   const session = await findSession(prisma, userId, sessionId, { select: { id: true } });
+  // One timestamp for both, so the session's updated_at is never older than its newest message.
+  const now = new Date();
   const [message] = await prisma.$transaction([
-    prisma.chatMessage.create({ ...query, data: { sessionId: session.id, role: input.role, content: input.content } }),
-    prisma.chatSession.update({ where: { id: session.id }, data: { updatedAt: new Date() } }),
+    prisma.chatMessage.create({ ...query, data: { sessionId: session.id, role: input.role, content: input.content, createdAt: now } }),
+    prisma.chatSession.update({ where: { id: session.id }, data: { updatedAt: now } }),
   ]);
   return message;
 }
