@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs PostgreSQL from Debian (if missing), starts it on 127.0.0.1:5432 and creates the
-# test role and database. Prints the DATABASE_URL to use on its last line.
+# test role and database (dropped and made anew with --fresh). Prints the DATABASE_URL to use
+# on its last line.
 set -euo pipefail
+fresh=false
+[ "${1:-}" = "--fresh" ] && fresh=true
 if ! command -v pg_ctlcluster >/dev/null || ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq postgresql >/dev/null
@@ -22,6 +25,9 @@ DO $$ BEGIN
   END IF;
 END $$;
 SQL
+if $fresh; then
+  runuser -u postgres -- dropdb --if-exists kb_test
+fi
 if ! runuser -u postgres -- psql -tAc "SELECT 1 FROM pg_database WHERE datname = 'kb_test'" | grep -q 1; then
   runuser -u postgres -- createdb -O kb kb_test
 fi
