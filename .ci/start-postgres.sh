@@ -5,6 +5,7 @@
 set -euo pipefail
 fresh=false
 [ "${1:-}" = "--fresh" ] && fresh=true
+database=${KB_TEST_DATABASE:-kb_test}
 if ! command -v pg_ctlcluster >/dev/null || ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq postgresql >/dev/null
@@ -26,9 +27,9 @@ DO $$ BEGIN
 END $$;
 SQL
 if $fresh; then
-  runuser -u postgres -- dropdb --if-exists kb_test
+  runuser -u postgres -- dropdb --if-exists "$database"
 fi
-if ! runuser -u postgres -- psql -tAc "SELECT 1 FROM pg_database WHERE datname = 'kb_test'" | grep -q 1; then
-  runuser -u postgres -- createdb -O kb kb_test
+if ! runuser -u postgres -- psql -tAc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1; then
+  runuser -u postgres -- createdb -O kb "$database"
 fi
-echo "postgresql://kb:kb@127.0.0.1:5432/kb_test"
+echo "postgresql://kb:kb@127.0.0.1:5432/$database"
