@@ -59,11 +59,14 @@ export async function appendMessage<Query extends Omit<Prisma.ChatMessageCreateA
   query?: Query,
 ) {
   const session = await findSession(prisma, userId, sessionId, { select: { id: true } });
-  // One timestamp for both, so the session's updated_at is never older than its newest message.
-  const now = new Date();
-  const [message] = await prisma.$transaction([
-    prisma.chatMessage.create({ ...query, data: { sessionId: session.id, role: input.role, content: input.content, createdAt: now } }),
-    prisma.chatSession.update({ where: { id: session.id }, data: { updatedAt: now } }),
-  ]);
-  return message;
+  // The database stamps the message (microseconds keep messages in order); the session's
+  // updated_at takes that same stamp, so it is never older than its newest message.
+  return prisma.$transaction(async (tx) => {
+    const message = await tx.chatMessage.create({
+      data: { sessionId: session.id, role: input.role, content: input.content },
+      select: { id: true, createdAt: true },
+    });
+    await tx.chatSession.update({ where: { id: session.id }, data: { updatedAt: message.createdAt } });
+    return tx.chatMessage.findUniqueOrThrow({ ...query, where: { id: message.id } });
+  });
 }

@@ -20,7 +20,7 @@ CREATE TABLE "users" (
     "name" TEXT NOT NULL,
     "phone" TEXT,
     "credits_balance" INTEGER NOT NULL DEFAULT 0,
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "updated_at" TIMESTAMPTZ(3) NOT NULL,
 
     CONSTRAINT "users_pkey" PRIMARY KEY ("id")
@@ -44,7 +44,7 @@ CREATE TABLE "credit_entries" (
     "amount" INTEGER NOT NULL,
     "reason" TEXT NOT NULL,
     "job_id" UUID,
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
 
     CONSTRAINT "credit_entries_pkey" PRIMARY KEY ("id")
 );
@@ -58,7 +58,7 @@ CREATE TABLE "api_keys" (
     "display_key" TEXT NOT NULL,
     "scopes" TEXT[],
     "last_used_at" TIMESTAMPTZ(3),
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "revoked_at" TIMESTAMPTZ(3),
 
     CONSTRAINT "api_keys_pkey" PRIMARY KEY ("id")
@@ -70,7 +70,7 @@ CREATE TABLE "workspaces" (
     "user_id" UUID NOT NULL,
     "name" TEXT NOT NULL,
     "name_key" TEXT NOT NULL,
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "updated_at" TIMESTAMPTZ(3) NOT NULL,
 
     CONSTRAINT "workspaces_pkey" PRIMARY KEY ("id")
@@ -90,7 +90,7 @@ CREATE TABLE "documents" (
     "chunk_count" INTEGER NOT NULL DEFAULT 0,
     "metadata" JSONB NOT NULL DEFAULT '{}',
     "text" TEXT,
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "updated_at" TIMESTAMPTZ(3) NOT NULL,
 
     CONSTRAINT "documents_pkey" PRIMARY KEY ("id")
@@ -115,7 +115,7 @@ CREATE TABLE "chat_sessions" (
     "user_id" UUID NOT NULL,
     "title" TEXT,
     "workspace_ids" UUID[],
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "updated_at" TIMESTAMPTZ(3) NOT NULL,
 
     CONSTRAINT "chat_sessions_pkey" PRIMARY KEY ("id")
@@ -128,7 +128,7 @@ CREATE TABLE "chat_messages" (
     "role" "message_role" NOT NULL,
     "content" TEXT NOT NULL,
     "sources" JSONB NOT NULL DEFAULT '[]',
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
 
     CONSTRAINT "chat_messages_pkey" PRIMARY KEY ("id")
 );
@@ -143,7 +143,7 @@ CREATE TABLE "agent_jobs" (
     "credits_reserved" INTEGER NOT NULL,
     "credits_used" INTEGER NOT NULL DEFAULT 0,
     "error" TEXT,
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_at" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "finished_at" TIMESTAMPTZ(3),
 
     CONSTRAINT "agent_jobs_pkey" PRIMARY KEY ("id")
