@@ -1,4 +1,4 @@
-import { notFound } from './errors.js';
+import { badRequest, notFound } from './errors.js';
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -9,3 +9,15 @@ export function requireUuid(id: string, what: string): string {
   if (!isUuid(id)) throw notFound(what);
   return id.toLowerCase();
 }
+
+/**
+ * Connection cursors are opaque but decodable, so a well-formed one can still carry any id;
+ * one whose id is not a UUID was not issued by this API.
+ */
+export function checkCursor<Query extends { cursor?: { id?: unknown } }>(query: Query): Query {
+  const id = query.cursor?.id;
+  if (id !== undefined && !(typeof id === 'string' && isUuid(id))) throw invalidCursor();
+  return query;
+}
+
+export const invalidCursor = () => badRequest('cursor', 'is not a cursor from this API');

@@ -2,7 +2,8 @@ import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { AppError } from '../errors.js';
+import { AppError, badRequest } from '../errors.js';
+import { invalidCursor } from '../ids.js';
 import persistedDocuments from '../generated/graphql/persisted-documents.json' with { type: 'json' };
 import type { Logger } from '../logger.js';
 import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
@@ -53,12 +54,13 @@ export function createGraphQLServer(app: AppServices, log: Logger): Yoga {
 function toPublicError(error: unknown, log: Logger): Error {
   const graphQLError = isGraphQLError(error) ? error : undefined;
   const original = graphQLError ? graphQLError.originalError : error;
-  if (original instanceof AppError) {
-    const appError = original.toGraphQLError();
-    return new GraphQLError(appError.message, {
+  const appError = original instanceof AppError ? original : knownAppError(original);
+  if (appError) {
+    const publicError = appError.toGraphQLError();
+    return new GraphQLError(publicError.message, {
       nodes: graphQLError?.nodes,
       path: graphQLError?.path,
-      extensions: appError.extensions,
+      extensions: publicError.extensions,
     });
   }
   if (graphQLError && (!original || isGraphQLError(original))) {
@@ -70,11 +72,21 @@ function toPublicError(error: unknown, log: Logger): Error {
       extensions: { ...graphQLError.extensions, code: 'bad_request' },
     });
   }
-  if (original instanceof Error && original.name === 'PothosValidationError') {
-    return new GraphQLError(original.message, { path: graphQLError?.path, extensions: { code: 'bad_request' } });
-  }
   log.error('unexpected error while executing GraphQL', original);
   return new GraphQLError('internal error', { path: graphQLError?.path, extensions: { code: 'internal_error' } });
+}
+
+/** Errors from libraries that are the request's fault, in the catalogue's terms. */
+function knownAppError(error: unknown): AppError | undefined {
+  if (!(error instanceof Error)) return undefined;
+  if (error.name === 'PothosValidationError') {
+    return /cursor/i.test(error.message) ? invalidCursor() : new AppError('bad_request', error.message);
+  }
+  // PostgreSQL text cannot hold U+0000 (SQLSTATE 22021); the value came from the request.
+  if (error.name === 'PrismaClientKnownRequestError' && error.message.includes('22021')) {
+    return badRequest('input', 'text must not contain NUL (\\u0000) characters');
+  }
+  return undefined;
 }
 
 // graphql ships CommonJS and ESM builds and both can be loaded in one process, so `instanceof`

@@ -19,6 +19,7 @@ export function bodyInput<Input>(body: unknown, fields: Record<string, string>, 
   for (const [key, value] of Object.entries(body)) {
     const target = Object.hasOwn(fields, key) ? fields[key] : undefined;
     if (target === undefined) throw badRequest(key, `is not a known field (accepted: ${Object.keys(fields).join(', ')})`);
+    if (containsNul(value)) throw badRequest(key, 'must not contain NUL (\\u0000) characters');
     const isList = target.endsWith('[]');
     if (isList && value !== null && !Array.isArray(value)) throw badRequest(key, 'must be an array');
     input[isList ? target.slice(0, -2) : target] = value;
@@ -47,4 +48,10 @@ export function listInput(query: URLSearchParams) {
     throw badRequest(String(issue?.path[0] ?? 'query'), issue?.message ?? 'invalid');
   }
   return { first: parsed.data.limit, after: parsed.data.cursor ?? null };
+}
+
+function containsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(containsNul);
+  return false;
 }

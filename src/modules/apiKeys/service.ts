@@ -1,7 +1,7 @@
 import { allScopes, type Scope } from '../../auth/scopes.js';
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
-import { requireUuid } from '../../ids.js';
+import { checkCursor, requireUuid } from '../../ids.js';
 import { displayKeyOf, generateRawKey, hashKey } from './key-material.js';
 
 type Db = PrismaClient | Prisma.TransactionClient;
@@ -20,7 +20,7 @@ export async function issueApiKey(prisma: Db, userId: string, name: string, scop
 
 export function listApiKeys<Query extends Prisma.ApiKeyFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
   return prisma.apiKey.findMany({
-    ...query,
+    ...checkCursor(query),
     where: { userId, revokedAt: null },
     orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
   });

@@ -1,12 +1,12 @@
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
-import { isUuid, requireUuid } from '../../ids.js';
+import { checkCursor, isUuid, requireUuid } from '../../ids.js';
 
 export const messageRoles = ['user', 'assistant', 'system'] as const;
 export type MessageRole = (typeof messageRoles)[number];
 
 export function listSessions<Query extends Prisma.ChatSessionFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
-  return prisma.chatSession.findMany({ ...query, where: { userId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+  return prisma.chatSession.findMany({ ...checkCursor(query), where: { userId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
 }
 
 export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirstArgs, 'where'>>(

@@ -1,6 +1,6 @@
 import { AppError, notFound } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
-import { requireUuid } from '../../ids.js';
+import { checkCursor, requireUuid } from '../../ids.js';
 
 const newestFirst = [{ createdAt: 'desc' as const }, { id: 'desc' as const }];
 
@@ -16,7 +16,7 @@ function conflictOnDuplicateName(name: string) {
 }
 
 export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
-  return prisma.workspace.findMany({ ...query, where: { userId }, orderBy: newestFirst });
+  return prisma.workspace.findMany({ ...checkCursor(query), where: { userId }, orderBy: newestFirst });
 }
 
 /** Another user's workspace is reported exactly like a missing one. */

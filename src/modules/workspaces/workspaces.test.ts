@@ -62,6 +62,23 @@ describe('workspaces over REST', () => {
     }
   });
 
+  it('rejects a cursor it did not issue with 400 naming cursor, forged or garbled', async () => {
+    const forged = Buffer.from('GPC:S:not-a-uuid').toString('base64');
+    for (const cursor of ['abc', forged, '%25%25']) {
+      const body = expectError(await server.request('GET', `/v1/kb/workspaces?cursor=${cursor}`, { key: owner.key }), 400, 'bad_request');
+      expect(body.message).toMatch(/^cursor: /);
+    }
+  });
+
+  it('refuses text PostgreSQL cannot store (NUL) with 400 naming the field, over REST and GraphQL', async () => {
+    const body = expectError(await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'a\u0000b' } }), 400, 'bad_request');
+    expect(body.message).toMatch(/^name: /);
+    const viaGraphQL = await server.graphql(owner.key, 'mutation($name: String!) { createWorkspace(input: { name: $name }) { __typename } }', {
+      name: 'a\u0000b',
+    });
+    expect(viaGraphQL.errors?.[0]?.extensions?.code).toBe('bad_request');
+  });
+
   it('gets, renames and deletes a workspace; deleting again is 404', async () => {
     const workspace = await createWorkspace('to rename');
     const fetched = await server.request('GET', `/v1/kb/workspaces/${workspace.id}`, { key: owner.key });
