@@ -50,6 +50,11 @@ export class AppError extends Error {
 
 export const badRequest = (field: string, problem: string) => new AppError('bad_request', `${field}: ${problem}`, { field });
 export const notFound = (what: string) => new AppError('not_found', `${what} not found`);
+export const authenticationRequired = () =>
+  new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
+export const missingScope = (scope: string) => new AppError('forbidden', `this credential lacks the ${scope} scope`);
+export const payloadTooLarge = (maxBytes: number) =>
+  new AppError('payload_too_large', `request body exceeds the limit of ${maxBytes} bytes`);
 
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(errorCatalogue, value);

@@ -118,6 +118,15 @@ describe('GraphQL endpoint', () => {
     expect((await viaGet.json()).data.me.id).toBe(user.id);
   });
 
+  it('answers a GraphQL request over 1 MiB with 413 and payload_too_large', async () => {
+    const response = await server.request('POST', '/graphql', {
+      key: user.key,
+      json: { query: '{ me { id } }', variables: { padding: 'x'.repeat(1024 * 1024) } },
+    });
+    expect(response.status).toBe(413);
+    expect(response.body.errors[0].extensions.code).toBe('payload_too_large');
+  });
+
   it('reports syntax errors as bad_request', async () => {
     const result = await server.graphql(user.key, '{ me { ');
     expect(result.errors?.[0]?.extensions?.code).toBe('bad_request');

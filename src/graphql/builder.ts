@@ -6,7 +6,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
 import type { Scope } from '../auth/scopes.js';
-import { AppError } from '../errors.js';
+import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type PrismaTypes from '../generated/pothos-prisma-types.js';
 import { getDatamodel } from '../generated/pothos-prisma-types.js';
 import type { Context } from './context.js';
@@ -33,9 +33,9 @@ export const builder = new SchemaBuilder<{
       scope: (scope) => context.viewer?.scopes.has(scope) ?? false,
     }),
     unauthorizedError: (_parent, context, info) => {
-      if (!context.viewer) return new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
+      if (!context.viewer) return authenticationRequired();
       const { scope } = fieldRequirements(info.parentType.getFields()[info.fieldName]);
-      return new AppError('forbidden', scope ? `this credential lacks the ${scope} scope` : 'not allowed');
+      return scope ? missingScope(scope) : new AppError('forbidden', 'not allowed');
     },
   },
   prisma: {

@@ -1,6 +1,6 @@
 import type { Plugin } from 'graphql-yoga';
 import { getOperationAST, Kind, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
-import { AppError } from '../errors.js';
+import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type { Context } from './context.js';
 import { fieldRequirements } from './field-requirements.js';
 
@@ -21,10 +21,10 @@ export function useOperationGate(): Plugin<Context> {
     const { viewer } = args.contextValue;
     const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
     if (scopes.length > 0 && !viewer) {
-      return new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
+      return authenticationRequired();
     }
     const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
-    if (missing) return new AppError('forbidden', `this credential lacks the ${missing} scope`);
+    if (missing) return missingScope(missing);
     const limits = new Set(requirements.flatMap((requirement) => (requirement.rateLimit ? [requirement.rateLimit] : [])));
     for (const limit of limits) {
       try {

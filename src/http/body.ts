@@ -1,5 +1,5 @@
 import contentType from 'content-type';
-import { AppError } from '../errors.js';
+import { AppError, payloadTooLarge } from '../errors.js';
 
 /**
  * Reads a JSON request body, stopping as soon as it passes `maxBytes` so an oversized upload
@@ -27,7 +27,7 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
 
 async function readTextBody(request: Request, maxBytes: number): Promise<string | undefined> {
   const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes);
   if (!request.body) return undefined;
   const reader = request.body.getReader();
   const parts: Uint8Array[] = [];
@@ -38,13 +38,10 @@ async function readTextBody(request: Request, maxBytes: number): Promise<string 
     size += value.byteLength;
     if (size > maxBytes) {
       await reader.cancel();
-      throw tooLarge(maxBytes);
+      throw payloadTooLarge(maxBytes);
     }
     parts.push(value);
   }
   if (size === 0) return undefined;
   return new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(parts));
 }
-
-const tooLarge = (maxBytes: number) =>
-  new AppError('payload_too_large', `request body exceeds the limit of ${maxBytes} bytes`);

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { createServerAdapter } from '@whatwg-node/server';
-import { AppError } from '../errors.js';
+import { AppError, payloadTooLarge } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, type Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
@@ -17,10 +17,7 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
         const declared = Number(request.headers.get('content-length') ?? 0);
         if (declared > app.config.maxJsonBytes) {
-          return Response.json(
-            { errors: [{ message: `request body exceeds the limit of ${app.config.maxJsonBytes} bytes`, extensions: { code: 'payload_too_large' } }] },
-            { status: 413, headers: { connection: 'close' } },
-          );
+          return Response.json({ errors: [payloadTooLarge(app.config.maxJsonBytes).toGraphQLError()] }, { status: 413, headers: { connection: 'close' } });
         }
         return await yoga.fetch(request, {});
       }
