@@ -9,6 +9,7 @@ import { createRateLimits } from './http/rate-limits.js';
 import { createHttpServer, createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { countUsers, createUser } from './modules/user/service.js';
+import { persistedOperations } from './rest/operations.js';
 
 export type RunningApp = {
   url: string;
@@ -36,7 +37,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const app: AppServices = { config, db, rateLimits: createRateLimits() };
-    const yoga = createGraphQLServer(app, log);
+    const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
     await new Promise<void>((resolve, reject) => {

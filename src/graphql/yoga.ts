@@ -1,10 +1,9 @@
 import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, type DocumentNode } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { AppError, badRequest } from '../errors.js';
 import { invalidCursor } from '../ids.js';
-import persistedDocuments from '../generated/graphql/persisted-documents.json' with { type: 'json' };
 import type { Logger } from '../logger.js';
 import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
 import { useOperationGate } from './operation-gate.js';
@@ -13,11 +12,10 @@ import { schema } from './schema.js';
 export const graphqlEndpoint = '/graphql';
 export const graphqlStreamEndpoint = '/graphql/stream';
 
-const persisted = persistedDocuments as Record<string, string>;
-
 export type Yoga = YogaServerInstance<RestServerContext, Context>;
 
-export function createGraphQLServer(app: AppServices, log: Logger): Yoga {
+/** `persistedOperations`: documents that may be sent by hash (the REST layer's). */
+export function createGraphQLServer(app: AppServices, log: Logger, persistedOperations: ReadonlyMap<string, DocumentNode>): Yoga {
   return createYoga<RestServerContext, Context>({
     schema,
     graphqlEndpoint,
@@ -38,7 +36,7 @@ export function createGraphQLServer(app: AppServices, log: Logger): Yoga {
     plugins: [
       usePersistedOperations({
         allowArbitraryOperations: true,
-        getPersistedOperation: (hash) => persisted[hash] ?? null,
+        getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
       }),
       useOperationGate(),
       useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),

@@ -1,5 +1,6 @@
 // The GraphQL operations behind the REST endpoints. Each aliases its root field to `result`
 // and its fields to the REST names, so a response body is the selection itself.
+import type { DocumentNode } from 'graphql';
 import { graphql } from '../generated/graphql/gql.js';
 
 
@@ -200,3 +201,20 @@ export const RestSendChatMessage = graphql(`
     }
   }
 `);
+
+const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage };
+
+/**
+ * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These
+ * documents keep the field order they were written in, so REST bodies list fields in the
+ * documented order (codegen's JSON manifest normalises documents and sorts their fields).
+ */
+export function persistedOperations(): Map<string, DocumentNode> {
+  const documents = new Map<string, DocumentNode>();
+  for (const [name, value] of Object.entries(restOperations)) {
+    const hash = (value as { __meta__?: { hash?: string } }).__meta__?.hash;
+    if (!hash) throw new Error(`REST operation ${name} has no persisted hash: run npm run codegen`);
+    documents.set(hash, value as DocumentNode);
+  }
+  return documents;
+}

@@ -29,6 +29,7 @@ describe('workspaces over REST', () => {
       created_at: expect.stringMatching(isoTimestamp),
       updated_at: expect.stringMatching(isoTimestamp),
     });
+    expect(Object.keys(response.body)).toEqual(['id', 'name', 'created_at', 'updated_at']);
   });
 
   it('lists the caller’s workspaces newest first as a bare array', async () => {
