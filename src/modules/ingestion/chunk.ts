@@ -1,0 +1,290 @@
+import { countTokens, decode, encode } from 'gpt-tokenizer';
+import type { ParsedBlock, ParsedDocument } from './types.js';
+
+export type ChunkOptions = { chunkTokens: number; overlapTokens: number };
+
+export type DocumentChunk = {
+  chunkIndex: number;
+  content: string;
+  tokenCount: number;
+  metadata: { page: number | null; pages: number[]; headings: string[] };
+};
+
+export const defaultChunkOptions: ChunkOptions = { chunkTokens: 512, overlapTokens: 64 };
+
+/** Smallest chunk size accepted; below it headings alone would not fit. */
+export const MINIMUM_CHUNK_TOKENS = 16;
+
+/** How finely a piece of text has already been cut; each level splits into the next one. */
+type Granularity = 'block' | 'line' | 'sentence' | 'token';
+
+/**
+ * The unit the chunker packs: a whole block, or a part of a block that was too large.
+ * `joiner` is what separates it from the piece before it when both land in the same chunk.
+ */
+type Piece = {
+  text: string;
+  joiner: string;
+  granularity: Granularity;
+  isHeading: boolean;
+  page: number | null;
+  headingPath: string[];
+  /** Copied from the end of the previous chunk. */
+  isOverlap: boolean;
+};
+
+const BLOCK_SEPARATOR = '\n\n';
+
+/**
+ * Cuts a parsed document into chunks of at most `chunkTokens` tokens (o200k_base, as counted by
+ * gpt-tokenizer). Whole blocks are packed in reading order; a block is only split when it is
+ * larger than a chunk by itself (at line ends, then sentence ends, then between tokens). A heading
+ * closes the chunk before it and stays with the text that follows. Within a section, each chunk
+ * after the first starts with the last whole sentences of the previous chunk, at most
+ * `overlapTokens` tokens of them; a chunk that starts at a heading has no overlap.
+ */
+export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defaultChunkOptions): DocumentChunk[] {
+  validateOptions(options);
+  const { chunkTokens, overlapTokens } = options;
+  const chunks: DocumentChunk[] = [];
+
+  const queue: Piece[] = [];
+  for (let index = doc.blocks.length - 1; index >= 0; index--) queue.push(blockPiece(doc.blocks[index]!));
+  // `queue` is a stack: the next piece is at the end, so splitting a piece pushes its parts back.
+  const pushFront = (pieces: Piece[]) => {
+    for (let index = pieces.length - 1; index >= 0; index--) queue.push(pieces[index]!);
+  };
+
+  let current: Piece[] = [];
+  let currentTokens = 0;
+  const hasNewText = () => current.some((piece) => !piece.isOverlap && !piece.isHeading);
+  const hasNewContent = () => current.some((piece) => !piece.isOverlap);
+  const recount = () => {
+    currentTokens = current.length === 0 ? 0 : countTokens(joinPieces(current));
+  };
+
+  const finishChunk = (withOverlap: boolean) => {
+    if (!hasNewContent()) {
+      current = [];
+      currentTokens = 0;
+      return;
+    }
+    // The running count is an estimate made piece by piece; the exact count of the joined text
+    // decides. Overlap goes first, then trailing pieces go back to the queue for the next chunk.
+    let content = joinPieces(current);
+    let tokenCount = countTokens(content);
+    const returned: Piece[] = [];
+    while (tokenCount > chunkTokens && current.length > 1) {
+      if (current[0]!.isOverlap) current.shift();
+      else returned.unshift(current.pop()!);
+      content = joinPieces(current);
+      tokenCount = countTokens(content);
+    }
+    const pages = [...new Set(current.map((piece) => piece.page).filter((page) => page !== null))].sort((a, b) => a - b);
+    chunks.push({
+      chunkIndex: chunks.length,
+      content,
+      tokenCount,
+      metadata: { page: pages[0] ?? null, pages, headings: [...current[0]!.headingPath] },
+    });
+    current = withOverlap && overlapTokens > 0 ? overlapFrom(current, overlapTokens) : [];
+    recount();
+    pushFront(returned);
+  };
+
+  while (queue.length > 0) {
+    const piece = queue.pop()!;
+    if (piece.isHeading && piece.granularity === 'block') {
+      if (hasNewText()) finishChunk(false);
+      else if (!hasNewContent()) {
+        current = [];
+        currentTokens = 0;
+      }
+    }
+
+    const cost = current.length === 0 ? countTokens(piece.text.trimStart()) : countTokens(piece.joiner + piece.text);
+    if (currentTokens + cost <= chunkTokens) {
+      current.push(piece);
+      currentTokens += cost;
+      continue;
+    }
+
+    if (current.length > 0 && !hasNewContent()) {
+      // Only overlap so far: give up overlap, oldest first, to make room for new text.
+      current.shift();
+      recount();
+      queue.push(piece);
+      continue;
+    }
+    if (current.length > 0 && !hasNewText()) {
+      // Only headings so far: cut this piece so that its beginning stays with them.
+      const budget = chunkTokens - currentTokens - countTokens(piece.joiner);
+      const parts = splitPiece(piece, budget, chunkTokens);
+      if (parts && countTokens(parts[0]!.joiner + parts[0]!.text) + currentTokens <= chunkTokens) {
+        pushFront(parts);
+        continue;
+      }
+      if (parts && parts[0]!.granularity !== 'token') {
+        // The first part is still too large; the next round splits it further.
+        pushFront(parts);
+        continue;
+      }
+      queue.push(piece);
+      finishChunk(false);
+      continue;
+    }
+    if (current.length === 0) {
+      // Larger than a chunk on its own.
+      pushFront(splitPiece(piece, chunkTokens, chunkTokens) ?? []);
+      continue;
+    }
+    queue.push(piece);
+    finishChunk(true);
+  }
+  finishChunk(false);
+  return chunks;
+}
+
+function validateOptions({ chunkTokens, overlapTokens }: ChunkOptions): void {
+  if (!Number.isInteger(chunkTokens) || chunkTokens < MINIMUM_CHUNK_TOKENS) {
+    throw new RangeError(`chunkTokens must be an integer of at least ${MINIMUM_CHUNK_TOKENS}, got ${chunkTokens}`);
+  }
+  if (!Number.isInteger(overlapTokens) || overlapTokens < 0 || overlapTokens >= chunkTokens) {
+    throw new RangeError(`overlapTokens must be an integer from 0 to chunkTokens - 1, got ${overlapTokens}`);
+  }
+}
+
+function blockPiece(block: ParsedBlock): Piece {
+  return {
+    text: block.text,
+    joiner: BLOCK_SEPARATOR,
+    granularity: 'block',
+    isHeading: block.kind === 'heading',
+    page: block.page,
+    headingPath: block.headingPath,
+    isOverlap: false,
+  };
+}
+
+function joinPieces(pieces: Piece[]): string {
+  return pieces
+    .map((piece, index) => (index === 0 ? piece.text : piece.joiner + piece.text))
+    .join('')
+    .trim();
+}
+
+/**
+ * Splits a piece one level finer: lines, then sentences, then token runs. The first part is
+ * made to fit `firstBudget` tokens where the split is by tokens; other parts fit `limit`.
+ * Returns null when the piece cannot be split any further.
+ */
+function splitPiece(piece: Piece, firstBudget: number, limit: number): Piece[] | null {
+  const derive = (text: string, index: number, granularity: Granularity): Piece => ({
+    ...piece,
+    text,
+    granularity,
+    joiner: index === 0 ? piece.joiner : granularity === 'line' ? '\n' : granularity === 'sentence' ? ' ' : '',
+  });
+
+  if (piece.granularity === 'block') {
+    const lines = piece.text.split('\n').filter((line) => line.trim() !== '');
+    if (lines.length > 1) return lines.map((line, index) => derive(line, index, 'line'));
+  }
+  if (piece.granularity !== 'sentence' && piece.granularity !== 'token') {
+    const sentences = splitSentences(piece.text);
+    if (sentences.length > 1) return sentences.map((sentence, index) => derive(sentence, index, 'sentence'));
+  }
+  if (firstBudget < 1) return null;
+  const runs = splitByTokens(piece.text, firstBudget, limit);
+  if (runs.length <= 1 && countTokens(piece.text) <= firstBudget) return null;
+  if (runs.length === 0) return null;
+  return runs.map((run, index) => derive(run, index, 'token'));
+}
+
+const SENTENCE_END = /[.!?…][)\]"'”’»]*\s+(?=\S)|[。！？][)\]」』”’]*\s*(?=\S)|\n+(?=\S)/g;
+
+/** Offsets where a sentence or a line begins, after the first one. */
+function sentenceStarts(text: string): number[] {
+  const starts: number[] = [];
+  for (const match of text.matchAll(SENTENCE_END)) starts.push(match.index + match[0].length);
+  return starts;
+}
+
+function splitSentences(text: string): string[] {
+  const sentences: string[] = [];
+  let start = 0;
+  for (const end of [...sentenceStarts(text), text.length]) {
+    const sentence = text.slice(start, end).trim();
+    if (sentence !== '') sentences.push(sentence);
+    start = end;
+  }
+  return sentences;
+}
+
+/**
+ * Cuts text into runs of whole tokens: the first of at most `firstBudget` tokens, the rest of at
+ * most `limit`. Cuts that would fall inside a character move back by a token, and every run is
+ * re-counted, since a run on its own may tokenize differently from the same text in context.
+ */
+function splitByTokens(text: string, firstBudget: number, limit: number): string[] {
+  const tokens = encode(text);
+  const runs: string[] = [];
+  let tokenStart = 0;
+  let characterStart = 0;
+  while (tokenStart < tokens.length) {
+    const budget = runs.length === 0 ? firstBudget : limit;
+    let tokenEnd = Math.min(tokens.length, tokenStart + budget);
+    if (tokenEnd < tokens.length) tokenEnd = wordBoundaryBefore(tokens, tokenStart, tokenEnd);
+    let run = '';
+    while (tokenEnd > tokenStart) {
+      run = decode(tokens.slice(tokenStart, tokenEnd));
+      const cleanCut = text.startsWith(run, characterStart) && countTokens(run) <= budget;
+      if (cleanCut) break;
+      tokenEnd--;
+    }
+    if (tokenEnd === tokenStart) {
+      // Not even one token fits cleanly (a character spread over several tokens): take a whole
+      // character when the budget allows it, otherwise give up on this budget.
+      const character = String.fromCodePoint(text.codePointAt(characterStart)!);
+      if (countTokens(character) > budget) return runs;
+      run = character;
+      tokenEnd = tokenStart + encode(character).length;
+    }
+    runs.push(run);
+    tokenStart = tokenEnd;
+    characterStart += run.length;
+  }
+  return runs;
+}
+
+/**
+ * Moves a cut back to the last token that starts with whitespace (in o200k a word carries its
+ * leading space), unless that would give up more than half of the run.
+ */
+function wordBoundaryBefore(tokens: number[], tokenStart: number, tokenEnd: number): number {
+  const earliest = tokenStart + Math.ceil((tokenEnd - tokenStart) / 2);
+  for (let index = tokenEnd; index > earliest; index--) {
+    if (/^\s/.test(decode([tokens[index]!]))) return index;
+  }
+  return tokenEnd;
+}
+
+/**
+ * The trailing whole sentences (or lines, or blocks) of a chunk, at most `overlapTokens` tokens,
+ * as pieces for the start of the next chunk.
+ */
+function overlapFrom(pieces: Piece[], overlapTokens: number): Piece[] {
+  let best: Piece[] = [];
+  const tail: Piece[] = [];
+  for (let index = pieces.length - 1; index >= 0; index--) {
+    const piece = pieces[index]!;
+    const starts = piece.isHeading || piece.granularity === 'token' ? [] : sentenceStarts(piece.text);
+    for (const start of [...starts.reverse(), 0]) {
+      const candidate: Piece[] = [{ ...piece, text: piece.text.slice(start), isOverlap: true }, ...tail];
+      if (countTokens(joinPieces(candidate)) > overlapTokens) return best;
+      best = candidate;
+    }
+    tail.unshift({ ...piece, isOverlap: true });
+  }
+  return best;
+}

@@ -1,0 +1,204 @@
+import { Readability } from '@mozilla/readability';
+import { parseHTML } from 'linkedom';
+import { HeadingTrail } from './heading-trail.js';
+import type { ParsedBlock } from './types.js';
+
+const ELEMENT_NODE = 1;
+const TEXT_NODE = 3;
+
+/** Elements whose content is never document text. */
+const IGNORED_ELEMENTS = new Set([
+  'script', 'style', 'noscript', 'template', 'head', 'title', 'meta', 'link', 'svg', 'math',
+  'iframe', 'object', 'embed', 'canvas', 'video', 'audio', 'select', 'button', 'input', 'textarea',
+]);
+
+/** Elements that end the running paragraph before and after themselves. */
+const BLOCK_ELEMENTS = new Set([
+  'address', 'article', 'aside', 'blockquote', 'body', 'center', 'dd', 'details', 'dialog', 'div',
+  'dl', 'dt', 'fieldset', 'figcaption', 'figure', 'footer', 'form', 'header', 'hgroup', 'hr', 'html',
+  'li', 'main', 'nav', 'p', 'section', 'summary', 'caption',
+]);
+
+const HEADING_ELEMENT = /^h([1-6])$/;
+
+/** Collapses HTML whitespace inside each line while keeping explicit line breaks. */
+function normalizeInlineText(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => line.replace(/[ \t\f\r\u00a0]+/g, ' ').trim())
+    .filter((line) => line !== '')
+    .join('\n');
+}
+
+function collapseWhitespace(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/** Walks a DOM subtree in document order and turns it into heading and text blocks. */
+function blocksFromElement(root: Element): ParsedBlock[] {
+  const blocks: ParsedBlock[] = [];
+  const headings = new HeadingTrail();
+  let headingPath: string[] = [];
+  let inlineText = '';
+
+  const pushText = (text: string) => {
+    if (text.trim() !== '') blocks.push({ kind: 'text', text, page: null, headingPath });
+  };
+  const flushInline = () => {
+    pushText(normalizeInlineText(inlineText));
+    inlineText = '';
+  };
+
+  const visit = (node: Node): void => {
+    if (node.nodeType === TEXT_NODE) {
+      // Source line breaks are ordinary whitespace in HTML; only <br> makes a line break.
+      inlineText += (node.textContent ?? '').replace(/\n/g, ' ');
+      return;
+    }
+    if (node.nodeType !== ELEMENT_NODE) return;
+    const element = node as Element;
+    const tag = element.tagName.toLowerCase();
+    if (IGNORED_ELEMENTS.has(tag)) return;
+
+    const heading = HEADING_ELEMENT.exec(tag);
+    if (heading) {
+      flushInline();
+      const text = collapseWhitespace(visibleText(element));
+      if (text !== '') {
+        const level = Number(heading[1]);
+        headingPath = headings.enter(level, text);
+        blocks.push({ kind: 'heading', text, page: null, headingPath, level });
+      }
+      return;
+    }
+    if (tag === 'br') {
+      inlineText += '\n';
+      return;
+    }
+    if (tag === 'pre') {
+      flushInline();
+      pushText(visibleText(element).replace(/^\n+|\s+$/g, ''));
+      return;
+    }
+    if (tag === 'table') {
+      flushInline();
+      pushText(tableText(element));
+      return;
+    }
+    if (tag === 'ul' || tag === 'ol') {
+      flushInline();
+      pushText(listLines(element, 0).join('\n'));
+      return;
+    }
+    const isBlock = BLOCK_ELEMENTS.has(tag);
+    if (isBlock) flushInline();
+    for (const child of Array.from(element.childNodes)) visit(child);
+    if (isBlock) flushInline();
+  };
+
+  visit(root);
+  flushInline();
+  return blocks;
+}
+
+/** Text content without the content of ignored elements such as scripts. */
+function visibleText(node: Node): string {
+  if (node.nodeType === TEXT_NODE) return node.textContent ?? '';
+  if (node.nodeType !== ELEMENT_NODE) return '';
+  const element = node as Element;
+  const tag = element.tagName.toLowerCase();
+  if (IGNORED_ELEMENTS.has(tag)) return '';
+  if (tag === 'br') return '\n';
+  const inner = Array.from(element.childNodes).map(visibleText).join('');
+  return BLOCK_ELEMENTS.has(tag) || tag === 'tr' ? `\n${inner}\n` : inner;
+}
+
+/** One line per row, cells separated by " | ". */
+function tableText(table: Element): string {
+  const rows: string[] = [];
+  for (const row of Array.from(table.querySelectorAll('tr'))) {
+    if (row.closest('table') !== table) continue;
+    const cells = Array.from(row.children)
+      .filter((cell) => /^t[dh]$/i.test(cell.tagName))
+      .map((cell) => collapseWhitespace(visibleText(cell)));
+    if (cells.some((cell) => cell !== '')) rows.push(cells.join(' | '));
+  }
+  return rows.join('\n');
+}
+
+/** "- item" or "1. item" lines, nested lists indented by two spaces per level. */
+function listLines(list: Element, depth: number): string[] {
+  const lines: string[] = [];
+  const ordered = list.tagName.toLowerCase() === 'ol';
+  let itemNumber = 0;
+  for (const item of Array.from(list.children)) {
+    if (item.tagName.toLowerCase() !== 'li') continue;
+    itemNumber++;
+    const nestedLines: string[] = [];
+    let ownText = '';
+    for (const child of Array.from(item.childNodes)) {
+      const childTag = child.nodeType === ELEMENT_NODE ? (child as Element).tagName.toLowerCase() : '';
+      if (childTag === 'ul' || childTag === 'ol') nestedLines.push(...listLines(child as Element, depth + 1));
+      else ownText += visibleText(child);
+    }
+    const marker = ordered ? `${itemNumber}.` : '-';
+    const text = collapseWhitespace(ownText);
+    if (text !== '') lines.push(`${'  '.repeat(depth)}${marker} ${text}`);
+    lines.push(...nestedLines);
+  }
+  return lines;
+}
+
+function parseDocumentHtml(html: string): Document {
+  // linkedom builds no <html>/<body> around a fragment, so fragments get a page around them.
+  const isPage = /<html[\s>]/i.test(html);
+  return parseHTML(isPage ? html : `<!doctype html><html><head></head><body>${html}</body></html>`).document;
+}
+
+/** Blocks of an HTML fragment produced by a converter (no page chrome to remove). */
+export function htmlFragmentBlocks(fragment: string): ParsedBlock[] {
+  const document = parseDocumentHtml(fragment);
+  return document.body ? blocksFromElement(document.body) : [];
+}
+
+/**
+ * Below this share of the page's visible text, Readability is assumed to have picked a fragment
+ * (a sidebar, a caption) rather than the article, and the whole body is used instead.
+ */
+const MINIMUM_ARTICLE_SHARE = 0.2;
+
+/**
+ * Blocks of a web page: the main content as found by Readability, or the whole body when
+ * Readability finds nothing convincing. The page title leads as a level-1 heading when the
+ * article does not already start with it.
+ */
+export function htmlPageBlocks(html: string): ParsedBlock[] {
+  const bodyBlocks = (() => {
+    const document = parseDocumentHtml(html);
+    return document.body ? blocksFromElement(document.body) : [];
+  })();
+  const bodyLength = textLength(bodyBlocks);
+
+  let article: ReturnType<Readability['parse']> = null;
+  try {
+    article = new Readability(parseDocumentHtml(html)).parse();
+  } catch {
+    article = null;
+  }
+  if (!article?.content) return bodyBlocks;
+  const articleBlocks = htmlFragmentBlocks(article.content);
+  const articleLength = textLength(articleBlocks);
+  if (articleLength === 0 || articleLength < bodyLength * MINIMUM_ARTICLE_SHARE) return bodyBlocks;
+
+  const title = collapseWhitespace(article.title ?? '');
+  const firstBlock = articleBlocks[0];
+  if (title === '' || (firstBlock?.kind === 'heading' && firstBlock.text === title)) return articleBlocks;
+  return [
+    { kind: 'heading', text: title, page: null, headingPath: [title], level: 1 },
+    ...articleBlocks.map((block) => ({ ...block, headingPath: [title, ...block.headingPath] })),
+  ];
+}
+
+function textLength(blocks: ParsedBlock[]): number {
+  return blocks.reduce((total, block) => total + block.text.length, 0);
+}

@@ -1,0 +1,219 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { getDocument, VerbosityLevel } from 'pdfjs-dist/legacy/build/pdf.mjs';
+import type { TextItem, TextMarkedContent } from 'pdfjs-dist/types/src/display/api.js';
+import { HeadingTrail } from './heading-trail.js';
+import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
+
+const pdfjsRoot = path.dirname(createRequire(import.meta.url).resolve('pdfjs-dist/package.json'));
+
+/** Whole-document budget; pdf.js runs on this thread, so this only catches stalls, not busy loops. */
+const PDF_PARSE_TIMEOUT_MS = 120_000;
+
+type PositionedText = { text: string; x: number; y: number; width: number; size: number; endsLine: boolean };
+type Line = { text: string; y: number; size: number };
+type Paragraph = { lines: Line[]; size: number; page: number };
+
+export async function parsePdf(bytes: Uint8Array): Promise<ParsedDocument> {
+  const loadingTask = getDocument({
+    // pdf.js takes ownership of (detaches) the buffer it is given.
+    data: bytes.slice(),
+    disableFontFace: true,
+    useSystemFonts: false,
+    isEvalSupported: false,
+    useWorkerFetch: false,
+    disableAutoFetch: true,
+    disableStream: true,
+    enableXfa: false,
+    verbosity: VerbosityLevel.ERRORS,
+    // Local copies so that documents using the 14 standard fonts or CJK CMaps never go to the network.
+    standardFontDataUrl: `${pdfjsRoot}/standard_fonts/`,
+    cMapUrl: `${pdfjsRoot}/cmaps/`,
+    cMapPacked: true,
+  });
+
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ParseError(`not a readable PDF: parsing took longer than ${PDF_PARSE_TIMEOUT_MS / 1000} s`)),
+      PDF_PARSE_TIMEOUT_MS,
+    );
+  });
+  try {
+    return await Promise.race([extract(loadingTask.promise), timeout]);
+  } catch (error) {
+    throw toParseError(error);
+  } finally {
+    clearTimeout(timer);
+    await loadingTask.destroy().catch(() => undefined);
+  }
+}
+
+function toParseError(error: unknown): ParseError {
+  if (error instanceof ParseError) return error;
+  const name = error instanceof Error ? error.name : '';
+  const message = error instanceof Error ? error.message : String(error);
+  if (name === 'PasswordException') return new ParseError('the PDF is password-protected');
+  return new ParseError(`not a readable PDF: ${message}`);
+}
+
+async function extract(
+  documentPromise: ReturnType<typeof getDocument>['promise'],
+): Promise<ParsedDocument> {
+  const pdf = await documentPromise;
+  const pageCount = pdf.numPages;
+  if (pageCount === 0) throw new ParseError('not a readable PDF: it has no pages');
+
+  const paragraphs: Paragraph[] = [];
+  for (let pageNumber = 1; pageNumber <= pageCount; pageNumber++) {
+    const page = await pdf.getPage(pageNumber);
+    const content = await page.getTextContent();
+    paragraphs.push(...pageParagraphs(content.items, pageNumber));
+    page.cleanup();
+  }
+  if (paragraphs.length === 0) {
+    throw new ParseError('the PDF has no text layer (scanned pages?); OCR is not available');
+  }
+
+  const blocks = paragraphsToBlocks(paragraphs);
+  return { text: blocks.map((block) => block.text).join('\n\n'), pageCount, blocks };
+}
+
+function isTextItem(item: TextItem | TextMarkedContent): item is TextItem {
+  return 'str' in item;
+}
+
+function pageParagraphs(items: (TextItem | TextMarkedContent)[], page: number): Paragraph[] {
+  const pieces: PositionedText[] = [];
+  for (const item of items) {
+    if (!isTextItem(item)) continue;
+    const [scaleX = 0, skewY = 0, skewX = 0, scaleY = 0, x = 0, y = 0] = item.transform as number[];
+    const size = item.height > 0 ? item.height : Math.hypot(skewX, scaleY) || Math.hypot(scaleX, skewY);
+    // Private-use code points are symbol-font glyphs (list bullets, dingbats) with no meaning as text.
+    const text = item.str.replace(/[\uE000-\uF8FF]/g, '');
+    pieces.push({ text, x, y, width: item.width, size, endsLine: item.hasEOL });
+  }
+  return linesToParagraphs(piecesToLines(pieces), page);
+}
+
+/**
+ * Groups text runs into lines. A run starts a new line when the previous run ended one (hasEOL)
+ * or when it sits at a clearly different height. Inside a line, runs are ordered left to right
+ * and a space is inserted where the horizontal gap between them is wider than a thin space.
+ */
+function piecesToLines(pieces: PositionedText[]): Line[] {
+  const lines: Line[] = [];
+  let current: PositionedText[] = [];
+  let lineBreakPending = false;
+
+  const finishLine = () => {
+    const visible = current.filter((piece) => piece.text.trim() !== '');
+    if (visible.length > 0) {
+      const ordered = [...current].sort((a, b) => a.x - b.x);
+      let text = '';
+      let previousEnd: number | null = null;
+      for (const piece of ordered) {
+        const isBlank = piece.text.trim() === '';
+        if (isBlank) {
+          if (text !== '' && !text.endsWith(' ')) text += ' ';
+        } else {
+          const gap = previousEnd === null ? 0 : piece.x - previousEnd;
+          if (text !== '' && !text.endsWith(' ') && !/^\s/.test(piece.text) && gap > piece.size * 0.15) text += ' ';
+          text += piece.text;
+        }
+        previousEnd = Math.max(previousEnd ?? -Infinity, piece.x + piece.width);
+      }
+      const size = Math.max(...visible.map((piece) => piece.size));
+      lines.push({ text: text.replace(/\s+/g, ' ').trim(), y: visible[0]!.y, size });
+    }
+    current = [];
+  };
+
+  for (const piece of pieces) {
+    const anchor = current.find((candidate) => candidate.text.trim() !== '') ?? current[0];
+    const tolerance = Math.max(piece.size, anchor?.size ?? 0) * 0.5;
+    if (anchor && (lineBreakPending || Math.abs(piece.y - anchor.y) > tolerance)) finishLine();
+    lineBreakPending = piece.endsLine;
+    // Empty runs only mark positions (pdf.js puts one with hasEOL before a new line's first run).
+    if (piece.text !== '') current.push(piece);
+  }
+  finishLine();
+  return lines;
+}
+
+/**
+ * Splits a page's lines into paragraphs on vertical gaps clearly larger than the paragraph's own
+ * line spacing, on jumps back up the page (next column, table cell) and on font size changes.
+ */
+function linesToParagraphs(lines: Line[], page: number): Paragraph[] {
+  const paragraphs: Paragraph[] = [];
+  let current: Paragraph | null = null;
+  let lineSpacing: number | null = null;
+
+  for (const line of lines) {
+    if (current) {
+      const previous = current.lines[current.lines.length - 1]!;
+      const gap = previous.y - line.y;
+      const size = Math.max(previous.size, line.size);
+      const sizeChanged = Math.max(previous.size, line.size) / Math.min(previous.size, line.size) > 1.2;
+      const normalGap = lineSpacing === null ? size * 1.75 : Math.max(lineSpacing * 1.4, size * 1.1);
+      const startsNew = sizeChanged || gap < -size * 0.5 || gap > normalGap;
+      if (!startsNew) {
+        if (gap > size * 0.5) lineSpacing = lineSpacing === null ? gap : Math.min(lineSpacing, gap);
+        current.lines.push(line);
+        continue;
+      }
+      paragraphs.push(current);
+    }
+    current = { lines: [line], size: line.size, page };
+    lineSpacing = null;
+  }
+  if (current) paragraphs.push(current);
+  return paragraphs;
+}
+
+function paragraphText(paragraph: Paragraph): string {
+  let text = '';
+  for (const line of paragraph.lines) {
+    // A line ending in a hyphen after a letter continues the word on the next line.
+    if (text === '' || /\p{L}-$/u.test(text)) text += line.text;
+    else text += ` ${line.text}`;
+  }
+  return text;
+}
+
+/**
+ * Headings are inferred from type size: short paragraphs set clearly larger than the body text
+ * (the size carrying the most characters) become headings, the largest size being level 1.
+ */
+function paragraphsToBlocks(paragraphs: Paragraph[]): ParsedBlock[] {
+  const charactersBySize = new Map<number, number>();
+  for (const paragraph of paragraphs) {
+    const size = Math.round(paragraph.size);
+    const characters = paragraph.lines.reduce((total, line) => total + line.text.length, 0);
+    charactersBySize.set(size, (charactersBySize.get(size) ?? 0) + characters);
+  }
+  const bodySize = [...charactersBySize.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 0;
+
+  const isHeading = (paragraph: Paragraph, text: string) =>
+    Math.round(paragraph.size) >= bodySize * 1.25 && paragraph.lines.length <= 3 && text.length <= 200 && /\p{L}/u.test(text);
+
+  const headingSizes = [
+    ...new Set(paragraphs.filter((p) => isHeading(p, paragraphText(p))).map((p) => Math.round(p.size))),
+  ].sort((a, b) => b - a);
+
+  const headings = new HeadingTrail();
+  let headingPath: string[] = [];
+  const blocks: ParsedBlock[] = [];
+  for (const paragraph of paragraphs) {
+    const text = paragraphText(paragraph);
+    if (isHeading(paragraph, text)) {
+      const level = Math.min(headingSizes.indexOf(Math.round(paragraph.size)) + 1, 6);
+      headingPath = headings.enter(level, text);
+      blocks.push({ kind: 'heading', text, page: paragraph.page, headingPath, level });
+    } else {
+      blocks.push({ kind: 'text', text, page: paragraph.page, headingPath });
+    }
+  }
+  return blocks;
+}

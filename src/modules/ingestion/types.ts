@@ -1,0 +1,42 @@
+export type DocumentType =
+  | 'application/pdf'
+  | 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
+  | 'text/html'
+  | 'text/markdown'
+  | 'text/plain'
+  | 'text/csv'
+  | 'application/json';
+
+export const documentTypes: readonly DocumentType[] = [
+  'application/pdf',
+  'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  'text/html',
+  'text/markdown',
+  'text/plain',
+  'text/csv',
+  'application/json',
+];
+
+export const DOCX_TYPE = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+
+export type ParsedBlock = {
+  kind: 'heading' | 'text';
+  text: string;
+  /** 1-based page number for paginated formats (PDF), otherwise null. */
+  page: number | null;
+  /** Headings in force at this block, outermost first; a heading block's path ends with itself. */
+  headingPath: string[];
+  /** Heading level 1..6, only on heading blocks. */
+  level?: number;
+};
+
+export type ParsedDocument = {
+  text: string;
+  pageCount: number | null;
+  blocks: ParsedBlock[];
+};
+
+/** A document that cannot be turned into text; the message is shown to users as the document's error. */
+export class ParseError extends Error {
+  override name = 'ParseError';
+}
