@@ -8,6 +8,8 @@ import { createGraphQLServer } from './graphql/yoga.js';
 import { createRateLimits } from './http/rate-limits.js';
 import { createHttpServer, createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
+import { createParsePool } from './modules/ingestion/parse-pool.js';
+import { startIngestionQueue } from './modules/ingestion/queue.js';
 import { countUsers, createUser } from './modules/user/service.js';
 import { persistedOperations } from './rest/operations.js';
 
@@ -36,7 +38,25 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   try {
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
-    const app: AppServices = { config, db, rateLimits: createRateLimits() };
+    // The embedded store serves one process, which runs one ingestion worker.
+    const concurrency = db.kind === 'pglite' ? 1 : config.ingestion.concurrency;
+    const parsePool = createParsePool(concurrency);
+    const ingestion = startIngestionQueue(
+      db.prisma,
+      parsePool,
+      {
+        concurrency,
+        chunkTokens: config.ingestion.chunkTokens,
+        overlapTokens: config.ingestion.overlapTokens,
+        maxAttempts: 3,
+        leaseMs: 60_000,
+        pollMs: db.kind === 'pglite' ? 5_000 : 1_000,
+        parseTimeoutMs: 10 * 60_000,
+      },
+      log,
+      { releaseStaleClaims: db.kind === 'pglite' },
+    );
+    const app: AppServices = { config, db, rateLimits: createRateLimits(), ingestion };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
@@ -54,6 +74,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
+        await ingestion.stop();
+        await parsePool.close();
         await db.close();
       },
     };

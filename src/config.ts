@@ -28,7 +28,14 @@ const environmentSchema = z.object({
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
   KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
+  KB_MAX_UPLOAD_BYTES: positiveInt(50 * 1024 * 1024),
+  KB_MAX_UPLOAD_FILES: positiveInt(20),
+  KB_CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(512),
+  KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
+  KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
+  KB_URL: optionalString.pipe(z.url().optional()),
+  KB_API_KEY: optionalString,
 });
 
 export type Config = {
@@ -41,7 +48,11 @@ export type Config = {
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
+  uploads: { maxFileBytes: number; maxFiles: number };
+  ingestion: { chunkTokens: number; overlapTokens: number; concurrency: number };
   logLevel: 'silent' | 'error' | 'info' | 'debug';
+  /** Where `kb import` finds a running server, and the key it uses there. */
+  client: { url: string | undefined; apiKey: string | undefined };
 };
 
 export class ConfigError extends Error {
@@ -60,6 +71,9 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     );
   }
   const env = parsed.data;
+  if (env.KB_CHUNK_OVERLAP_TOKENS >= env.KB_CHUNK_TOKENS) {
+    throw new ConfigError([`KB_CHUNK_OVERLAP_TOKENS: must be smaller than KB_CHUNK_TOKENS (${env.KB_CHUNK_TOKENS})`]);
+  }
   return {
     host: env.HOST,
     port: env.PORT,
@@ -75,6 +89,13 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
+    uploads: { maxFileBytes: env.KB_MAX_UPLOAD_BYTES, maxFiles: env.KB_MAX_UPLOAD_FILES },
+    ingestion: {
+      chunkTokens: env.KB_CHUNK_TOKENS,
+      overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
+      concurrency: env.KB_INGEST_CONCURRENCY,
+    },
     logLevel: env.KB_LOG_LEVEL,
+    client: { url: env.KB_URL, apiKey: env.KB_API_KEY },
   };
 }

@@ -5,6 +5,7 @@ import { openDatabase, StoreLockedError } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { AdminChannelUnavailable, adminSocketPath, callAdminChannel } from './admin-channel.js';
 import { adminCommands, type AdminCommandName } from './admin-commands.js';
+import { ImportError, importFiles } from './import.js';
 
 const integer = (name: string) => (value: string) => {
   if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be an integer`);
@@ -105,10 +106,49 @@ program
     printJson(await runAdminCommand('subscription.set', { email: options.email, status: options.status, plan: options.plan } as never));
   });
 
+program
+  .command('import')
+  .description('upload files or directories to a workspace of a running server and wait until each is processed')
+  .argument('<paths...>', 'files and directories (walked recursively)')
+  .requiredOption('--workspace <id|name>', 'the workspace, by id or by name')
+  .option('--url <url>', 'the server (default KB_URL, else http://HOST:PORT)')
+  .option('--key <key>', 'an API key with kb:read and kb:write (default KB_API_KEY)')
+  .option('--concurrency <n>', 'uploads at once', integer('--concurrency'), 4)
+  .action(async (paths: string[], options) => {
+    const config = loadConfig();
+    const apiKey = options.key ?? config.client.apiKey;
+    if (!apiKey) throw new ImportError('an API key is needed: pass --key or set KB_API_KEY');
+    const started = Date.now();
+    const result = await importFiles(paths, {
+      url: options.url ?? config.client.url ?? `http://${config.host}:${config.port}`,
+      apiKey,
+      workspace: options.workspace,
+      concurrency: Math.max(1, options.concurrency),
+      pollMs: 500,
+    });
+    const ready = result.documents.filter((document) => document.status === 'ready');
+    const failed = result.documents.filter((document) => document.status === 'failed');
+    const summary = {
+      workspace: result.workspace,
+      seconds: Math.round((Date.now() - started) / 100) / 10,
+      ready: ready.length,
+      failed: failed.length,
+      rejected: result.rejected.length,
+      pages: ready.reduce((sum, document) => sum + (document.page_count ?? 0), 0),
+      chunks: ready.reduce((sum, document) => sum + document.chunk_count, 0),
+      failures: [
+        ...failed.map((document) => ({ file: document.filename, reason: document.error })),
+        ...result.rejected,
+      ],
+    };
+    printJson(summary);
+    if (summary.failed > 0 || summary.rejected > 0) process.exitCode = 1;
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  if (error instanceof ConfigError || error instanceof AppError || error instanceof StoreLockedError) {
+  if (error instanceof ConfigError || error instanceof AppError || error instanceof StoreLockedError || error instanceof ImportError) {
     process.stderr.write(`kb: ${error.message}\n`);
     process.exit(1);
   }

@@ -4,12 +4,14 @@ import type { Database } from '../db/database.js';
 import type { AppError } from '../errors.js';
 import type { PrismaClient } from '../generated/prisma/client.js';
 import type { RateLimits } from '../http/rate-limits.js';
+import type { IngestionQueue } from '../modules/ingestion/queue.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
   config: Config;
   db: Database;
   rateLimits: RateLimits;
+  ingestion: Pick<IngestionQueue, 'notify'>;
 }
 
 /** Set by the REST layer when the request itself was unusable (bad JSON, wrong type, ...). */
@@ -21,6 +23,7 @@ export interface Context {
   config: Config;
   prisma: PrismaClient;
   rateLimits: RateLimits;
+  ingestion: Pick<IngestionQueue, 'notify'>;
   viewer: Viewer | null;
   restInputError: AppError | undefined;
 }
@@ -35,6 +38,7 @@ export async function createContext(app: AppServices, request: Request, serverCo
     config: app.config,
     prisma: app.db.prisma,
     rateLimits: app.rateLimits,
+    ingestion: app.ingestion,
     viewer,
     restInputError: serverContext.restInputError,
   };

@@ -5,5 +5,6 @@ import '../modules/credits/types.js';
 import '../modules/apiKeys/types.js';
 import '../modules/workspaces/types.js';
 import '../modules/chat/types.js';
+import '../modules/documents/types.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

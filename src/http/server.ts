@@ -16,14 +16,16 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       if (url.pathname === '/readyz' && request.method === 'GET') return await readiness(app);
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
         const declared = Number(request.headers.get('content-length') ?? 0);
-        if (declared > app.config.maxJsonBytes) {
-          return Response.json({ errors: [payloadTooLarge(app.config.maxJsonBytes).toGraphQLError()] }, { status: 413, headers: { connection: 'close' } });
+        const isUpload = (request.headers.get('content-type') ?? '').toLowerCase().startsWith('multipart/form-data');
+        const limit = isUpload ? app.config.uploads.maxFiles * app.config.uploads.maxFileBytes : app.config.maxJsonBytes;
+        if (declared > limit) {
+          return Response.json({ errors: [payloadTooLarge(limit).toGraphQLError()] }, { status: 413, headers: { connection: 'close' } });
         }
         return await yoga.fetch(request, {});
       }
       const match = matchRoute(request.method, url.pathname);
       if (match && 'route' in match) {
-        return await handleRestRequest(request, match.route, match.params, yoga, app.config.maxJsonBytes);
+        return await handleRestRequest(request, match.route, match.params, yoga, app.config);
       }
       if (match) {
         const response = errorResponse(new AppError('method_not_allowed', `${request.method} is not allowed on ${url.pathname}`));

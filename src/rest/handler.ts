@@ -1,8 +1,10 @@
 import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/yoga.js';
+import type { Config } from '../config.js';
 import { readJsonBody } from '../http/body.js';
 import type { Route } from './routes.js';
+import { readUploadBody } from './upload-body.js';
 
 type GraphQLResponseBody = {
   data?: { result?: unknown } | null;
@@ -18,13 +20,18 @@ export async function handleRestRequest(
   route: Route,
   params: Record<string, string>,
   yoga: Yoga,
-  maxJsonBytes: number,
+  limits: Pick<Config, 'maxJsonBytes' | 'uploads'>,
 ): Promise<Response> {
   const url = new URL(request.url);
   let variables: unknown = {};
   let restInputError: AppError | undefined;
   try {
-    const body = route.readsBody ? await readJsonBody(request, maxJsonBytes) : undefined;
+    const body =
+      route.readsBody === 'json'
+        ? await readJsonBody(request, limits.maxJsonBytes)
+        : route.readsBody === 'upload'
+          ? await readUploadBody(request, limits.uploads)
+          : undefined;
     variables = route.variables?.({ params, query: url.searchParams, body }) ?? {};
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
@@ -32,22 +39,42 @@ export async function handleRestRequest(
     variables = {};
   }
   const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
-  const headers = new Headers({ 'content-type': 'application/json', accept: 'application/graphql-response+json' });
+  const { body, contentType } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+  const headers = new Headers({ accept: 'application/graphql-response+json' });
+  if (contentType) headers.set('content-type', contentType);
   const authorization = request.headers.get('authorization');
   if (authorization !== null) headers.set('authorization', authorization);
-  const response = await yoga.fetch(
-    new URL(graphqlEndpoint, url),
-    {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } }),
-    },
-    { restInputError },
-  );
+  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body }, { restInputError });
   const result = (await response.json()) as GraphQLResponseBody;
   const failure = errorOf(result);
   if (failure) return errorResponse(failure);
   return successResponse(route, result.data!.result, url);
+}
+
+/**
+ * A JSON GraphQL request, or, when the variables hold files, the GraphQL multipart request:
+ * files replaced by null in `operations` and sent as parts that `map` points at them.
+ */
+function graphqlRequestBody(operation: { variables: unknown; extensions: unknown }): { body: string | FormData; contentType?: string } {
+  const files: [path: string, file: File][] = [];
+  const withoutFiles = (value: unknown, path: string): unknown => {
+    if (value instanceof File) {
+      files.push([path, value]);
+      return null;
+    }
+    if (Array.isArray(value)) return value.map((item, index) => withoutFiles(item, `${path}.${index}`));
+    if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+      return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutFiles(item, `${path}.${key}`)]));
+    }
+    return value;
+  };
+  const operations = JSON.stringify({ ...operation, variables: withoutFiles(operation.variables, 'variables') });
+  if (files.length === 0) return { body: operations, contentType: 'application/json' };
+  const form = new FormData();
+  form.set('operations', operations);
+  form.set('map', JSON.stringify(Object.fromEntries(files.map(([path], index) => [String(index), [path]]))));
+  files.forEach(([, file], index) => form.set(String(index), file, file.name));
+  return { body: form };
 }
 
 function errorOf(result: GraphQLResponseBody): AppError | undefined {

@@ -202,7 +202,114 @@ export const RestSendChatMessage = graphql(`
   }
 `);
 
-const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage };
+export const RestDocumentFields = graphql(`
+  fragment RestDocumentFields on Document {
+    id
+    workspace_id: workspaceId
+    filename
+    content_type: contentType
+    size_bytes: sizeBytes
+    sha256
+    status
+    error
+    page_count: pageCount
+    chunk_count: chunkCount
+    metadata
+    created_at: createdAt
+    updated_at: updatedAt
+  }
+`);
+
+export const RestChunkFields = graphql(`
+  fragment RestChunkFields on Chunk {
+    document_id: documentId
+    chunk_index: chunkIndex
+    content
+    token_count: tokenCount
+    metadata
+  }
+`);
+
+export const RestUploadDocuments = graphql(`
+  mutation RestUploadDocuments($workspaceId: ID!, $files: [File!]!, $metadata: JSON) {
+    result: uploadDocuments(workspaceId: $workspaceId, files: $files, metadata: $metadata) { ...RestDocumentFields }
+  }
+`);
+
+export const RestListDocuments = graphql(`
+  query RestListDocuments($workspaceId: ID!, $first: Int, $after: String) {
+    result: documents(workspaceId: $workspaceId, first: $first, after: $after) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { ...RestDocumentFields } }
+    }
+  }
+`);
+
+export const RestGetDocument = graphql(`
+  query RestGetDocument($id: ID!) {
+    result: document(id: $id) { ...RestDocumentFields }
+  }
+`);
+
+export const RestDeleteDocument = graphql(`
+  mutation RestDeleteDocument($id: ID!) {
+    result: deleteDocument(id: $id) {
+      __typename
+      ... on AppError { code message }
+      ... on Deleted { id }
+    }
+  }
+`);
+
+export const RestDocumentPreview = graphql(`
+  query RestDocumentPreview($id: ID!, $workspaceId: ID!, $chunks: Int) {
+    result: documentPreview(id: $id, workspaceId: $workspaceId, chunks: $chunks) {
+      document { ...RestDocumentFields }
+      content
+      chunks { ...RestChunkFields }
+    }
+  }
+`);
+
+export const RestDocumentChunks = graphql(`
+  query RestDocumentChunks($id: ID!, $workspaceId: ID!, $first: Int, $after: String) {
+    result: documentChunks(id: $id, workspaceId: $workspaceId, first: $first, after: $after) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { ...RestChunkFields } }
+    }
+  }
+`);
+
+export const RestChunkContext = graphql(`
+  query RestChunkContext($documentId: ID!, $workspaceId: ID!, $chunkIndex: Int!, $before: Int, $after: Int) {
+    result: chunkContext(documentId: $documentId, workspaceId: $workspaceId, chunkIndex: $chunkIndex, before: $before, after: $after) {
+      document_id: documentId
+      chunk_index: chunkIndex
+      chunks {
+        document_id: documentId
+        chunk_index: chunkIndex
+        content
+        token_count: tokenCount
+        metadata
+        is_target: isTarget
+      }
+    }
+  }
+`);
+
+export const RestGrepDocument = graphql(`
+  query RestGrepDocument($documentId: ID!, $workspaceId: ID!, $pattern: String!, $caseSensitive: Boolean) {
+    result: grepDocument(documentId: $documentId, workspaceId: $workspaceId, pattern: $pattern, caseSensitive: $caseSensitive) {
+      document_id: documentId
+      pattern
+      case_sensitive: caseSensitive
+      total_matches: totalMatches
+      chunks { chunk_index: chunkIndex content highlighted matches { start end } metadata }
+    }
+  }
+`);
+
+const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument };
 
 /**
  * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These

@@ -27,27 +27,47 @@ export function bodyInput<Input>(body: unknown, fields: Record<string, string>, 
   return input as Input;
 }
 
-const listQuery = z.object({
-  limit: z.coerce
-    .number({ error: 'must be an integer' })
-    .int('must be an integer')
-    .min(1, 'must be at least 1')
-    .max(1000, 'must be at most 1000')
-    .default(100),
-  cursor: z.string().min(1, 'must not be empty').optional(),
-});
-
-/** `limit` (default 100, at most 1000) and `cursor` of list endpoints, as Relay `first`/`after`. */
-export function listInput(query: URLSearchParams) {
-  const parsed = listQuery.safeParse({
-    limit: query.get('limit') ?? undefined,
-    cursor: query.get('cursor') ?? undefined,
-  });
+/** Parses query parameters with a zod object; the first problem is a 400 naming its parameter. */
+export function queryInput<Shape extends z.ZodRawShape>(query: URLSearchParams, shape: Shape): z.infer<z.ZodObject<Shape>> {
+  const raw = Object.fromEntries(Object.keys(shape).map((name) => [name, query.get(name) ?? undefined]));
+  const parsed = z.object(shape).safeParse(raw);
   if (!parsed.success) {
     const [issue] = parsed.error.issues;
     throw badRequest(String(issue?.path[0] ?? 'query'), issue?.message ?? 'invalid');
   }
-  return { first: parsed.data.limit, after: parsed.data.cursor ?? null };
+  return parsed.data;
+}
+
+/** A non-negative integer query parameter with a default and an upper bound. (zod 4 returns a
+ * default as it is, without running the pipeline, so defaults are given as output values.) */
+export const countParameter = (fallback: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a non-negative integer')
+    .transform(Number)
+    .pipe(z.number().max(max, `must be at most ${max}`))
+    .default(fallback);
+
+export const requiredParameter = z.string({ error: 'is required' }).min(1, 'is required');
+
+export const booleanParameter = (fallback: boolean) =>
+  z
+    .enum(['true', 'false'], { error: 'must be true or false' })
+    .transform((value) => value === 'true')
+    .default(fallback);
+
+/** `limit` (default 100, at most 1000) and `cursor` of list endpoints, as Relay `first`/`after`. */
+export function listInput(query: URLSearchParams) {
+  const { limit, cursor } = queryInput(query, {
+    limit: z
+      .string()
+      .regex(/^\d+$/, 'must be an integer from 1 to 1000')
+      .transform(Number)
+      .pipe(z.number().min(1, 'must be at least 1').max(1000, 'must be at most 1000'))
+      .default(100),
+    cursor: z.string().min(1, 'must not be empty').optional(),
+  });
+  return { first: limit, after: cursor ?? null };
 }
 
 function containsNul(value: unknown): boolean {

@@ -6,8 +6,11 @@ import type {
   UpdateMeInput,
   WorkspaceInput,
 } from '../generated/graphql/graphql.js';
+import { badRequest } from '../errors.js';
 import * as operations from './operations.js';
-import { bodyInput, listInput } from './request-input.js';
+import { z } from 'zod';
+import { booleanParameter, bodyInput, countParameter, listInput, queryInput, requiredParameter } from './request-input.js';
+import type { UploadBody } from './upload-body.js';
 
 export type RestRequest = {
   params: Record<string, string>;
@@ -27,15 +30,23 @@ export type Route<Result = unknown, Variables = Record<string, unknown>> = {
   method: Method;
   path: string;
   operation: TypedDocumentNode<{ result: Result }, Variables>;
-  readsBody?: boolean;
+  /** `json`: a JSON body; `upload`: a document upload (multipart, or JSON text). */
+  readsBody?: 'json' | 'upload';
   variables?: (request: RestRequest) => Variables;
   /** `list`: a connection answered as a bare array with a `Link: rel="next"` header. */
-  response: { status: 200 | 201 } | { status: 204 } | { status: 200; list: true } | { status: 200; pick: (result: Result) => unknown };
+  response: { status: 200 | 201 | 202 } | { status: 204 } | { status: 200; list: true } | { status: 200; pick: (result: Result) => unknown };
 };
 
 const route = <Result, Variables>(definition: Route<Result, Variables>) => definition as unknown as Route;
 
 const idParam = ({ params }: RestRequest) => ({ id: params.id! });
+
+const documentInWorkspace = ({ params, query }: RestRequest) => ({
+  id: params.id!,
+  workspaceId: queryInput(query, { workspace_id: requiredParameter }).workspace_id,
+});
+
+const chunkIndexParam = z.string().regex(/^\d{1,9}$/, 'must be a non-negative integer').transform(Number);
 
 export const routes: Route[] = [
   route({ method: 'GET', path: '/v1/user/me', operation: operations.RestGetMe, response: { status: 200 } }),
@@ -43,7 +54,7 @@ export const routes: Route[] = [
     method: 'PATCH',
     path: '/v1/user/me',
     operation: operations.RestUpdateMe,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ body }) => ({ input: bodyInput<UpdateMeInput>(body, { phone: 'phone' }) }),
     response: { status: 200 },
   }),
@@ -64,7 +75,7 @@ export const routes: Route[] = [
     method: 'POST',
     path: '/v1/user/me/api-keys',
     operation: operations.RestCreateApiKey,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ body }) => ({ input: bodyInput<CreateApiKeyInput>(body, { name: 'name', scopes: 'scopes[]' }) }),
     response: { status: 201 },
   }),
@@ -86,7 +97,7 @@ export const routes: Route[] = [
     method: 'POST',
     path: '/v1/kb/workspaces',
     operation: operations.RestCreateWorkspace,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ body }) => ({ input: bodyInput<WorkspaceInput>(body, { name: 'name' }) }),
     response: { status: 201 },
   }),
@@ -95,7 +106,7 @@ export const routes: Route[] = [
     method: 'PATCH',
     path: '/v1/kb/workspaces/:id',
     operation: operations.RestUpdateWorkspace,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ params, body }) => ({ id: params.id!, input: bodyInput<WorkspaceInput>(body, { name: 'name' }) }),
     response: { status: 200 },
   }),
@@ -131,7 +142,7 @@ export const routes: Route[] = [
     method: 'POST',
     path: '/v1/chat/sessions',
     operation: operations.RestCreateChatSession,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ body }) => ({
       input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true }) ?? null,
     }),
@@ -149,9 +160,73 @@ export const routes: Route[] = [
     method: 'POST',
     path: '/v1/chat/sessions/:id/messages',
     operation: operations.RestSendChatMessage,
-    readsBody: true,
+    readsBody: 'json',
     variables: ({ params, body }) => ({ sessionId: params.id!, input: bodyInput<SendChatMessageInput>(body, { content: 'content', role: 'role' }) }),
     response: { status: 201 },
+  }),
+  route({
+    method: 'POST',
+    path: '/v1/kb/workspaces/:id/documents',
+    operation: operations.RestUploadDocuments,
+    readsBody: 'upload',
+    variables: ({ params, body }) => {
+      const upload = body as UploadBody;
+      return { workspaceId: params.id!, files: upload.files, metadata: upload.metadata ?? null };
+    },
+    response: { status: 202 },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/workspaces/:id/documents',
+    operation: operations.RestListDocuments,
+    variables: ({ params, query }) => ({ workspaceId: params.id!, ...listInput(query) }),
+    response: { status: 200, list: true },
+  }),
+  route({ method: 'GET', path: '/v1/kb/documents/:id', operation: operations.RestGetDocument, variables: idParam, response: { status: 200 } }),
+  route({ method: 'DELETE', path: '/v1/kb/documents/:id', operation: operations.RestDeleteDocument, variables: idParam, response: { status: 204 } }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id/preview',
+    operation: operations.RestDocumentPreview,
+    variables: (request) => ({
+      ...documentInWorkspace(request),
+      chunks: queryInput(request.query, { chunks: countParameter(10, 1000) }).chunks,
+    }),
+    response: { status: 200 },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id/chunks',
+    operation: operations.RestDocumentChunks,
+    variables: (request) => ({ ...documentInWorkspace(request), ...listInput(request.query) }),
+    response: { status: 200, list: true },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id/chunks/:chunk_index/context',
+    operation: operations.RestChunkContext,
+    variables: (request) => {
+      const { id, workspaceId } = documentInWorkspace(request);
+      const chunkIndex = chunkIndexParam.safeParse(request.params.chunk_index);
+      if (!chunkIndex.success) throw badRequest('chunk_index', 'must be a non-negative integer');
+      const { before, after } = queryInput(request.query, { before: countParameter(2, 100), after: countParameter(2, 100) });
+      return { documentId: id, workspaceId, chunkIndex: chunkIndex.data, before, after };
+    },
+    response: { status: 200 },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id/grep',
+    operation: operations.RestGrepDocument,
+    variables: (request) => {
+      const { id, workspaceId } = documentInWorkspace(request);
+      const { pattern, case_sensitive: caseSensitive } = queryInput(request.query, {
+        pattern: requiredParameter,
+        case_sensitive: booleanParameter(false),
+      });
+      return { documentId: id, workspaceId, pattern, caseSensitive };
+    },
+    response: { status: 200 },
   }),
 ];
 

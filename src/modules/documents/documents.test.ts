@@ -1,0 +1,360 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
+import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+
+let server: TestServer;
+let owner: TestUser;
+let workspaceId: string;
+
+async function newWorkspace(user = owner) {
+  const response = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: `docs ${Math.random()}` } });
+  return response.body.id as string;
+}
+
+async function ingest(files: { name: string; bytes: Uint8Array | string }[], workspace = workspaceId) {
+  const response = await upload(server, owner.key, workspace, files);
+  expect(response.status, JSON.stringify(response.body)).toBe(202);
+  return waitForDocuments(server, owner.key, (response.body as DocumentBody[]).map((document) => document.id));
+}
+
+async function chunksOf(document: DocumentBody) {
+  const response = await server.request('GET', `/v1/kb/documents/${document.id}/chunks?workspace_id=${document.workspace_id}&limit=1000`, {
+    key: owner.key,
+  });
+  expect(response.status).toBe(200);
+  return response.body as { document_id: string; chunk_index: number; content: string; token_count: number; metadata: { page: number | null; pages: number[]; headings: string[] } }[];
+}
+
+beforeAll(async () => {
+  server = await startTestServer({ KB_MAX_UPLOAD_BYTES: String(2 * 1024 * 1024), KB_CHUNK_TOKENS: '200', KB_CHUNK_OVERLAP_TOKENS: '20' });
+  owner = await server.createUser();
+  workspaceId = await newWorkspace();
+});
+afterAll(() => server.close());
+
+describe('upload', () => {
+  it('answers 202 with the queued documents, then processes them to ready', async () => {
+    const response = await upload(server, owner.key, workspaceId, [{ name: 'notes.txt', bytes: 'First paragraph.\n\nSecond paragraph.' }], '{"source":"test"}');
+    expect(response.status).toBe(202);
+    const [queued] = response.body as DocumentBody[];
+    expect(queued).toMatchObject({
+      workspace_id: workspaceId,
+      filename: 'notes.txt',
+      content_type: 'text/plain',
+      size_bytes: 35,
+      status: 'queued',
+      error: null,
+      chunk_count: 0,
+      metadata: { source: 'test' },
+    });
+    expect(queued!.sha256).toMatch(/^[0-9a-f]{64}$/);
+    const [ready] = await waitForDocuments(server, owner.key, [queued!.id]);
+    expect(ready).toMatchObject({ status: 'ready', chunk_count: 1, error: null });
+    expect(Object.keys(ready!)).toEqual([
+      'id', 'workspace_id', 'filename', 'content_type', 'size_bytes', 'sha256', 'status', 'error',
+      'page_count', 'chunk_count', 'metadata', 'created_at', 'updated_at',
+    ]);
+  });
+
+  it('takes several file parts at once, and JSON text', async () => {
+    const multi = await upload(server, owner.key, workspaceId, [
+      { name: 'a.md', bytes: '# A\n\nalpha' },
+      { name: 'b.md', bytes: '# B\n\nbeta' },
+    ]);
+    expect(multi.status).toBe(202);
+    expect(multi.body.map((document: DocumentBody) => document.filename)).toEqual(['a.md', 'b.md']);
+    const json = await server.request('POST', `/v1/kb/workspaces/${workspaceId}/documents`, {
+      key: owner.key,
+      json: { filename: 'pasted.txt', content: 'pasted text body', metadata: { origin: 'clipboard' } },
+    });
+    expect(json.status).toBe(202);
+    expect(json.body).toHaveLength(1);
+    const [ready] = await waitForDocuments(server, owner.key, [json.body[0].id]);
+    expect(ready).toMatchObject({ filename: 'pasted.txt', status: 'ready', metadata: { origin: 'clipboard' } });
+  });
+
+  it('keeps page numbers of a PDF: sample_pdf_2 has 4 pages, chunks in order with pages spanned', async () => {
+    const [document] = await ingest([{ name: 'sample_pdf_2.pdf', bytes: await readBenchPdf('sample_pdf_2.pdf') }]);
+    expect(document).toMatchObject({ status: 'ready', content_type: 'application/pdf', page_count: 4 });
+    const chunks = await chunksOf(document!);
+    expect(chunks.length).toBe(document!.chunk_count);
+    expect(chunks.map((chunk) => chunk.chunk_index)).toEqual(chunks.map((_, index) => index));
+    const pages = chunks.map((chunk) => chunk.metadata.page!);
+    expect(pages[0]).toBe(1);
+    expect(pages.at(-1)).toBe(4);
+    expect([...pages].sort((a, b) => a - b)).toEqual(pages);
+    for (const chunk of chunks) {
+      expect(chunk.metadata.pages[0]).toBe(chunk.metadata.page);
+      expect(chunk.token_count).toBeGreaterThan(0);
+      expect(chunk.token_count).toBeLessThanOrEqual(200);
+    }
+  });
+
+  it('parses every bench PDF with text, and fails the scanned one with a clear reason', async () => {
+    const names = ['sample_pdf_1.pdf', 'sample_pdf_3.pdf', 'sample_pdf_4.pdf', 'non_text_searchable.pdf'];
+    const documents = await ingest(await Promise.all(names.map(async (name) => ({ name, bytes: await readBenchPdf(name) }))));
+    const byName = Object.fromEntries(documents.map((document) => [document.filename, document]));
+    expect(byName['sample_pdf_1.pdf']).toMatchObject({ status: 'ready', page_count: 4 });
+    expect(byName['sample_pdf_3.pdf']).toMatchObject({ status: 'ready', page_count: 1 });
+    expect(byName['sample_pdf_4.pdf']).toMatchObject({ status: 'ready', page_count: 4 });
+    for (const name of names.slice(0, 3)) expect(byName[name]!.chunk_count).toBeGreaterThan(0);
+    expect(byName['non_text_searchable.pdf']).toMatchObject({ status: 'failed' });
+    expect(byName['non_text_searchable.pdf']!.error).toMatch(/text layer/);
+  });
+
+  it('parses DOCX, HTML (no scripts or styles), Markdown, CSV and JSON', async () => {
+    const documents = await ingest([
+      { name: 'report.docx', bytes: await makeDocx() },
+      {
+        name: 'page.html',
+        bytes: '<html><head><style>.x{color:red}</style><script>var secret = 1;</script></head><body><h1>Guide</h1><p>Visible words here.</p><script>alert("no")</script></body></html>',
+      },
+      { name: 'readme.md', bytes: '# Setup\n\nInstall it.\n\n## Usage\n\n```sh\nkb serve\n```\n' },
+      { name: 'table.csv', bytes: 'name,score\nada,3\nbob,5\n' },
+      { name: 'data.json', bytes: '{"answer":42,"items":["x","y"]}' },
+    ]);
+    for (const document of documents) expect(document, document.filename).toMatchObject({ status: 'ready' });
+    const text = async (name: string) => (await chunksOf(documents.find((document) => document.filename === name)!)).map((chunk) => chunk.content).join('\n');
+    expect(await text('report.docx')).toContain('Revenue rose by twelve percent');
+    const html = await text('page.html');
+    expect(html).toContain('Visible words here.');
+    expect(html).not.toMatch(/secret|alert|color:red/);
+    expect(await text('readme.md')).toContain('kb serve');
+    expect(await text('table.csv')).toContain('ada,3');
+    expect(await text('data.json')).toContain('42');
+    const docxChunks = await chunksOf(documents.find((document) => document.filename === 'report.docx')!);
+    expect(docxChunks.flatMap((chunk) => chunk.metadata.headings)).toContain('Annual Report');
+  });
+
+  it('returns the existing document for the same content in the same workspace', async () => {
+    const bytes = 'duplicate me, please';
+    const first = await upload(server, owner.key, workspaceId, [{ name: 'one.txt', bytes }]);
+    const second = await upload(server, owner.key, workspaceId, [{ name: 'two.txt', bytes }]);
+    expect(second.status).toBe(202);
+    expect(second.body[0].id).toBe(first.body[0].id);
+    expect(second.body[0].filename).toBe('one.txt');
+    const elsewhere = await upload(server, owner.key, await newWorkspace(), [{ name: 'two.txt', bytes }]);
+    expect(elsewhere.body[0].id).not.toBe(first.body[0].id);
+  });
+});
+
+describe('bad uploads', () => {
+  it('fails a corrupt or truncated PDF and a corrupt DOCX with a reason, without affecting others', async () => {
+    const pdf = await readBenchPdf('sample_pdf_1.pdf');
+    const docx = await makeDocx();
+    const documents = await ingest([
+      { name: 'truncated.pdf', bytes: pdf.subarray(0, 2000) },
+      { name: 'garbage.pdf', bytes: `%PDF-1.7\n${'obj garbage '.repeat(500)}` },
+      { name: 'broken.docx', bytes: docx.subarray(0, Math.floor(docx.length / 2)) },
+      { name: 'fine.txt', bytes: 'this one is fine' },
+    ]);
+    const byName = Object.fromEntries(documents.map((document) => [document.filename, document]));
+    expect(byName['fine.txt']!.status).toBe('ready');
+    for (const name of ['truncated.pdf', 'broken.docx']) {
+      expect(byName[name], name).toMatchObject({ status: 'failed' });
+      expect(byName[name]!.error, name).toBeTruthy();
+    }
+    expect(byName['garbage.pdf']).toMatchObject({ status: 'failed' });
+    expect((await server.request('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('rejects an empty file, binary junk named .txt and unsafe filenames; nothing is stored', async () => {
+    const workspace = await newWorkspace();
+    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'empty.txt', bytes: '' }])), 400, 'bad_request');
+    const junk = Uint8Array.from({ length: 4096 }, (_, index) => (index * 31) % 256);
+    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'junk.txt', bytes: junk }])), 415, 'unsupported_media_type');
+    const randomPdf = Uint8Array.from({ length: 5000 }, (_, index) => (index * 7919) % 251);
+    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'random.pdf', bytes: randomPdf }])), 415, 'unsupported_media_type');
+    const png = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, ...new Array(64).fill(0)]);
+    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'image.png', bytes: png }])), 415, 'unsupported_media_type');
+    for (const name of ['../etc/passwd', 'dir\\file.txt', 'bell\u0007.txt', '..']) {
+      const viaMultipart = await upload(server, owner.key, workspace, [{ name, bytes: 'x' }]);
+      expect(viaMultipart.status, name).toBe(400);
+      // A control character makes the multipart header itself malformed.
+      expect(viaMultipart.body.message).toMatch(/[\u0000-\u001f]/.test(name) ? /^(filename|body): / : /^filename: /);
+      const body = expectError(
+        await server.request('POST', `/v1/kb/workspaces/${workspace}/documents`, { key: owner.key, json: { filename: name, content: 'x' } }),
+        400,
+        'bad_request',
+      );
+      expect(body.message).toMatch(/^filename: /);
+    }
+    const list = await server.request('GET', `/v1/kb/workspaces/${workspace}/documents`, { key: owner.key });
+    expect(list.body).toEqual([]);
+  });
+
+  it('rejects a metadata part that is not a JSON object with 400 naming metadata', async () => {
+    for (const metadata of ['not json', '[1,2]', '"text"']) {
+      const response = await upload(server, owner.key, workspaceId, [{ name: 'm.txt', bytes: 'metadata test' }], metadata);
+      expect(response.status, metadata).toBe(400);
+      expect(response.body.message).toMatch(/^metadata: /);
+    }
+  });
+
+  it('answers 413 for a file over the limit and keeps serving', async () => {
+    const response = await upload(server, owner.key, workspaceId, [{ name: 'big.txt', bytes: 'x'.repeat(3 * 1024 * 1024) }]);
+    expect(response.status).toBe(413);
+    expect(response.body.error).toBe('payload_too_large');
+    const huge = await upload(server, owner.key, workspaceId, [{ name: 'huge.pdf', bytes: new Uint8Array(200 * 1024 * 1024) }]);
+    expect(huge.status).toBe(413);
+    expect((await server.request('GET', '/healthz')).status).toBe(200);
+    const list = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents?limit=1000`, { key: owner.key });
+    expect(list.body.map((document: DocumentBody) => document.filename)).not.toContain('huge.pdf');
+  });
+
+  it('answers 415 for a body that is neither multipart nor JSON, 400 for missing files', async () => {
+    expectError(
+      await server.request('POST', `/v1/kb/workspaces/${workspaceId}/documents`, { key: owner.key, body: 'x', headers: { 'content-type': 'text/plain' } }),
+      415,
+      'unsupported_media_type',
+    );
+    const form = new FormData();
+    form.append('metadata', '{}');
+    const response = await fetch(new URL(`/v1/kb/workspaces/${workspaceId}/documents`, server.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${owner.key}` },
+      body: form,
+    });
+    expect(response.status).toBe(400);
+  });
+
+  it('needs kb:write, and the workspace must be the caller’s own', async () => {
+    const readOnly = await server.createKey(owner, ['kb:read']);
+    const denied = await upload(server, readOnly, workspaceId, [{ name: 'x.txt', bytes: 'x' }]);
+    expect(denied.status).toBe(403);
+    expect(denied.body.message).toContain('kb:write');
+    const stranger = await server.createUser();
+    const hidden = await upload(server, stranger.key, workspaceId, [{ name: 'x.txt', bytes: 'x' }]);
+    expect(hidden.status).toBe(404);
+  });
+});
+
+describe('document endpoints', () => {
+  let document: DocumentBody;
+
+  beforeAll(async () => {
+    const paragraphs = Array.from(
+      { length: 40 },
+      (_, index) => `Paragraph ${index} talks about topic ${index % 7} and the Needle ${index}. ${'Filler words follow here. '.repeat(8)}`,
+    );
+    [document] = (await ingest([{ name: 'long.txt', bytes: paragraphs.join('\n\n') }])) as [DocumentBody];
+    expect(document.chunk_count).toBeGreaterThan(4);
+  });
+
+  it('lists documents of a workspace newest first, gets one, hides it from others', async () => {
+    const list = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents`, { key: owner.key });
+    expect(list.status).toBe(200);
+    expect(list.body[0].id).toBe(document.id);
+    const one = await server.request('GET', `/v1/kb/documents/${document.id}`, { key: owner.key });
+    expect(one.body).toEqual(document);
+    const stranger = await server.createUser();
+    expectError(await server.request('GET', `/v1/kb/documents/${document.id}`, { key: stranger.key }), 404, 'not_found');
+    expectError(await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents`, { key: stranger.key }), 404, 'not_found');
+  });
+
+  it('previews the content and the first 10 chunks by default, or N', async () => {
+    const preview = await server.request('GET', `/v1/kb/documents/${document.id}/preview?workspace_id=${workspaceId}`, { key: owner.key });
+    expect(preview.status).toBe(200);
+    expect(preview.body.document).toEqual(document);
+    expect(preview.body.content).toContain('Paragraph 0 talks');
+    expect(preview.body.chunks.length).toBe(Math.min(10, document.chunk_count));
+    expect(preview.body.chunks[0]).toMatchObject({ document_id: document.id, chunk_index: 0 });
+    const two = await server.request('GET', `/v1/kb/documents/${document.id}/preview?workspace_id=${workspaceId}&chunks=2`, { key: owner.key });
+    expect(two.body.chunks.map((chunk: { chunk_index: number }) => chunk.chunk_index)).toEqual([0, 1]);
+    expectError(await server.request('GET', `/v1/kb/documents/${document.id}/preview?workspace_id=${workspaceId}&chunks=-1`, { key: owner.key }), 400, 'bad_request');
+  });
+
+  it('requires workspace_id naming the document’s own workspace', async () => {
+    for (const suffix of ['preview', 'chunks', 'chunks/0/context', 'grep?pattern=x']) {
+      const separator = suffix.includes('?') ? '&' : '?';
+      const missing = expectError(await server.request('GET', `/v1/kb/documents/${document.id}/${suffix}`, { key: owner.key }), 400, 'bad_request');
+      expect(missing.message).toMatch(/^workspace_id: /);
+      const other = await newWorkspace();
+      expectError(await server.request('GET', `/v1/kb/documents/${document.id}/${suffix}${separator}workspace_id=${other}`, { key: owner.key }), 404, 'not_found');
+    }
+  });
+
+  it('gives the context around a chunk, clamped at the edges, 404 past the end', async () => {
+    const context = async (index: number | string, query = '') =>
+      server.request('GET', `/v1/kb/documents/${document.id}/chunks/${index}/context?workspace_id=${workspaceId}${query}`, { key: owner.key });
+    const middle = await context(3);
+    expect(middle.status).toBe(200);
+    expect(middle.body).toMatchObject({ document_id: document.id, chunk_index: 3 });
+    expect(middle.body.chunks.map((chunk: { chunk_index: number }) => chunk.chunk_index)).toEqual([1, 2, 3, 4, 5]);
+    expect(middle.body.chunks.filter((chunk: { is_target: boolean }) => chunk.is_target).map((chunk: { chunk_index: number }) => chunk.chunk_index)).toEqual([3]);
+    const first = await context(0, '&before=5&after=1');
+    expect(first.body.chunks.map((chunk: { chunk_index: number }) => chunk.chunk_index)).toEqual([0, 1]);
+    const last = document.chunk_count - 1;
+    const end = await context(last);
+    expect(end.body.chunks.map((chunk: { chunk_index: number }) => chunk.chunk_index)).toEqual([last - 2, last - 1, last]);
+    expectError(await context(document.chunk_count), 404, 'not_found');
+    expectError(await context('abc'), 400, 'bad_request');
+    expectError(await context(1, '&before=x'), 400, 'bad_request');
+  });
+
+  it('greps case-insensitively by default, with highlights and offsets', async () => {
+    const grep = async (query: string) => server.request('GET', `/v1/kb/documents/${document.id}/grep?workspace_id=${workspaceId}&${query}`, { key: owner.key });
+    const result = await grep('pattern=needle 1[0-2]\\b');
+    expect(result.status).toBe(200);
+    expect(result.body).toMatchObject({ document_id: document.id, pattern: 'needle 1[0-2]\\b', case_sensitive: false, total_matches: 3 });
+    for (const chunk of result.body.chunks) {
+      for (const match of chunk.matches) expect(chunk.content.slice(match.start, match.end)).toMatch(/^Needle 1[0-2]$/);
+      expect(chunk.highlighted).toMatch(/<mark>Needle 1[0-2]<\/mark>/);
+    }
+    const sensitive = await grep('pattern=needle&case_sensitive=true');
+    expect(sensitive.body.total_matches).toBe(0);
+    expect(sensitive.body.chunks).toEqual([]);
+    expectError(await grep('pattern=(unclosed'), 400, 'bad_request');
+    expectError(await grep('pattern=x&case_sensitive=maybe'), 400, 'bad_request');
+    const started = Date.now();
+    const catastrophic = await grep(`pattern=${encodeURIComponent('(a+)+$')}`);
+    expect(catastrophic.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('deletes a document with its chunks: 204, then 404', async () => {
+    const [doomed] = await ingest([{ name: 'doomed.txt', bytes: 'short lived' }]);
+    const deleted = await server.request('DELETE', `/v1/kb/documents/${doomed!.id}`, { key: owner.key });
+    expect(deleted.status).toBe(204);
+    expectError(await server.request('GET', `/v1/kb/documents/${doomed!.id}`, { key: owner.key }), 404, 'not_found');
+    expectError(await server.request('DELETE', `/v1/kb/documents/${doomed!.id}`, { key: owner.key }), 404, 'not_found');
+    expect(await server.app.db.prisma.chunk.count({ where: { documentId: doomed!.id } })).toBe(0);
+    expect((await server.request('GET', `/v1/kb/documents/${document.id}`, { key: owner.key })).status).toBe(200);
+  });
+
+  it('reports real counts in workspace stats and scan', async () => {
+    const workspace = await newWorkspace();
+    const documents = await ingest([{ name: 's.txt', bytes: 'stats text' }, { name: 'bad.pdf', bytes: '%PDF-1.4 broken' }], workspace);
+    const stats = await server.request('GET', `/v1/kb/workspaces/${workspace}/stats`, { key: owner.key });
+    expect(stats.body).toMatchObject({ document_count: 2, processing_status: 'failed', documents_by_status: { ready: 1, failed: 1 } });
+    expect(stats.body.total_size_bytes).toBe(documents.reduce((sum, document) => sum + document.size_bytes, 0));
+  });
+});
+
+describe('documents over GraphQL', () => {
+  it('uploads with the multipart request spec and reads chunks through nested fields', async () => {
+    const form = new FormData();
+    form.set('operations', JSON.stringify({
+      query: 'mutation($workspaceId: ID!, $file: File!) { uploadDocument(workspaceId: $workspaceId, file: $file) { id status } }',
+      variables: { workspaceId, file: null },
+    }));
+    form.set('map', JSON.stringify({ 0: ['variables.file'] }));
+    form.set('0', new File(['graph text for graphql'], 'graph.txt'));
+    const response = await fetch(new URL('/graphql', server.url), { method: 'POST', headers: { authorization: `Bearer ${owner.key}` }, body: form });
+    const result = (await response.json()) as { data: { uploadDocument: { id: string; status: string } } };
+    expect(result.data.uploadDocument.status).toBe('queued');
+    await waitForDocuments(server, owner.key, [result.data.uploadDocument.id]);
+    const read = await server.graphql<{ workspace: { documents: { edges: { node: { id: string; chunks: { edges: { node: { content: string } }[] } } }[] } } }>(
+      owner.key,
+      'query($id: ID!) { workspace(id: $id) { documents(first: 50) { edges { node { id chunks { edges { node { content } } } } } } } }',
+      { id: workspaceId },
+    );
+    const node = read.data!.workspace.documents.edges.find((edge) => edge.node.id === result.data.uploadDocument.id)!.node;
+    expect(node.chunks.edges[0]!.node.content).toContain('graph text');
+  });
+});
+
+async function asResponse(pending: Promise<{ status: number; body: any }>) {
+  const { status, body } = await pending;
+  return { status, body, headers: new Headers(), text: JSON.stringify(body) };
+}

@@ -1,0 +1,186 @@
+import { createHash } from 'node:crypto';
+import { RE2JS, RE2JSException } from 're2js';
+import { AppError, badRequest, notFound } from '../../errors.js';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
+import { checkCursor, requireUuid } from '../../ids.js';
+import { detectDocumentType } from '../ingestion/detect.js';
+import { findWorkspace } from '../workspaces/service.js';
+
+export type UploadedFile = { filename: string; bytes: Uint8Array };
+
+export type UploadLimits = { maxFileBytes: number; maxFiles: number };
+
+const maxMetadataBytes = 64 * 1024;
+// Control characters, path separators, and names that mean "this directory" or "its parent".
+const unsafeFilename = /[\u0000-\u001f\u007f/\\]/;
+
+/** A stored file name: trimmed, at most 255 characters, no path separators or control characters. */
+export function checkFilename(filename: string) {
+  const name = filename.trim();
+  if (!name) throw badRequest('filename', 'must not be empty');
+  if (name.length > 255) throw badRequest('filename', 'must be at most 255 characters');
+  if (unsafeFilename.test(name) || name === '.' || name === '..') {
+    throw badRequest('filename', `must be a plain file name without path separators or control characters (got ${JSON.stringify(filename)})`);
+  }
+  return name;
+}
+
+export function checkMetadata(metadata: unknown): Record<string, unknown> {
+  if (metadata === undefined || metadata === null) return {};
+  if (typeof metadata !== 'object' || Array.isArray(metadata)) throw badRequest('metadata', 'must be a JSON object');
+  if (Buffer.byteLength(JSON.stringify(metadata)) > maxMetadataBytes) throw badRequest('metadata', `must be at most ${maxMetadataBytes} bytes`);
+  return metadata as Record<string, unknown>;
+}
+
+/**
+ * Stores the files and queues them for processing, all or nothing: one unusable file (empty,
+ * too large, of an unsupported type) rejects the whole upload. A file whose content is already
+ * in the workspace is not stored again; the existing document is returned in its place.
+ */
+export async function uploadDocuments(
+  prisma: PrismaClient,
+  userId: string,
+  workspaceId: string,
+  files: readonly UploadedFile[],
+  metadataInput: unknown,
+  limits: UploadLimits,
+) {
+  if (files.length === 0) throw badRequest('file', 'at least one file is required');
+  if (files.length > limits.maxFiles) throw badRequest('file', `at most ${limits.maxFiles} files per upload`);
+  const metadata = checkMetadata(metadataInput);
+  const prepared = files.map((file) => {
+    const filename = checkFilename(file.filename);
+    if (file.bytes.byteLength > limits.maxFileBytes) {
+      throw new AppError('payload_too_large', `${filename} is larger than the limit of ${limits.maxFileBytes} bytes`);
+    }
+    if (file.bytes.byteLength === 0) throw badRequest('file', `${filename} is empty`);
+    const contentType = detectDocumentType(file.bytes, filename);
+    if (!contentType) {
+      throw new AppError(
+        'unsupported_media_type',
+        `${filename}: unsupported type; PDF, DOCX, HTML, Markdown, plain text, CSV and JSON are accepted`,
+      );
+    }
+    return { filename, bytes: file.bytes, contentType, sha256: createHash('sha256').update(file.bytes).digest('hex') };
+  });
+  const workspace = await findWorkspace(prisma, userId, workspaceId, { select: { id: true } });
+
+  return prisma.$transaction(async (tx) => {
+    const existing = await tx.document.findMany({
+      where: { workspaceId: workspace.id, sha256: { in: prepared.map((file) => file.sha256) } },
+      orderBy: { createdAt: 'asc' },
+    });
+    const bySha = new Map(existing.map((document) => [document.sha256, document]));
+    const documents = [];
+    for (const file of prepared) {
+      let document = bySha.get(file.sha256);
+      if (!document) {
+        document = await tx.document.create({
+          data: {
+            workspaceId: workspace.id,
+            filename: file.filename,
+            contentType: file.contentType,
+            sizeBytes: file.bytes.byteLength,
+            sha256: file.sha256,
+            metadata: metadata as Prisma.InputJsonObject,
+            source: { create: { bytes: file.bytes as Uint8Array<ArrayBuffer> } },
+            job: { create: {} },
+          },
+        });
+        bySha.set(file.sha256, document);
+      }
+      documents.push(document);
+    }
+    return documents;
+  });
+}
+
+export function listDocuments<Query extends Prisma.DocumentFindManyArgs>(prisma: PrismaClient, workspaceId: string, query: Query) {
+  return prisma.document.findMany({ ...checkCursor(query), where: { workspaceId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+}
+
+/**
+ * The document if it belongs to one of the user's workspaces (and to `workspaceId`, when the
+ * endpoint names one); otherwise 404, exactly as for a document that does not exist.
+ */
+export async function findDocument<Query extends Omit<Prisma.DocumentFindFirstArgs, 'where'>>(
+  prisma: PrismaClient,
+  userId: string,
+  id: string,
+  options: { workspaceId?: string; query?: Query } = {},
+) {
+  const documentId = requireUuid(id, `document ${id}`);
+  const workspaceId = options.workspaceId === undefined ? undefined : requireUuid(options.workspaceId, `document ${id}`);
+  const document = await prisma.document.findFirst({
+    ...options.query,
+    where: { id: documentId, workspace: { userId, ...(workspaceId && { id: workspaceId }) } },
+  });
+  if (!document) throw notFound(`document ${id}`);
+  return document;
+}
+
+/** Deletes the document with its chunks, source and queue entry (ON DELETE CASCADE). */
+export async function deleteDocument(prisma: PrismaClient, userId: string, id: string) {
+  const document = await findDocument(prisma, userId, id, { query: { select: { id: true } } });
+  await prisma.document.deleteMany({ where: { id: document.id } });
+  return { id: document.id };
+}
+
+export function listChunks<Query extends Prisma.ChunkFindManyArgs>(prisma: PrismaClient, documentId: string, query: Query) {
+  return prisma.chunk.findMany({ ...checkCursor(query), where: { documentId }, orderBy: { chunkIndex: 'asc' } });
+}
+
+export function firstChunks(prisma: PrismaClient, documentId: string, count: number) {
+  return prisma.chunk.findMany({ where: { documentId }, orderBy: { chunkIndex: 'asc' }, take: count });
+}
+
+/** The chunk at `chunkIndex` with up to `before` chunks ahead of it and `after` behind, clamped at the edges. */
+export async function chunkContext(prisma: PrismaClient, documentId: string, chunkIndex: number, before: number, after: number) {
+  const chunks = await prisma.chunk.findMany({
+    where: { documentId, chunkIndex: { gte: Math.max(0, chunkIndex - before), lte: chunkIndex + after } },
+    orderBy: { chunkIndex: 'asc' },
+  });
+  if (!chunks.some((chunk) => chunk.chunkIndex === chunkIndex)) throw notFound(`chunk ${chunkIndex}`);
+  return chunks.map((chunk) => ({ ...chunk, isTarget: chunk.chunkIndex === chunkIndex }));
+}
+
+export const maxPatternLength = 1000;
+const highlightStart = '<mark>';
+const highlightEnd = '</mark>';
+
+/**
+ * Regular-expression search over a document's chunks with RE2 semantics: matching time is
+ * linear in the text, so no pattern can stall the server. Empty matches are skipped.
+ */
+export async function grepDocument(prisma: PrismaClient, documentId: string, pattern: string, caseSensitive: boolean) {
+  if (pattern.length === 0) throw badRequest('pattern', 'must not be empty');
+  if (pattern.length > maxPatternLength) throw badRequest('pattern', `must be at most ${maxPatternLength} characters`);
+  let expression: RE2JS;
+  try {
+    expression = RE2JS.compile(pattern, caseSensitive ? 0 : RE2JS.CASE_INSENSITIVE);
+  } catch (error) {
+    if (error instanceof RE2JSException) throw badRequest('pattern', `invalid regular expression: ${error.message}`);
+    throw error;
+  }
+  const chunks = await prisma.chunk.findMany({ where: { documentId }, orderBy: { chunkIndex: 'asc' } });
+  const matched = [];
+  let totalMatches = 0;
+  for (const chunk of chunks) {
+    const matches: { start: number; end: number }[] = [];
+    const matcher = expression.matcher(chunk.content);
+    while (matcher.find()) {
+      if (matcher.end() > matcher.start()) matches.push({ start: matcher.start(), end: matcher.end() });
+    }
+    if (matches.length === 0) continue;
+    totalMatches += matches.length;
+    let highlighted = '';
+    let position = 0;
+    for (const { start, end } of matches) {
+      highlighted += chunk.content.slice(position, start) + highlightStart + chunk.content.slice(start, end) + highlightEnd;
+      position = end;
+    }
+    highlighted += chunk.content.slice(position);
+    matched.push({ chunkIndex: chunk.chunkIndex, content: chunk.content, highlighted, matches, metadata: chunk.metadata });
+  }
+  return { documentId, pattern, caseSensitive, totalMatches, chunks: matched };
+}

@@ -1,0 +1,273 @@
+import { z } from 'zod';
+import { builder } from '../../graphql/builder.js';
+import { DeletedRef } from '../../graphql/shared-types.js';
+import { viewerOf } from '../../graphql/viewer.js';
+import { findWorkspace } from '../workspaces/service.js';
+import {
+  chunkContext,
+  deleteDocument,
+  findDocument,
+  firstChunks,
+  grepDocument,
+  listChunks,
+  listDocuments,
+  uploadDocuments,
+  type UploadedFile,
+} from './service.js';
+
+builder.scalarType('File', {
+  description: 'A file sent with the GraphQL multipart request specification.',
+  serialize: () => {
+    throw new Error('File is an input type');
+  },
+});
+
+builder.prismaObject('Document', {
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    workspaceId: t.exposeID('workspaceId'),
+    filename: t.exposeString('filename'),
+    contentType: t.exposeString('contentType'),
+    sizeBytes: t.exposeInt('sizeBytes'),
+    sha256: t.exposeString('sha256'),
+    status: t.exposeString('status', { description: '`queued`, `processing`, `ready` or `failed`.' }),
+    error: t.exposeString('error', { nullable: true, description: 'Why processing failed.' }),
+    pageCount: t.exposeInt('pageCount', { nullable: true }),
+    chunkCount: t.exposeInt('chunkCount'),
+    metadata: t.expose('metadata', { type: 'JSON' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+    workspace: t.relation('workspace'),
+    chunks: t.relatedConnection('chunks', {
+      cursor: 'id',
+      defaultSize: 100,
+      maxSize: 1000,
+      query: { orderBy: { chunkIndex: 'asc' } },
+    }),
+  }),
+});
+
+builder.prismaObject('Chunk', {
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    chunkIndex: t.exposeInt('chunkIndex'),
+    content: t.exposeString('content'),
+    tokenCount: t.exposeInt('tokenCount'),
+    metadata: t.expose('metadata', { type: 'JSON', description: '`page` (first page), `pages` spanned and `headings` in force.' }),
+    document: t.relation('document'),
+  }),
+});
+
+builder.prismaObjectFields('Workspace', (t) => ({
+  documents: t.relatedConnection('documents', {
+    cursor: 'id',
+    defaultSize: 100,
+    maxSize: 1000,
+    description: 'Documents of the workspace, newest first.',
+    query: { orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] },
+  }),
+}));
+
+type ContextChunk = Awaited<ReturnType<typeof chunkContext>>[number];
+const ContextChunkRef = builder.objectRef<ContextChunk>('ContextChunk').implement({
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    chunkIndex: t.exposeInt('chunkIndex'),
+    content: t.exposeString('content'),
+    tokenCount: t.exposeInt('tokenCount'),
+    metadata: t.expose('metadata', { type: 'JSON' }),
+    isTarget: t.exposeBoolean('isTarget', { description: 'True for the chunk the context was asked for.' }),
+  }),
+});
+
+const ChunkContextRef = builder.objectRef<{ documentId: string; chunkIndex: number; chunks: ContextChunk[] }>('ChunkContext').implement({
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    chunkIndex: t.exposeInt('chunkIndex'),
+    chunks: t.field({ type: [ContextChunkRef], resolve: (context) => context.chunks }),
+  }),
+});
+
+type GrepResult = Awaited<ReturnType<typeof grepDocument>>;
+const GrepMatchRef = builder.objectRef<{ start: number; end: number }>('GrepMatch').implement({
+  description: 'A match as UTF-16 offsets into the chunk content, end exclusive.',
+  fields: (t) => ({ start: t.exposeInt('start'), end: t.exposeInt('end') }),
+});
+const GrepChunkRef = builder.objectRef<GrepResult['chunks'][number]>('GrepChunk').implement({
+  fields: (t) => ({
+    chunkIndex: t.exposeInt('chunkIndex'),
+    content: t.exposeString('content'),
+    highlighted: t.exposeString('highlighted', { description: 'The content with each match wrapped in <mark></mark>.' }),
+    matches: t.field({ type: [GrepMatchRef], resolve: (chunk) => chunk.matches }),
+    metadata: t.expose('metadata', { type: 'JSON' }),
+  }),
+});
+const GrepResultRef = builder.objectRef<GrepResult>('GrepResult').implement({
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    pattern: t.exposeString('pattern'),
+    caseSensitive: t.exposeBoolean('caseSensitive'),
+    totalMatches: t.exposeInt('totalMatches'),
+    chunks: t.field({ type: [GrepChunkRef], resolve: (result) => result.chunks }),
+  }),
+});
+
+const PreviewRef = builder.objectRef<{ documentId: string; content: string | null; chunkCount: number; workspaceId: string }>('DocumentPreview');
+PreviewRef.implement({
+  fields: (t) => ({
+    document: t.prismaField({
+      type: 'Document',
+      resolve: (query, preview, _args, context) =>
+        findDocument(context.prisma, viewerOf(context).userId, preview.documentId, { query }),
+    }),
+    content: t.exposeString('content', { nullable: true, description: 'The extracted text; null until the document is ready.' }),
+    chunks: t.prismaField({
+      type: ['Chunk'],
+      resolve: (_query, preview, _args, context) => firstChunks(context.prisma, preview.documentId, preview.chunkCount),
+    }),
+  }),
+});
+
+const count = (name: string, max: number) =>
+  z.number().int(`${name} must be an integer`).min(0, `must be at least 0`).max(max, `must be at most ${max}`);
+
+builder.queryFields((t) => ({
+  document: t.prismaField({
+    type: 'Document',
+    authScopes: { scope: 'kb:read' },
+    args: { id: t.arg.id() },
+    resolve: (query, _root, { id }, context) => findDocument(context.prisma, viewerOf(context).userId, String(id), { query }),
+  }),
+  documents: t.prismaConnection({
+    type: 'Document',
+    cursor: 'id',
+    defaultSize: 100,
+    maxSize: 1000,
+    description: 'Documents of one workspace, newest first.',
+    authScopes: { scope: 'kb:read' },
+    args: { workspaceId: t.arg.id() },
+    resolve: async (query, _root, { workspaceId }, context) => {
+      const workspace = await findWorkspace(context.prisma, viewerOf(context).userId, String(workspaceId), { select: { id: true } });
+      return listDocuments(context.prisma, workspace.id, query);
+    },
+  }),
+  documentPreview: t.field({
+    type: PreviewRef,
+    authScopes: { scope: 'kb:read' },
+    args: {
+      id: t.arg.id(),
+      workspaceId: t.arg.id(),
+      chunks: t.arg.int({ required: false, defaultValue: 10, validate: count('chunks', 1000) }),
+    },
+    resolve: async (_root, { id, workspaceId, chunks }, context) => {
+      const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
+        workspaceId: String(workspaceId),
+        query: { select: { id: true, text: true, workspaceId: true } },
+      });
+      return { documentId: document.id, content: document.text, chunkCount: chunks ?? 10, workspaceId: document.workspaceId };
+    },
+  }),
+  documentChunks: t.prismaConnection({
+    type: 'Chunk',
+    cursor: 'id',
+    defaultSize: 100,
+    maxSize: 1000,
+    description: 'Chunks of a document in reading order.',
+    authScopes: { scope: 'kb:read' },
+    args: { id: t.arg.id(), workspaceId: t.arg.id() },
+    resolve: async (query, _root, { id, workspaceId }, context) => {
+      const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
+        workspaceId: String(workspaceId),
+        query: { select: { id: true } },
+      });
+      return listChunks(context.prisma, document.id, query);
+    },
+  }),
+  chunkContext: t.field({
+    type: ChunkContextRef,
+    authScopes: { scope: 'kb:read' },
+    args: {
+      documentId: t.arg.id(),
+      workspaceId: t.arg.id(),
+      chunkIndex: t.arg.int({ validate: count('chunk_index', 2 ** 31 - 1) }),
+      before: t.arg.int({ required: false, defaultValue: 2, validate: count('before', 100) }),
+      after: t.arg.int({ required: false, defaultValue: 2, validate: count('after', 100) }),
+    },
+    resolve: async (_root, args, context) => {
+      const document = await findDocument(context.prisma, viewerOf(context).userId, String(args.documentId), {
+        workspaceId: String(args.workspaceId),
+        query: { select: { id: true } },
+      });
+      const chunks = await chunkContext(context.prisma, document.id, args.chunkIndex, args.before ?? 2, args.after ?? 2);
+      return { documentId: document.id, chunkIndex: args.chunkIndex, chunks };
+    },
+  }),
+  grepDocument: t.field({
+    type: GrepResultRef,
+    authScopes: { scope: 'kb:read' },
+    args: {
+      documentId: t.arg.id(),
+      workspaceId: t.arg.id(),
+      pattern: t.arg.string(),
+      caseSensitive: t.arg.boolean({ required: false, defaultValue: false }),
+    },
+    resolve: async (_root, args, context) => {
+      const document = await findDocument(context.prisma, viewerOf(context).userId, String(args.documentId), {
+        workspaceId: String(args.workspaceId),
+        query: { select: { id: true } },
+      });
+      return grepDocument(context.prisma, document.id, args.pattern, args.caseSensitive ?? false);
+    },
+  }),
+}));
+
+async function readUploads(files: readonly File[]): Promise<UploadedFile[]> {
+  return Promise.all(files.map(async (file) => ({ filename: file.name, bytes: new Uint8Array(await file.arrayBuffer()) })));
+}
+
+builder.mutationFields((t) => ({
+  uploadDocuments: t.prismaField({
+    type: ['Document'],
+    description: 'Stores the files and queues them for processing. Same content again in a workspace returns the existing document.',
+    authScopes: { scope: 'kb:write' },
+    args: { workspaceId: t.arg.id(), files: t.arg({ type: ['File'] }), metadata: t.arg({ type: 'JSON', required: false }) },
+    resolve: async (_query, _root, args, context) => {
+      const documents = await uploadDocuments(
+        context.prisma,
+        viewerOf(context).userId,
+        String(args.workspaceId),
+        await readUploads(args.files as File[]),
+        args.metadata,
+        context.config.uploads,
+      );
+      context.ingestion.notify();
+      return documents;
+    },
+  }),
+  uploadDocument: t.prismaField({
+    type: 'Document',
+    description: 'One file; see uploadDocuments.',
+    authScopes: { scope: 'kb:write' },
+    args: { workspaceId: t.arg.id(), file: t.arg({ type: 'File' }), metadata: t.arg({ type: 'JSON', required: false }) },
+    resolve: async (_query, _root, args, context) => {
+      const [document] = await uploadDocuments(
+        context.prisma,
+        viewerOf(context).userId,
+        String(args.workspaceId),
+        await readUploads([args.file as File]),
+        args.metadata,
+        context.config.uploads,
+      );
+      context.ingestion.notify();
+      return document!;
+    },
+  }),
+  deleteDocument: t.field({
+    type: DeletedRef,
+    errors: {},
+    description: 'Deletes the document with its chunks and their index entries.',
+    authScopes: { scope: 'kb:write' },
+    args: { id: t.arg.id() },
+    resolve: (_root, { id }, context) => deleteDocument(context.prisma, viewerOf(context).userId, String(id)),
+  }),
+}));

@@ -1,0 +1,27 @@
+import { chunkDocument } from './chunk.js';
+import type { DocumentType } from './detect.js';
+import { parseDocument, ParseError } from './parse.js';
+
+export type ParseTask = {
+  bytes: Uint8Array;
+  type: DocumentType;
+  chunkOptions: { chunkTokens: number; overlapTokens: number };
+};
+
+export type ParseTaskResult =
+  | { ok: true; text: string; pageCount: number | null; chunks: ReturnType<typeof chunkDocument> }
+  | { ok: false; error: string };
+
+/**
+ * Runs in a worker thread. A document that cannot be parsed is an answer (`ok: false`), not a
+ * crash: it will fail the same way on every attempt, so it is not retried.
+ */
+export default async function runParseTask(task: ParseTask): Promise<ParseTaskResult> {
+  try {
+    const parsed = await parseDocument(task.bytes, task.type);
+    return { ok: true, text: parsed.text, pageCount: parsed.pageCount, chunks: chunkDocument(parsed, task.chunkOptions) };
+  } catch (error) {
+    if (error instanceof ParseError) return { ok: false, error: error.message };
+    throw error;
+  }
+}

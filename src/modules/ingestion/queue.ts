@@ -1,0 +1,203 @@
+import type { PrismaClient } from '../../generated/prisma/client.js';
+import type { Logger } from '../../logger.js';
+import type { DocumentType } from './detect.js';
+import type { ParsePool } from './parse-pool.js';
+
+export type IngestionOptions = {
+  /** Jobs processed at once by this process. */
+  concurrency: number;
+  chunkTokens: number;
+  overlapTokens: number;
+  maxAttempts: number;
+  /** How long a claimed job stays claimed without its worker renewing the claim. */
+  leaseMs: number;
+  /** How often idle workers look for jobs (other processes may have queued some). */
+  pollMs: number;
+  /** A parse that takes longer is abandoned and retried. */
+  parseTimeoutMs: number;
+};
+
+type ClaimedJob = { id: string; document_id: string; attempts: number };
+
+export type IngestionQueue = {
+  /** Wakes idle workers: a job was just queued. */
+  notify(): void;
+  /** Stops claiming; waits for jobs in progress and releases what was not finished. */
+  stop(): Promise<void>;
+};
+
+const backoffMs = (attempts: number) => Math.min(60_000, 1_000 * 2 ** (attempts - 1));
+
+/**
+ * Works through `ingestion_jobs`: claims a job (FOR UPDATE SKIP LOCKED, so workers in other
+ * processes never take the same one), parses and chunks the document in a worker thread,
+ * stores the chunks and the document's new status in one transaction, and retries transient
+ * failures with exponential backoff. A claim is a lease renewed while the job runs; when a
+ * process dies, its leases run out and the jobs are claimed again.
+ */
+export function startIngestionQueue(
+  prisma: PrismaClient,
+  pool: ParsePool,
+  options: IngestionOptions,
+  log: Logger,
+  { releaseStaleClaims }: { releaseStaleClaims: boolean },
+): IngestionQueue {
+  let stopping = false;
+  const stopController = new AbortController();
+  const wakers = new Set<() => void>();
+  const wakeAll = () => {
+    for (const waker of wakers) waker();
+  };
+
+  async function claim(): Promise<ClaimedJob | undefined> {
+    const rows = await prisma.$queryRaw<ClaimedJob[]>`
+      UPDATE ingestion_jobs
+         SET status = 'running', attempts = attempts + 1, updated_at = now(),
+             lease_expires = clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})
+       WHERE id = (
+         SELECT id FROM ingestion_jobs
+          WHERE (status = 'queued' AND run_after <= clock_timestamp())
+             OR (status = 'running' AND lease_expires < clock_timestamp())
+          ORDER BY run_after, created_at
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED)
+      RETURNING id, document_id, attempts`;
+    return rows[0];
+  }
+
+  async function process(job: ClaimedJob) {
+    const renewal = setInterval(() => {
+      prisma.$executeRaw`
+        UPDATE ingestion_jobs SET lease_expires = clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})
+         WHERE id = ${job.id}::uuid AND status = 'running'`.catch((error: unknown) => log.error('could not renew an ingestion lease', error));
+    }, options.leaseMs / 3);
+    try {
+      if (job.attempts > options.maxAttempts) {
+        await fail(job, `processing was interrupted ${job.attempts - 1} times; giving up`);
+        return;
+      }
+      const document = await prisma.document.findUnique({
+        where: { id: job.document_id },
+        select: { contentType: true, source: { select: { bytes: true } } },
+      });
+      if (!document?.source) return;
+      await prisma.document.update({ where: { id: job.document_id }, data: { status: 'processing', error: null } });
+      const result = await pool.parse(
+        {
+          bytes: document.source.bytes,
+          type: document.contentType as DocumentType,
+          chunkOptions: { chunkTokens: options.chunkTokens, overlapTokens: options.overlapTokens },
+        },
+        AbortSignal.any([stopController.signal, AbortSignal.timeout(options.parseTimeoutMs)]),
+      );
+      if (!result.ok) {
+        await fail(job, result.error);
+        return;
+      }
+      await prisma.$transaction([
+        prisma.chunk.deleteMany({ where: { documentId: job.document_id } }),
+        prisma.chunk.createMany({
+          data: result.chunks.map((chunk) => ({
+            documentId: job.document_id,
+            chunkIndex: chunk.chunkIndex,
+            content: chunk.content,
+            tokenCount: chunk.tokenCount,
+            metadata: chunk.metadata,
+          })),
+        }),
+        prisma.document.update({
+          where: { id: job.document_id },
+          data: { status: 'ready', error: null, text: result.text, pageCount: result.pageCount, chunkCount: result.chunks.length },
+        }),
+        prisma.ingestionJob.update({ where: { id: job.id }, data: { status: 'done', leaseExpires: null, lastError: null } }),
+      ]);
+    } catch (error) {
+      if (stopping) {
+        await release(job);
+        return;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      if (job.attempts >= options.maxAttempts) {
+        await fail(job, `processing failed after ${job.attempts} attempts: ${message}`);
+      } else {
+        log.error(`ingestion of document ${job.document_id} failed (attempt ${job.attempts}); retrying`, error);
+        await prisma.$transaction([
+          prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'queued' } }),
+          prisma.ingestionJob.updateMany({
+            where: { id: job.id },
+            data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + backoffMs(job.attempts)) },
+          }),
+        ]);
+      }
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  async function fail(job: ClaimedJob, reason: string) {
+    await prisma.$transaction([
+      prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'failed', error: reason } }),
+      prisma.ingestionJob.updateMany({ where: { id: job.id }, data: { status: 'failed', leaseExpires: null, lastError: reason } }),
+    ]);
+  }
+
+  /** Gives an unfinished job back at shutdown, without counting the attempt. */
+  async function release(job: ClaimedJob) {
+    await prisma.$transaction([
+      prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'queued' } }),
+      prisma.ingestionJob.updateMany({
+        where: { id: job.id, status: 'running' },
+        data: { status: 'queued', leaseExpires: null, attempts: { decrement: 1 } },
+      }),
+    ]);
+  }
+
+  async function workLoop() {
+    let idleWake: (() => void) | undefined;
+    while (!stopping) {
+      let job: ClaimedJob | undefined;
+      try {
+        job = await claim();
+      } catch (error) {
+        if (stopping) break;
+        log.error('could not claim an ingestion job', error);
+      }
+      if (job) {
+        await process(job);
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(finish, options.pollMs);
+        function finish() {
+          clearTimeout(timer);
+          if (idleWake) wakers.delete(idleWake);
+          resolve();
+        }
+        idleWake = finish;
+        wakers.add(finish);
+      });
+    }
+  }
+
+  const started = (async () => {
+    // In a single-process store nothing else can hold a claim, so claims left by a killed
+    // process are released at once instead of waiting for their leases to run out.
+    if (releaseStaleClaims) {
+      await prisma.$transaction([
+        prisma.$executeRaw`UPDATE documents SET status = 'queued' WHERE id IN (SELECT document_id FROM ingestion_jobs WHERE status = 'running')`,
+        prisma.$executeRaw`UPDATE ingestion_jobs SET status = 'queued', lease_expires = NULL WHERE status = 'running'`,
+      ]);
+    }
+    await Promise.all(Array.from({ length: options.concurrency }, () => workLoop()));
+  })().catch((error: unknown) => log.error('the ingestion queue stopped', error));
+
+  return {
+    notify: wakeAll,
+    async stop() {
+      stopping = true;
+      stopController.abort();
+      wakeAll();
+      await started;
+    },
+  };
+}

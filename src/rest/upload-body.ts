@@ -1,0 +1,131 @@
+import { finished, Readable } from 'node:stream';
+import busboy from 'busboy';
+import contentType from 'content-type';
+import { AppError, badRequest, payloadTooLarge } from '../errors.js';
+import { readJsonBody } from '../http/body.js';
+import { checkFilename } from '../modules/documents/service.js';
+import { bodyInput } from './request-input.js';
+
+export type UploadBody = { files: File[]; metadata: unknown };
+
+type Limits = { maxFileBytes: number; maxFiles: number };
+
+const maxMetadataPartBytes = 64 * 1024;
+// After refusing an upload, the rest of the body is read and dropped up to this much, so the
+// client is not cut off mid-send and can read the answer; past it the connection is dropped.
+const maxDrainBytes = 256 * 1024 * 1024;
+
+/**
+ * An upload is `multipart/form-data` with one or more `file` parts and an optional `metadata`
+ * part holding a JSON object, or JSON `{filename, content, metadata?}` for text.
+ */
+export async function readUploadBody(request: Request, limits: Limits): Promise<UploadBody> {
+  const type = request.headers.get('content-type') ?? '';
+  let mediaType: string | undefined;
+  try {
+    mediaType = contentType.parse(type).type;
+  } catch {
+    mediaType = undefined;
+  }
+  if (mediaType === 'multipart/form-data') return readMultipart(request, type, limits);
+  if (mediaType === 'application/json') {
+    const body = await readJsonBody(request, limits.maxFileBytes + maxMetadataPartBytes);
+    const input = bodyInput<{ filename?: unknown; content?: unknown; metadata?: unknown }>(body, {
+      filename: 'filename',
+      content: 'content',
+      metadata: 'metadata',
+    });
+    if (typeof input.filename !== 'string') throw badRequest('filename', 'is required and must be a string');
+    if (typeof input.content !== 'string') throw badRequest('content', 'is required and must be a string');
+    return { files: [new File([input.content], checkFilename(input.filename), { type: 'text/plain' })], metadata: input.metadata };
+  }
+  throw new AppError('unsupported_media_type', `Content-Type must be multipart/form-data or application/json (got ${type || 'none'})`);
+}
+
+function readMultipart(request: Request, type: string, limits: Limits): Promise<UploadBody> {
+  const declared = Number(request.headers.get('content-length') ?? 0);
+  if (declared > limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes) {
+    return Promise.reject(payloadTooLarge(limits.maxFileBytes));
+  }
+  if (!request.body) return Promise.reject(badRequest('file', 'at least one file part is required'));
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({
+        headers: { 'content-type': type },
+        // Keep the client's file names whole: a name with a path in it is refused, not trimmed.
+        preservePath: true,
+        limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: 1, fieldSize: maxMetadataPartBytes, parts: limits.maxFiles + 1 },
+      });
+    } catch (error) {
+      reject(badRequest('body', `not a multipart body: ${(error as Error).message}`));
+      return;
+    }
+    // The server's request body is a ponyfilled stream that Readable.fromWeb refuses; any
+    // async iterable of bytes will do for Readable.from.
+    const source = Readable.from(request.body as unknown as AsyncIterable<Uint8Array>);
+    const files: File[] = [];
+    let metadata: unknown;
+    let settled = false;
+    const finish = (error?: AppError) => {
+      if (settled) return;
+      settled = true;
+      if (error) {
+        // busboy reports limits from inside its own write; tear it down once that write has
+        // returned, or the half-parsed chunk throws into the request stream.
+        setImmediate(() => {
+          source.unpipe(parser);
+          parser.destroy();
+          let drained = 0;
+          source.on('data', (chunk: Buffer) => {
+            drained += chunk.length;
+            if (drained > maxDrainBytes) source.destroy();
+          });
+          finished(source, () => reject(error));
+          source.resume();
+        });
+      } else {
+        resolve({ files, metadata });
+      }
+    };
+    parser.on('file', (name, stream, info) => {
+      // Once the upload is refused the parser is destroyed and an unfinished part errors.
+      stream.on('error', () => {});
+      if (name !== 'file') {
+        stream.resume();
+        finish(badRequest(name, 'is not a known part (send files as "file" and options as "metadata")'));
+        return;
+      }
+      let filename: string;
+      try {
+        filename = checkFilename(info.filename ?? '');
+      } catch (error) {
+        stream.resume();
+        finish(error as AppError);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('limit', () => finish(new AppError('payload_too_large', `${filename} is larger than the limit of ${limits.maxFileBytes} bytes`)));
+      stream.on('close', () => {
+        if (!settled) files.push(new File(chunks as unknown as BlobPart[], filename, { type: info.mimeType }));
+      });
+    });
+    parser.on('field', (name, value, info) => {
+      if (name !== 'metadata') return finish(badRequest(name, 'is not a known part (send files as "file" and options as "metadata")'));
+      if (info.valueTruncated) return finish(badRequest('metadata', `must be at most ${maxMetadataPartBytes} bytes`));
+      try {
+        metadata = JSON.parse(value);
+      } catch {
+        finish(badRequest('metadata', 'must be a JSON object'));
+      }
+    });
+    parser.on('filesLimit', () => finish(badRequest('file', `at most ${limits.maxFiles} files per upload`)));
+    parser.on('partsLimit', () => finish(badRequest('body', 'too many parts')));
+    parser.on('fieldsLimit', () => finish(badRequest('body', 'only one metadata part is accepted')));
+    parser.on('error', (error: Error) => finish(badRequest('body', `malformed multipart body: ${error.message}`)));
+    parser.on('close', () => finish());
+    source.on('error', (error) => finish(badRequest('body', `the upload was interrupted: ${error.message}`)));
+    source.pipe(parser);
+  });
+}
