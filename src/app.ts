@@ -46,10 +46,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       parsePool,
       {
         concurrency,
-        chunkTokens: config.ingestion.chunkTokens,
-        overlapTokens: config.ingestion.overlapTokens,
         maxAttempts: 3,
-        leaseMs: 60_000,
+        leaseMs: config.ingestion.leaseSeconds * 1000,
         pollMs: db.kind === 'pglite' ? 5_000 : 1_000,
         parseTimeoutMs: 10 * 60_000,
       },

@@ -33,6 +33,7 @@ const environmentSchema = z.object({
   KB_CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(512),
   KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
   KB_API_KEY: optionalString,
@@ -49,7 +50,7 @@ export type Config = {
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
-  ingestion: { chunkTokens: number; overlapTokens: number; concurrency: number };
+  ingestion: { chunkTokens: number; overlapTokens: number; concurrency: number; leaseSeconds: number };
   logLevel: 'silent' | 'error' | 'info' | 'debug';
   /** Where `kb import` finds a running server, and the key it uses there. */
   client: { url: string | undefined; apiKey: string | undefined };
@@ -94,6 +95,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       chunkTokens: env.KB_CHUNK_TOKENS,
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
       concurrency: env.KB_INGEST_CONCURRENCY,
+      leaseSeconds: env.KB_INGEST_LEASE_SECONDS,
     },
     logLevel: env.KB_LOG_LEVEL,
     client: { url: env.KB_URL, apiKey: env.KB_API_KEY },

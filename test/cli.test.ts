@@ -1,12 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kb as runKb, serve, stop } from './support/cli.js';
+import { benchPdfDirectory } from './support/documents.js';
 
-const kbBin = fileURLToPath(new URL('../bin/kb.mjs', import.meta.url));
 const allScopes = ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'];
 
 let dataDir: string;
@@ -21,41 +20,7 @@ function environment(overrides: Record<string, string> = {}): NodeJS.ProcessEnv 
   return { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', ...overrides };
 }
 
-function kb(args: string[], env = environment()): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [kbBin, ...args], { env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
-
-/** Starts `kb serve` on a free port and resolves once it prints its address. */
-function serve(env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [kbBin, 'serve'], { env: { ...env, PORT: '0' } });
-    let output = '';
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match) resolve({ child, url: match[1]!, output: () => output });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', (chunk) => (output += chunk.toString()));
-    child.on('exit', (code) => reject(new Error(`kb serve exited with ${code}: ${output}`)));
-  });
-}
-
-function stop(child: ChildProcess) {
-  return new Promise<void>((resolve) => {
-    child.removeAllListeners('exit');
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
+const kb = (args: string[], env = environment()) => runKb(args, env);
 
 const email = () => `cli-${randomUUID()}@example.com`;
 
@@ -129,6 +94,42 @@ describe('kb account commands while kb serve holds the store', () => {
       expect(await credits.json()).toMatchObject({ balance: 7, totals: { granted: 7, used: 0 } });
     } finally {
       await stop(server.child);
+    }
+  });
+});
+
+describe('kb import', () => {
+  it('uploads files and directories to a workspace by name, waits for processing and prints a summary', async () => {
+    const server = await serve(environment());
+    const folder = await mkdtemp(path.join(tmpdir(), 'kb-import-'));
+    try {
+      const created = await kb(['users', 'create', '--email', email(), '--name', 'Importer']);
+      const key = JSON.parse(created.stdout).api_key.raw_key as string;
+      const workspace = await fetch(`${server.url}/v1/kb/workspaces`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'Imported' }),
+      }).then((response) => response.json());
+      await mkdir(path.join(folder, 'nested'));
+      await writeFile(path.join(folder, 'a.md'), '# A\n\nfirst file');
+      await writeFile(path.join(folder, 'nested', 'b.txt'), 'second file');
+      await writeFile(path.join(folder, '.hidden.txt'), 'skipped');
+      await writeFile(path.join(folder, 'junk.txt'), Buffer.from([0, 1, 2, 3, 255, 254]));
+      await copyFile(path.join(benchPdfDirectory, 'sample_pdf_2.pdf'), path.join(folder, 'report.pdf'));
+
+      const result = await kb(['import', folder, '--workspace', 'imported', '--url', server.url, '--key', key]);
+      const summary = JSON.parse(result.stdout);
+      expect(summary).toMatchObject({ workspace: { id: workspace.id }, ready: 3, failed: 0, rejected: 1, pages: 4 });
+      expect(summary.failures).toEqual([{ file: path.join(folder, 'junk.txt'), reason: expect.stringContaining('unsupported') }]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain('process');
+
+      const missing = await kb(['import', folder, '--workspace', 'no such workspace', '--url', server.url, '--key', key]);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain('no workspace');
+    } finally {
+      await stop(server.child);
+      await rm(folder, { recursive: true, force: true });
     }
   });
 });

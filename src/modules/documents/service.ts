@@ -10,6 +10,8 @@ export type UploadedFile = { filename: string; bytes: Uint8Array };
 
 export type UploadLimits = { maxFileBytes: number; maxFiles: number };
 
+export type ChunkSettings = { chunkTokens: number; overlapTokens: number };
+
 const maxMetadataBytes = 64 * 1024;
 // Control characters, path separators, and names that mean "this directory" or "its parent".
 const unsafeFilename = /[\u0000-\u001f\u007f/\\]/;
@@ -44,6 +46,7 @@ export async function uploadDocuments(
   files: readonly UploadedFile[],
   metadataInput: unknown,
   limits: UploadLimits,
+  chunking: ChunkSettings,
 ) {
   if (files.length === 0) throw badRequest('file', 'at least one file is required');
   if (files.length > limits.maxFiles) throw badRequest('file', `at most ${limits.maxFiles} files per upload`);
@@ -84,7 +87,7 @@ export async function uploadDocuments(
             sha256: file.sha256,
             metadata: metadata as Prisma.InputJsonObject,
             source: { create: { bytes: file.bytes as Uint8Array<ArrayBuffer> } },
-            job: { create: {} },
+            job: { create: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens } },
           },
         });
         bySha.set(file.sha256, document);

@@ -239,6 +239,7 @@ builder.mutationFields((t) => ({
         await readUploads(args.files as File[]),
         args.metadata,
         context.config.uploads,
+        context.config.ingestion,
       );
       context.ingestion.notify();
       return documents;
@@ -257,6 +258,7 @@ builder.mutationFields((t) => ({
         await readUploads([args.file as File]),
         args.metadata,
         context.config.uploads,
+        context.config.ingestion,
       );
       context.ingestion.notify();
       return document!;

@@ -6,8 +6,6 @@ import type { ParsePool } from './parse-pool.js';
 export type IngestionOptions = {
   /** Jobs processed at once by this process. */
   concurrency: number;
-  chunkTokens: number;
-  overlapTokens: number;
   maxAttempts: number;
   /** How long a claimed job stays claimed without its worker renewing the claim. */
   leaseMs: number;
@@ -17,7 +15,7 @@ export type IngestionOptions = {
   parseTimeoutMs: number;
 };
 
-type ClaimedJob = { id: string; document_id: string; attempts: number };
+type ClaimedJob = { id: string; document_id: string; attempts: number; chunk_tokens: number; overlap_tokens: number };
 
 export type IngestionQueue = {
   /** Wakes idle workers: a job was just queued. */
@@ -61,7 +59,7 @@ export function startIngestionQueue(
           ORDER BY run_after, created_at
           LIMIT 1
           FOR UPDATE SKIP LOCKED)
-      RETURNING id, document_id, attempts`;
+      RETURNING id, document_id, attempts, chunk_tokens, overlap_tokens`;
     return rows[0];
   }
 
@@ -86,7 +84,7 @@ export function startIngestionQueue(
         {
           bytes: document.source.bytes,
           type: document.contentType as DocumentType,
-          chunkOptions: { chunkTokens: options.chunkTokens, overlapTokens: options.overlapTokens },
+          chunkOptions: { chunkTokens: job.chunk_tokens, overlapTokens: job.overlap_tokens },
         },
         AbortSignal.any([stopController.signal, AbortSignal.timeout(options.parseTimeoutMs)]),
       );

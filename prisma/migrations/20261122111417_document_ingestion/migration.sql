@@ -15,6 +15,8 @@ CREATE TABLE "ingestion_jobs" (
     "document_id" UUID NOT NULL,
     "status" "ingestion_job_status" NOT NULL DEFAULT 'queued',
     "attempts" INTEGER NOT NULL DEFAULT 0,
+    "chunk_tokens" INTEGER NOT NULL,
+    "overlap_tokens" INTEGER NOT NULL,
     "run_after" TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
     "lease_expires" TIMESTAMPTZ(6),
     "last_error" TEXT,
