@@ -9,10 +9,10 @@ import {
   listWorkspaces,
   renameWorkspace,
   workspaceScan,
-  workspaceStats,
+  workspaceStatsMany,
 } from './service.js';
 
-type Stats = Awaited<ReturnType<typeof workspaceStats>>;
+type Stats = Awaited<ReturnType<typeof workspaceStatsMany>>[number];
 type Scan = Awaited<ReturnType<typeof workspaceScan>>;
 
 const DocumentsByStatus = builder.objectRef<Stats['documentsByStatus']>('DocumentsByStatus').implement({
@@ -67,10 +67,12 @@ builder.prismaObject('Workspace', {
     name: t.exposeString('name'),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
-    stats: t.field({
+    stats: t.loadable({
       type: WorkspaceStats,
       description: 'Document count, total size and processing status.',
-      resolve: (workspace, _args, context) => workspaceStats(context.prisma, workspace.id),
+      // Batched: a page of workspaces with their stats costs one query, not one per workspace.
+      load: (workspaceIds: string[], context) => workspaceStatsMany(context.prisma, workspaceIds),
+      resolve: (workspace) => workspace.id,
     }),
     scan: t.field({
       type: WorkspaceScan,

@@ -274,6 +274,34 @@ describe('workspaces over GraphQL', () => {
     expect(hidden.errors?.[0]?.extensions?.code).toBe('not_found');
   });
 
+  it('gives each workspace in a list its own stats (loaded in one batch)', async () => {
+    const user = await server.createUser();
+    const ids: string[] = [];
+    for (const [index, name] of ['one', 'two', 'three'].entries()) {
+      const workspace = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name } });
+      ids.push(workspace.body.id);
+      await server.app.db.prisma.document.createMany({
+        data: Array.from({ length: index }, (_, n) => ({
+          workspaceId: workspace.body.id,
+          filename: `${name}-${n}.txt`,
+          contentType: 'text/plain',
+          sizeBytes: 10 * (index + 1),
+          sha256: `${name}-${n}`,
+          status: 'ready' as const,
+          chunkCount: index,
+        })),
+      });
+    }
+    const listed = await server.graphql<{ workspaces: { edges: { node: { id: string; stats: { documentCount: number; totalSizeBytes: number; chunkCount: number } } }[] } }>(
+      user.key,
+      '{ workspaces { edges { node { id stats { documentCount totalSizeBytes chunkCount } } } } }',
+    );
+    const statsById = Object.fromEntries(listed.data!.workspaces.edges.map((edge) => [edge.node.id, edge.node.stats]));
+    expect(statsById[ids[0]!]).toEqual({ documentCount: 0, totalSizeBytes: 0, chunkCount: 0 });
+    expect(statsById[ids[1]!]).toEqual({ documentCount: 1, totalSizeBytes: 20, chunkCount: 1 });
+    expect(statsById[ids[2]!]).toEqual({ documentCount: 2, totalSizeBytes: 60, chunkCount: 4 });
+  });
+
   it('denies a field without its scope, naming it in extensions.code and the message', async () => {
     const user = await server.createUser();
     const chatOnly = await server.createKey(user, ['chat:read']);
