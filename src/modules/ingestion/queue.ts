@@ -63,7 +63,7 @@ export function startIngestionQueue(
     return rows[0];
   }
 
-  async function process(job: ClaimedJob) {
+  async function processJob(job: ClaimedJob) {
     const renewal = setInterval(() => {
       prisma.$executeRaw`
         UPDATE ingestion_jobs SET lease_expires = clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})
@@ -79,7 +79,9 @@ export function startIngestionQueue(
         select: { contentType: true, source: { select: { bytes: true } } },
       });
       if (!document?.source) return;
-      await prisma.document.update({ where: { id: job.document_id }, data: { status: 'processing', error: null } });
+      const { count } = await prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'processing', error: null } });
+      // Deleted meanwhile: the job went with it.
+      if (count === 0) return;
       const result = await pool.parse(
         {
           bytes: document.source.bytes,
@@ -161,7 +163,7 @@ export function startIngestionQueue(
         log.error('could not claim an ingestion job', error);
       }
       if (job) {
-        await process(job);
+        await processJob(job);
         continue;
       }
       await new Promise<void>((resolve) => {
