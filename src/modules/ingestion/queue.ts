@@ -116,6 +116,8 @@ export function startIngestionQueue(
         await release(job);
         return;
       }
+      const stillThere = await prisma.document.count({ where: { id: job.document_id } });
+      if (stillThere === 0) return;
       const message = error instanceof Error ? error.message : String(error);
       if (job.attempts >= options.maxAttempts) {
         await fail(job, `processing failed after ${job.attempts} attempts: ${message}`);
