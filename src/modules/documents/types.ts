@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
+import type { Context } from '../../graphql/context.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { findWorkspace } from '../workspaces/service.js';
 import {
@@ -128,8 +129,16 @@ PreviewRef.implement({
   }),
 });
 
-const count = (name: string, max: number) =>
-  z.number().int(`${name} must be an integer`).min(0, `must be at least 0`).max(max, `must be at most ${max}`);
+const count = (max: number) => z.number().int('must be an integer').min(0, 'must be at least 0').max(max, `must be at most ${max}`);
+
+/** The id of the document once it is known to be the viewer's and in `workspaceId`; else 404. */
+async function documentIdIn(context: Context, id: string | number, workspaceId: string | number) {
+  const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
+    workspaceId: String(workspaceId),
+    query: { select: { id: true } },
+  });
+  return document.id;
+}
 
 builder.queryFields((t) => ({
   document: t.prismaField({
@@ -157,7 +166,7 @@ builder.queryFields((t) => ({
     args: {
       id: t.arg.id(),
       workspaceId: t.arg.id(),
-      chunks: t.arg.int({ required: false, defaultValue: 10, validate: count('chunks', 1000) }),
+      chunks: t.arg.int({ required: false, defaultValue: 10, validate: count(1000) }),
     },
     resolve: async (_root, { id, workspaceId, chunks }, context) => {
       const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
@@ -175,13 +184,7 @@ builder.queryFields((t) => ({
     description: 'Chunks of a document in reading order.',
     authScopes: { scope: 'kb:read' },
     args: { id: t.arg.id(), workspaceId: t.arg.id() },
-    resolve: async (query, _root, { id, workspaceId }, context) => {
-      const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
-        workspaceId: String(workspaceId),
-        query: { select: { id: true } },
-      });
-      return listChunks(context.prisma, document.id, query);
-    },
+    resolve: async (query, _root, { id, workspaceId }, context) => listChunks(context.prisma, await documentIdIn(context, id, workspaceId), query),
   }),
   chunkContext: t.field({
     type: ChunkContextRef,
@@ -189,17 +192,14 @@ builder.queryFields((t) => ({
     args: {
       documentId: t.arg.id(),
       workspaceId: t.arg.id(),
-      chunkIndex: t.arg.int({ validate: count('chunk_index', 2 ** 31 - 1) }),
-      before: t.arg.int({ required: false, defaultValue: 2, validate: count('before', 100) }),
-      after: t.arg.int({ required: false, defaultValue: 2, validate: count('after', 100) }),
+      chunkIndex: t.arg.int({ validate: count(2 ** 31 - 1) }),
+      before: t.arg.int({ required: false, defaultValue: 2, validate: count(100) }),
+      after: t.arg.int({ required: false, defaultValue: 2, validate: count(100) }),
     },
     resolve: async (_root, args, context) => {
-      const document = await findDocument(context.prisma, viewerOf(context).userId, String(args.documentId), {
-        workspaceId: String(args.workspaceId),
-        query: { select: { id: true } },
-      });
-      const chunks = await chunkContext(context.prisma, document.id, args.chunkIndex, args.before ?? 2, args.after ?? 2);
-      return { documentId: document.id, chunkIndex: args.chunkIndex, chunks };
+      const documentId = await documentIdIn(context, args.documentId, args.workspaceId);
+      const chunks = await chunkContext(context.prisma, documentId, args.chunkIndex, args.before ?? 2, args.after ?? 2);
+      return { documentId, chunkIndex: args.chunkIndex, chunks };
     },
   }),
   grepDocument: t.field({
@@ -211,13 +211,8 @@ builder.queryFields((t) => ({
       pattern: t.arg.string(),
       caseSensitive: t.arg.boolean({ required: false, defaultValue: false }),
     },
-    resolve: async (_root, args, context) => {
-      const document = await findDocument(context.prisma, viewerOf(context).userId, String(args.documentId), {
-        workspaceId: String(args.workspaceId),
-        query: { select: { id: true } },
-      });
-      return grepDocument(context.prisma, document.id, args.pattern, args.caseSensitive ?? false);
-    },
+    resolve: async (_root, args, context) =>
+      grepDocument(context.prisma, await documentIdIn(context, args.documentId, args.workspaceId), args.pattern, args.caseSensitive ?? false),
   }),
 }));
 
