@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { chunkDocument, defaultChunkOptions, type DocumentChunk } from './chunk.js';
 import { parseDocument } from './parse.js';
 import type { ParsedBlock, ParsedDocument } from './types.js';
+import path from 'node:path';
+import { benchPdfDirectory } from '../../../test/support/documents.js';
 
 function documentOf(blocks: ParsedBlock[]): ParsedDocument {
   return { text: blocks.map((block) => block.text).join('\n\n'), pageCount: null, blocks };
@@ -209,7 +211,7 @@ describe('pages', () => {
   });
 
   it('keeps page numbers for a real PDF in reading order', async () => {
-    const doc = await parseDocument(new Uint8Array(readFileSync('/work/shared/bench-data/pdfs/sample_pdf_2.pdf')), 'application/pdf');
+    const doc = await parseDocument(new Uint8Array(readFileSync(path.join(benchPdfDirectory, 'sample_pdf_2.pdf'))), 'application/pdf');
     const chunks = chunkDocument(doc, { chunkTokens: 128, overlapTokens: 16 });
     expectWellFormed(chunks, 128);
     const firstPages = chunks.map((chunk) => chunk.metadata.page!);
@@ -221,7 +223,7 @@ describe('pages', () => {
 describe('lyft_2021.pdf (238 pages)', () => {
   it('parses and chunks within the sanity bound', async () => {
     const started = performance.now();
-    const doc = await parseDocument(new Uint8Array(readFileSync('/work/shared/bench-data/pdfs/lyft_2021.pdf')), 'application/pdf');
+    const doc = await parseDocument(new Uint8Array(readFileSync(path.join(benchPdfDirectory, 'lyft_2021.pdf'))), 'application/pdf');
     const chunks = chunkDocument(doc, defaultChunkOptions);
     const elapsedMs = performance.now() - started;
     expect(elapsedMs).toBeLessThan(60_000);

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { Document, HeadingLevel, Packer, Paragraph } from 'docx';
 import { describe, expect, it } from 'vitest';
 import { detectDocumentType } from './detect.js';
+import { benchPdfDirectory } from '../../../test/support/documents.js';
 
-const benchPdfs = '/work/shared/bench-data/pdfs';
+const benchPdfs = benchPdfDirectory;
 const samplePdf = new Uint8Array(readFileSync(`${benchPdfs}/sample_pdf_1.pdf`));
 const utf8 = (text: string) => new TextEncoder().encode(text);
 const PNG_HEADER = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52);

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { Document, HeadingLevel, Packer, Paragraph, Table, TableCell, TableRow, TextRun } from 'docx';
 import { describe, expect, it } from 'vitest';
 import { ParseError, parseDocument, type ParsedDocument } from './parse.js';
+import { benchPdfDirectory } from '../../../test/support/documents.js';
 
-const benchPdfs = '/work/shared/bench-data/pdfs';
+const benchPdfs = benchPdfDirectory;
 const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
 const readPdf = (name: string) => new Uint8Array(readFileSync(`${benchPdfs}/${name}`));
 const utf8 = (text: string) => new TextEncoder().encode(text);
