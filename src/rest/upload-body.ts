@@ -44,9 +44,8 @@ export async function readUploadBody(request: Request, limits: Limits): Promise<
 
 function readMultipart(request: Request, type: string, limits: Limits): Promise<UploadBody> {
   const declared = Number(request.headers.get('content-length') ?? 0);
-  if (declared > limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes) {
-    return Promise.reject(payloadTooLarge(limits.maxFileBytes));
-  }
+  const largestUpload = limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes;
+  if (declared > largestUpload) return Promise.reject(payloadTooLarge(largestUpload));
   if (!request.body) return Promise.reject(badRequest('file', 'at least one file part is required'));
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
