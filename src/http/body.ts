@@ -8,20 +8,24 @@ import { AppError, payloadTooLarge } from '../errors.js';
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
   const text = await readTextBody(request, maxBytes);
   if (text === undefined) return undefined;
-  const type = request.headers.get('content-type');
-  let mediaType: string | undefined;
-  try {
-    mediaType = type ? contentType.parse(type).type : undefined;
-  } catch {
-    mediaType = undefined;
-  }
-  if (mediaType !== 'application/json') {
-    throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${type ?? 'none'})`);
+  if (mediaTypeOf(request) !== 'application/json') {
+    throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${request.headers.get('content-type') ?? 'none'})`);
   }
   try {
     return JSON.parse(text);
   } catch (error) {
     throw new AppError('bad_request', `body: invalid JSON (${(error as Error).message})`, { field: 'body' });
+  }
+}
+
+/** The media type of the request's Content-Type (`application/json`), without parameters; undefined when missing or malformed. */
+export function mediaTypeOf(request: Request): string | undefined {
+  const header = request.headers.get('content-type');
+  if (!header) return undefined;
+  try {
+    return contentType.parse(header).type;
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,8 +1,7 @@
 import { finished, Readable } from 'node:stream';
 import busboy from 'busboy';
-import contentType from 'content-type';
-import { AppError, badRequest, payloadTooLarge } from '../errors.js';
-import { readJsonBody } from '../http/body.js';
+import { AppError, badRequest, fileTooLarge, payloadTooLarge } from '../errors.js';
+import { mediaTypeOf, readJsonBody } from '../http/body.js';
 import { checkFilename } from '../modules/documents/service.js';
 import { bodyInput } from './request-input.js';
 
@@ -21,12 +20,7 @@ const maxDrainBytes = 256 * 1024 * 1024;
  */
 export async function readUploadBody(request: Request, limits: Limits): Promise<UploadBody> {
   const type = request.headers.get('content-type') ?? '';
-  let mediaType: string | undefined;
-  try {
-    mediaType = contentType.parse(type).type;
-  } catch {
-    mediaType = undefined;
-  }
+  const mediaType = mediaTypeOf(request);
   if (mediaType === 'multipart/form-data') return readMultipart(request, type, limits);
   if (mediaType === 'application/json') {
     const body = await readJsonBody(request, limits.maxFileBytes + maxMetadataPartBytes);
@@ -105,7 +99,7 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
       }
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('limit', () => finish(new AppError('payload_too_large', `${filename} is larger than the limit of ${limits.maxFileBytes} bytes`)));
+      stream.on('limit', () => finish(fileTooLarge(filename, limits.maxFileBytes)));
       stream.on('close', () => {
         if (!settled) files.push(new File(chunks as unknown as BlobPart[], filename, { type: info.mimeType }));
       });

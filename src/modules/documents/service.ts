@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { RE2JS, RE2JSException } from 're2js';
-import { AppError, badRequest, notFound } from '../../errors.js';
+import { AppError, badRequest, fileTooLarge, notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { detectDocumentType } from '../ingestion/detect.js';
@@ -54,7 +54,7 @@ export async function uploadDocuments(
   const prepared = files.map((file) => {
     const filename = checkFilename(file.filename);
     if (file.bytes.byteLength > limits.maxFileBytes) {
-      throw new AppError('payload_too_large', `${filename} is larger than the limit of ${limits.maxFileBytes} bytes`);
+      throw fileTooLarge(filename, limits.maxFileBytes);
     }
     if (file.bytes.byteLength === 0) throw badRequest('file', `${filename} is empty`);
     const contentType = detectDocumentType(file.bytes, filename);
