@@ -23,7 +23,7 @@ builder.scalarType('File', {
   },
 });
 
-builder.prismaObject('Document', {
+const DocumentRef = builder.prismaObject('Document', {
   fields: (t) => ({
     id: t.exposeID('id'),
     workspaceId: t.exposeID('workspaceId'),
@@ -113,18 +113,20 @@ const GrepResultRef = builder.objectRef<GrepResult>('GrepResult').implement({
   }),
 });
 
-const PreviewRef = builder.objectRef<{ documentId: string; content: string | null; chunkCount: number; workspaceId: string }>('DocumentPreview');
+type DocumentRow = Awaited<ReturnType<typeof findDocument>>;
+
+const PreviewRef = builder.objectRef<{ document: DocumentRow; chunkCount: number }>('DocumentPreview');
 PreviewRef.implement({
   fields: (t) => ({
-    document: t.prismaField({
-      type: 'Document',
-      resolve: (query, preview, _args, context) =>
-        findDocument(context.prisma, viewerOf(context).userId, preview.documentId, { query }),
+    document: t.field({ type: DocumentRef, resolve: (preview) => preview.document }),
+    content: t.string({
+      nullable: true,
+      description: 'The extracted text; null until the document is ready.',
+      resolve: (preview) => preview.document.text,
     }),
-    content: t.exposeString('content', { nullable: true, description: 'The extracted text; null until the document is ready.' }),
     chunks: t.prismaField({
       type: ['Chunk'],
-      resolve: (_query, preview, _args, context) => firstChunks(context.prisma, preview.documentId, preview.chunkCount),
+      resolve: (_query, preview, _args, context) => firstChunks(context.prisma, preview.document.id, preview.chunkCount),
     }),
   }),
 });
@@ -168,13 +170,11 @@ builder.queryFields((t) => ({
       workspaceId: t.arg.id(),
       chunks: t.arg.int({ required: false, defaultValue: 10, validate: count(1000) }),
     },
-    resolve: async (_root, { id, workspaceId, chunks }, context) => {
-      const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
-        workspaceId: String(workspaceId),
-        query: { select: { id: true, text: true, workspaceId: true } },
-      });
-      return { documentId: document.id, content: document.text, chunkCount: chunks ?? 10, workspaceId: document.workspaceId };
-    },
+    // The document is read once, whole: its text is the preview's content.
+    resolve: async (_root, { id, workspaceId, chunks }, context) => ({
+      document: await findDocument(context.prisma, viewerOf(context).userId, String(id), { workspaceId: String(workspaceId) }),
+      chunkCount: chunks ?? 10,
+    }),
   }),
   documentChunks: t.prismaConnection({
     type: 'Chunk',
