@@ -1,4 +1,4 @@
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
 import type { DocumentType } from './detect.js';
 import type { ParsePool } from './parse-pool.js';
@@ -47,11 +47,12 @@ export function startIngestionQueue(
     for (const waker of wakers) waker();
   };
 
+  const leaseEnd = Prisma.sql`clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})`;
+
   async function claim(): Promise<ClaimedJob | undefined> {
     const rows = await prisma.$queryRaw<ClaimedJob[]>`
       UPDATE ingestion_jobs
-         SET status = 'running', attempts = attempts + 1, updated_at = now(),
-             lease_expires = clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})
+         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
        WHERE id = (
          SELECT id FROM ingestion_jobs
           WHERE (status = 'queued' AND run_after <= clock_timestamp())
@@ -66,7 +67,7 @@ export function startIngestionQueue(
   async function processJob(job: ClaimedJob) {
     const renewal = setInterval(() => {
       prisma.$executeRaw`
-        UPDATE ingestion_jobs SET lease_expires = clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})
+        UPDATE ingestion_jobs SET lease_expires = ${leaseEnd}
          WHERE id = ${job.id}::uuid AND status = 'running'`.catch((error: unknown) => log.error('could not renew an ingestion lease', error));
     }, options.leaseMs / 3);
     try {
@@ -123,39 +124,36 @@ export function startIngestionQueue(
         await fail(job, `processing failed after ${job.attempts} attempts: ${message}`);
       } else {
         log.error(`ingestion of document ${job.document_id} failed (attempt ${job.attempts}); retrying`, error);
-        await prisma.$transaction([
-          prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'queued' } }),
-          prisma.ingestionJob.updateMany({
-            where: { id: job.id },
-            data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + backoffMs(job.attempts)) },
-          }),
-        ]);
+        await settle(job, { status: 'queued' }, { status: 'queued', lastError: message, runAfter: new Date(Date.now() + backoffMs(job.attempts)) });
       }
     } finally {
       clearInterval(renewal);
     }
   }
 
-  async function fail(job: ClaimedJob, reason: string) {
+  /** Ends a claim: the document's new status and the job's, in one transaction. */
+  async function settle(
+    job: ClaimedJob,
+    document: Prisma.DocumentUpdateManyMutationInput,
+    update: Prisma.IngestionJobUpdateManyMutationInput,
+    onlyWhileRunning = false,
+  ) {
     await prisma.$transaction([
-      prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'failed', error: reason } }),
-      prisma.ingestionJob.updateMany({ where: { id: job.id }, data: { status: 'failed', leaseExpires: null, lastError: reason } }),
-    ]);
-  }
-
-  /** Gives an unfinished job back at shutdown, without counting the attempt. */
-  async function release(job: ClaimedJob) {
-    await prisma.$transaction([
-      prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'queued' } }),
+      prisma.document.updateMany({ where: { id: job.document_id }, data: document }),
       prisma.ingestionJob.updateMany({
-        where: { id: job.id, status: 'running' },
-        data: { status: 'queued', leaseExpires: null, attempts: { decrement: 1 } },
+        where: { id: job.id, ...(onlyWhileRunning && { status: 'running' as const }) },
+        data: { leaseExpires: null, ...update },
       }),
     ]);
   }
 
+  const fail = (job: ClaimedJob, reason: string) =>
+    settle(job, { status: 'failed', error: reason }, { status: 'failed', lastError: reason });
+
+  /** Gives an unfinished job back at shutdown, without counting the attempt. */
+  const release = (job: ClaimedJob) => settle(job, { status: 'queued' }, { status: 'queued', attempts: { decrement: 1 } }, true);
+
   async function workLoop() {
-    let idleWake: (() => void) | undefined;
     while (!stopping) {
       let job: ClaimedJob | undefined;
       try {
@@ -172,10 +170,9 @@ export function startIngestionQueue(
         const timer = setTimeout(finish, options.pollMs);
         function finish() {
           clearTimeout(timer);
-          if (idleWake) wakers.delete(idleWake);
+          wakers.delete(finish);
           resolve();
         }
-        idleWake = finish;
         wakers.add(finish);
       });
     }
