@@ -305,6 +305,12 @@ describe('document endpoints', () => {
     expect(sensitive.body.total_matches).toBe(0);
     expect(sensitive.body.chunks).toEqual([]);
     expectError(await grep('pattern=(unclosed'), 400, 'bad_request');
+    // 400 comes before 404: a bad pattern is reported even for a document that does not exist.
+    expectError(
+      await server.request('GET', `/v1/kb/documents/00000000-0000-4000-8000-000000000000/grep?workspace_id=${workspaceId}&pattern=(`, { key: owner.key }),
+      400,
+      'bad_request',
+    );
     expectError(await grep('pattern=x&case_sensitive=maybe'), 400, 'bad_request');
     const started = Date.now();
     const catastrophic = await grep(`pattern=${encodeURIComponent('(a+)+$')}`);

@@ -155,16 +155,21 @@ const highlightEnd = '</mark>';
  * Regular-expression search over a document's chunks with RE2 semantics: matching time is
  * linear in the text, so no pattern can stall the server. Empty matches are skipped.
  */
-export async function grepDocument(prisma: PrismaClient, documentId: string, pattern: string, caseSensitive: boolean) {
+export type GrepPattern = { pattern: string; caseSensitive: boolean; expression: RE2JS };
+
+/** Checks and compiles a grep pattern; a 400 comes before any lookup, as the contract orders errors. */
+export function compileGrepPattern(pattern: string, caseSensitive: boolean): GrepPattern {
   if (pattern.length === 0) throw badRequest('pattern', 'must not be empty');
   if (pattern.length > maxPatternLength) throw badRequest('pattern', `must be at most ${maxPatternLength} characters`);
-  let expression: RE2JS;
   try {
-    expression = RE2JS.compile(pattern, caseSensitive ? 0 : RE2JS.CASE_INSENSITIVE);
+    return { pattern, caseSensitive, expression: RE2JS.compile(pattern, caseSensitive ? 0 : RE2JS.CASE_INSENSITIVE) };
   } catch (error) {
     if (error instanceof RE2JSException) throw badRequest('pattern', `invalid regular expression: ${error.message}`);
     throw error;
   }
+}
+
+export async function grepDocument(prisma: PrismaClient, documentId: string, { pattern, caseSensitive, expression }: GrepPattern) {
   const chunks = await prisma.chunk.findMany({ where: { documentId }, orderBy: { chunkIndex: 'asc' } });
   const matched = [];
   let totalMatches = 0;

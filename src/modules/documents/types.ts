@@ -6,6 +6,7 @@ import { viewerOf } from '../../graphql/viewer.js';
 import { findWorkspace } from '../workspaces/service.js';
 import {
   chunkContext,
+  compileGrepPattern,
   deleteDocument,
   findDocument,
   firstChunks,
@@ -211,8 +212,10 @@ builder.queryFields((t) => ({
       pattern: t.arg.string(),
       caseSensitive: t.arg.boolean({ required: false, defaultValue: false }),
     },
-    resolve: async (_root, args, context) =>
-      grepDocument(context.prisma, await documentIdIn(context, args.documentId, args.workspaceId), args.pattern, args.caseSensitive ?? false),
+    resolve: async (_root, args, context) => {
+      const pattern = compileGrepPattern(args.pattern, args.caseSensitive ?? false);
+      return grepDocument(context.prisma, await documentIdIn(context, args.documentId, args.workspaceId), pattern);
+    },
   }),
 }));
 
