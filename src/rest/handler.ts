@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/yoga.js';
@@ -39,12 +41,13 @@ export async function handleRestRequest(
     variables = {};
   }
   const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
-  const { body, contentType } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+  const { body, contentType, contentLength } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
   const headers = new Headers({ accept: 'application/graphql-response+json' });
-  if (contentType) headers.set('content-type', contentType);
+  headers.set('content-type', contentType);
+  if (contentLength !== undefined) headers.set('content-length', String(contentLength));
   const authorization = request.headers.get('authorization');
   if (authorization !== null) headers.set('authorization', authorization);
-  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body }, { restInputError });
+  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError });
   const result = (await response.json()) as GraphQLResponseBody;
   const failure = errorOf(result);
   if (failure) return errorResponse(failure);
@@ -55,27 +58,57 @@ export async function handleRestRequest(
  * A JSON GraphQL request, or, when the variables hold files, the GraphQL multipart request:
  * files replaced by null in `operations` and sent as parts that `map` points at them.
  */
-function graphqlRequestBody(operation: { variables: unknown; extensions: unknown }): { body: string | FormData; contentType?: string } {
-  const files: [path: string, file: File][] = [];
-  const withoutFiles = (value: unknown, path: string): unknown => {
-    if (value instanceof File) {
-      files.push([path, value]);
-      return null;
-    }
-    if (Array.isArray(value)) return value.map((item, index) => withoutFiles(item, `${path}.${index}`));
-    if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
-      return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutFiles(item, `${path}.${key}`)]));
-    }
-    return value;
-  };
-  const operations = JSON.stringify({ ...operation, variables: withoutFiles(operation.variables, 'variables') });
+function graphqlRequestBody(operation: { variables: unknown; extensions: unknown }): { body: string | Readable; contentType: string; contentLength?: number } {
+  const files = filesIn(operation.variables);
+  const operations = JSON.stringify(operation, (_key, value: unknown) => (value instanceof File ? null : value));
   if (files.length === 0) return { body: operations, contentType: 'application/json' };
-  const form = new FormData();
-  form.set('operations', operations);
-  form.set('map', JSON.stringify(Object.fromEntries(files.map(([path], index) => [String(index), [path]]))));
-  files.forEach(([, file], index) => form.set(String(index), file, file.name));
-  return { body: form };
+  // Written here rather than by FormData, whose encoder puts a file name between quotes as it
+  // is: a name holding `"` (`a".txt`) came out at the other end cut short. RFC 5987 encoding
+  // carries any name through unchanged.
+  const boundary = `kb-${randomUUID()}`;
+  const part = (disposition: string, type: string) =>
+    `--${boundary}\r\nContent-Disposition: form-data; ${disposition}\r\nContent-Type: ${type}\r\n\r\n`;
+  const parts: (Buffer | File)[] = [
+    part('name="operations"', 'application/json'),
+    operations,
+    '\r\n',
+    part('name="map"', 'application/json'),
+    JSON.stringify(Object.fromEntries(files.map(([path], index) => [String(index), [path]]))),
+    '\r\n',
+  ].map((text) => Buffer.from(text));
+  files.forEach(([, file], index) => {
+    parts.push(Buffer.from(part(`name="${index}"; filename*=UTF-8''${encodeRfc5987(file.name)}`, 'application/octet-stream')), file, Buffer.from('\r\n'));
+  });
+  parts.push(Buffer.from(`--${boundary}--\r\n`));
+  const contentLength = parts.reduce((sum, item) => sum + (item instanceof File ? item.size : item.byteLength), 0);
+  // A Node stream: Yoga's fetch implementation takes one as a body (not a Blob's web stream).
+  const body = Readable.from(
+    (async function* () {
+      for (const item of parts) {
+        if (item instanceof File) yield* item.stream() as unknown as AsyncIterable<Uint8Array>;
+        else yield item;
+      }
+    })(),
+  );
+  return { body, contentType: `multipart/form-data; boundary=${boundary}`, contentLength };
 }
+
+/** The files among the variables with their paths (`variables.files.0`), found without recursion. */
+function filesIn(variables: unknown): [path: string, file: File][] {
+  const files: [string, File][] = [];
+  const stack: [unknown, string][] = [[variables, 'variables']];
+  while (stack.length > 0) {
+    const [value, path] = stack.pop()!;
+    if (value instanceof File) files.push([path, value]);
+    else if (Array.isArray(value)) value.forEach((item, index) => stack.push([item, `${path}.${index}`]));
+    else if (value && typeof value === 'object') for (const [key, item] of Object.entries(value)) stack.push([item, `${path}.${key}`]);
+  }
+  return files.reverse();
+}
+
+/** RFC 5987 `value-chars`: UTF-8, percent-encoded except for attr-chars. */
+const encodeRfc5987 = (text: string) =>
+  encodeURIComponent(text).replace(/['()*]/g, (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`);
 
 function errorOf(result: GraphQLResponseBody): AppError | undefined {
   const [error] = result.errors ?? [];

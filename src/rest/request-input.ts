@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { badRequest } from '../errors.js';
+import { checkJson } from '../input-limits.js';
 
 /**
  * Maps a REST body onto a GraphQL input: only the listed fields are accepted (anything else is
@@ -19,7 +20,8 @@ export function bodyInput<Input>(body: unknown, fields: Record<string, string>, 
   for (const [key, value] of Object.entries(body)) {
     const target = Object.hasOwn(fields, key) ? fields[key] : undefined;
     if (target === undefined) throw badRequest(key, `is not a known field (accepted: ${Object.keys(fields).join(', ')})`);
-    if (containsNul(value)) throw badRequest(key, 'must not contain NUL (\\u0000) characters');
+    // NUL, unpaired surrogates and deep nesting are refused here, in the shared words.
+    checkJson(key, value);
     const isList = target.endsWith('[]');
     if (isList && value !== null && !Array.isArray(value)) throw badRequest(key, 'must be an array');
     input[isList ? target.slice(0, -2) : target] = value;
@@ -68,10 +70,4 @@ export function listInput(query: URLSearchParams) {
     cursor: z.string().min(1, 'must not be empty').optional(),
   });
   return { first: limit, after: cursor ?? null };
-}
-
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (Array.isArray(value)) return value.some(containsNul);
-  return false;
 }

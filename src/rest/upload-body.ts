@@ -2,14 +2,16 @@ import { finished, Readable } from 'node:stream';
 import busboy from 'busboy';
 import { AppError, badRequest, fileTooLarge, payloadTooLarge } from '../errors.js';
 import { mediaTypeOf, readJsonBody } from '../http/body.js';
-import { checkFilename } from '../modules/documents/service.js';
+import { checkFilename, checkMetadata, maxMetadataBytes } from '../input-limits.js';
 import { bodyInput } from './request-input.js';
 
 export type UploadBody = { files: File[]; metadata: unknown };
 
 type Limits = { maxFileBytes: number; maxFiles: number };
 
-const maxMetadataPartBytes = 64 * 1024;
+// The metadata part as sent, with room for indentation; its compact JSON is then held to
+// maxMetadataBytes by checkMetadata, in the same words as over JSON and GraphQL.
+const maxMetadataPartBytes = 4 * maxMetadataBytes;
 // After refusing an upload, the rest of the body is read and dropped up to this much, so the
 // client is not cut off mid-send and can read the answer; past it the connection is dropped.
 const maxDrainBytes = 256 * 1024 * 1024;
@@ -31,7 +33,8 @@ export async function readUploadBody(request: Request, limits: Limits): Promise<
     });
     if (typeof input.filename !== 'string') throw badRequest('filename', 'is required and must be a string');
     if (typeof input.content !== 'string') throw badRequest('content', 'is required and must be a string');
-    return { files: [new File([input.content], checkFilename(input.filename), { type: 'text/plain' })], metadata: input.metadata };
+    const filename = checkFilename(input.filename);
+    return { files: [new File([input.content], filename, { type: 'text/plain' })], metadata: checkMetadata(input.metadata) };
   }
   throw new AppError('unsupported_media_type', `Content-Type must be multipart/form-data or application/json (got ${type || 'none'})`);
 }
@@ -106,11 +109,17 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
     });
     parser.on('field', (name, value, info) => {
       if (name !== 'metadata') return finish(badRequest(name, 'is not a known part (send files as "file" and options as "metadata")'));
-      if (info.valueTruncated) return finish(badRequest('metadata', `must be at most ${maxMetadataPartBytes} bytes`));
+      if (info.valueTruncated) return finish(badRequest('metadata', `must be at most ${maxMetadataBytes} bytes as JSON`));
+      let parsed: unknown;
       try {
-        metadata = JSON.parse(value);
+        parsed = JSON.parse(value);
       } catch {
-        finish(badRequest('metadata', 'must be a JSON object'));
+        return finish(badRequest('metadata', 'must be a JSON object'));
+      }
+      try {
+        metadata = checkMetadata(parsed);
+      } catch (error) {
+        finish(error as AppError);
       }
     });
     parser.on('filesLimit', () => finish(badRequest('file', `at most ${limits.maxFiles} files per upload`)));

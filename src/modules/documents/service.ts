@@ -5,34 +5,13 @@ import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { detectDocumentType } from '../ingestion/detect.js';
 import { findWorkspace } from '../workspaces/service.js';
+import { checkFilename, checkMetadata } from '../../input-limits.js';
 
 export type UploadedFile = { filename: string; bytes: Uint8Array };
 
 export type UploadLimits = { maxFileBytes: number; maxFiles: number };
 
 export type ChunkSettings = { chunkTokens: number; overlapTokens: number };
-
-const maxMetadataBytes = 64 * 1024;
-// Control characters, path separators, and names that mean "this directory" or "its parent".
-const unsafeFilename = /[\u0000-\u001f\u007f/\\]/;
-
-/** A stored file name: trimmed, at most 255 characters, no path separators or control characters. */
-export function checkFilename(filename: string) {
-  const name = filename.trim();
-  if (!name) throw badRequest('filename', 'must not be empty');
-  if (name.length > 255) throw badRequest('filename', 'must be at most 255 characters');
-  if (unsafeFilename.test(name) || name === '.' || name === '..') {
-    throw badRequest('filename', `must be a plain file name without path separators or control characters (got ${JSON.stringify(filename)})`);
-  }
-  return name;
-}
-
-export function checkMetadata(metadata: unknown): Record<string, unknown> {
-  if (metadata === undefined || metadata === null) return {};
-  if (typeof metadata !== 'object' || Array.isArray(metadata)) throw badRequest('metadata', 'must be a JSON object');
-  if (Buffer.byteLength(JSON.stringify(metadata)) > maxMetadataBytes) throw badRequest('metadata', `must be at most ${maxMetadataBytes} bytes`);
-  return metadata as Record<string, unknown>;
-}
 
 /**
  * Stores the files and queues them for processing, all or nothing: one unusable file (empty,

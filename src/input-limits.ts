@@ -1,0 +1,190 @@
+import { z } from 'zod';
+import { badRequest } from './errors.js';
+
+/**
+ * Every limit the service puts on what a caller sends, written once. The REST layer applies
+ * them while it reads a request (so the 400 keeps its place after 401/403/429), and the
+ * services and GraphQL input types apply the same functions, so a GraphQL caller gets the
+ * same 400, with the same words, as a REST caller. docs/api.md ("Requests") describes them.
+ */
+
+/** Workspace names, API key names and chat session titles, after trimming. */
+export const maxNameLength = 200;
+export const maxFilenameLength = 255;
+/** Upload metadata, measured as compact JSON in UTF-8. */
+export const maxMetadataBytes = 64 * 1024;
+/**
+ * How deeply JSON from a caller may nest: `{"a": 1}` is one level, `{"a": {"b": []}}` three.
+ * It bounds metadata and every value of a REST body; it also means no walk over such a value
+ * (ours, JSON.stringify's, a driver's) can run out of stack.
+ */
+export const maxJsonDepth = 20;
+
+const nul = '\u0000';
+
+// C0 controls, DEL and C1 controls.
+const controlCharacter = /[\u0000-\u001f\u007f-\u009f]/u;
+// The Unicode bidirectional formatting characters: ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO,
+// LRI, RLI, FSI, PDI. One RLO turns `evil\u202Etxt.exe` into "eviltxt.exe" reversed on screen.
+const bidiFormatting = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+// Characters that draw nothing and have no place in a name: they make two names that look
+// the same differ ("Papers" and "Pa\u200Bpers"). Soft hyphen, Mongolian vowel separator,
+// zero-width space, word joiner and the invisible operators, the deprecated format
+// characters, the zero-width no-break space (U+FEFF, the byte-order mark), interlinear
+// annotation marks. Zero-width joiner and non-joiner (U+200D, U+200C) stay: emoji sequences
+// and Persian and Indic spelling need them. Line and paragraph separators break lines like \n.
+const invisibleCharacter = /[\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\u206a-\u206f\ufeff\ufff9-\ufffb]/u;
+// A UTF-16 surrogate without its partner: JSON can spell one ("\ud800") but it is not a
+// character, and UTF-8 (the store's encoding) cannot hold it.
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+const codePoint = (character: string) => `U+${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+
+/** What is wrong with a text value that no field accepts: NUL, unpaired surrogates. */
+export function textProblem(text: string): string | undefined {
+  if (text.includes(nul)) return 'must not contain NUL (\\u0000) characters';
+  if (loneSurrogate.test(text)) return 'must be well-formed Unicode (it holds an unpaired UTF-16 surrogate)';
+  return undefined;
+}
+
+/** What is wrong with the characters of a name or file name, if anything. */
+export function nameCharacterProblem(name: string): string | undefined {
+  const text = textProblem(name);
+  if (text) return text;
+  const control = controlCharacter.exec(name);
+  if (control) return `must not contain control characters (found ${codePoint(control[0])})`;
+  const bidi = bidiFormatting.exec(name);
+  if (bidi) return `must not contain bidirectional formatting characters (found ${codePoint(bidi[0])})`;
+  const invisible = invisibleCharacter.exec(name);
+  if (invisible) return `must not contain invisible formatting characters (found ${codePoint(invisible[0])})`;
+  return undefined;
+}
+
+/** A name as stored: trimmed, 1 to `max` characters, no control, bidirectional or invisible formatting characters. */
+export function checkName(field: string, value: string, max = maxNameLength): string {
+  const name = value.trim();
+  if (!name) throw badRequest(field, 'must not be empty');
+  if (name.length > max) throw badRequest(field, `must be at most ${max} characters`);
+  const problem = nameCharacterProblem(name);
+  if (problem) throw badRequest(field, problem);
+  return name;
+}
+
+/** An optional name (a chat session title): trimmed; empty means none. */
+export function checkOptionalName(field: string, value: string | null | undefined, max = maxNameLength): string | null {
+  const name = value?.trim();
+  return name ? checkName(field, name, max) : null;
+}
+
+/** A stored file name: a name that is also a single path segment (no `/`, `\`, `.` or `..`). */
+export function checkFilename(filename: string): string {
+  const name = checkName('filename', filename, maxFilenameLength);
+  if (/[/\\]/.test(name) || name === '.' || name === '..') {
+    throw badRequest('filename', `must be a plain file name without path separators (got ${JSON.stringify(name)})`);
+  }
+  return name;
+}
+
+/** Upload metadata: a JSON object of at most `maxJsonDepth` levels and `maxMetadataBytes`; `{}` when absent. */
+export function checkMetadata(metadata: unknown): Record<string, unknown> {
+  if (metadata === undefined || metadata === null) return {};
+  if (!isPlainObject(metadata)) throw badRequest('metadata', 'must be a JSON object');
+  checkJson('metadata', metadata, { maxBytes: maxMetadataBytes });
+  return metadata;
+}
+
+/**
+ * Checks a JSON value from a caller without recursion (so no depth can overflow the stack):
+ * at most `maxDepth` levels of arrays and objects, no NUL or unpaired surrogate in any string
+ * or key, only JSON types, and, with `maxBytes`, at most that size as compact UTF-8 JSON.
+ * Returns that size. The first problem is a 400 naming `field`, with where it was found.
+ */
+export function checkJson(field: string, value: unknown, limits: { maxDepth?: number; maxBytes?: number } = {}): number {
+  const maxDepth = limits.maxDepth ?? maxJsonDepth;
+  const maxBytes = limits.maxBytes ?? Infinity;
+  let bytes = 0;
+  // [value, depth of the container holding it, path]; the path is built only when reported.
+  const stack: [unknown, number, () => string][] = [[value, 0, () => field]];
+  while (stack.length > 0) {
+    const [item, depth, path] = stack.pop()!;
+    const where = () => (path() === field ? '' : ` (at ${shorten(path())})`);
+    if (typeof item === 'string') {
+      const problem = textProblem(item);
+      if (problem) throw badRequest(field, `${problem}${where()}`);
+      bytes += jsonStringBytes(item);
+    } else if (typeof item === 'number') {
+      if (!Number.isFinite(item)) throw badRequest(field, `must hold only JSON values${where()}`);
+      bytes += String(item).length;
+    } else if (typeof item === 'boolean') {
+      bytes += item ? 4 : 5;
+    } else if (item === null) {
+      bytes += 4;
+    } else if (Array.isArray(item) || isPlainObject(item)) {
+      if (depth + 1 > maxDepth) throw badRequest(field, `must not nest more than ${maxDepth} levels deep${where()}`);
+      if (Array.isArray(item)) {
+        bytes += 2 + Math.max(0, item.length - 1);
+        for (let index = item.length - 1; index >= 0; index -= 1) stack.push([item[index], depth + 1, () => `${path()}[${index}]`]);
+      } else {
+        const entries = Object.entries(item);
+        bytes += 2 + Math.max(0, entries.length - 1);
+        for (let index = entries.length - 1; index >= 0; index -= 1) {
+          const [key, child] = entries[index]!;
+          const keyPath = () => `${path()}${/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`}`;
+          const problem = textProblem(key);
+          if (problem) throw badRequest(field, `a key ${problem} (at ${shorten(keyPath())})`);
+          bytes += jsonStringBytes(key) + 1;
+          stack.push([child, depth + 1, keyPath]);
+        }
+      }
+    } else {
+      throw badRequest(field, `must hold only JSON values${where()}`);
+    }
+    if (bytes > maxBytes) throw badRequest(field, `must be at most ${maxBytes} bytes as JSON`);
+  }
+  return bytes;
+}
+
+/** Zod schemas for GraphQL input fields, so the Pothos validation plugin reports the same 400s. */
+export const nameInput = (max = maxNameLength) =>
+  z
+    .string({ error: 'must be a string' })
+    .trim()
+    .min(1, 'must not be empty')
+    .max(max, `must be at most ${max} characters`)
+    .superRefine(refineWith(nameCharacterProblem));
+
+/** An optional name: empty after trimming means none. */
+export const optionalNameInput = (max = maxNameLength) =>
+  z
+    .string({ error: 'must be a string' })
+    .trim()
+    .max(max, `must be at most ${max} characters`)
+    .superRefine((value, context) => {
+      if (value) refineWith(nameCharacterProblem)(value, context);
+    })
+    .nullish();
+
+/** Free text (a chat message): no NUL, no unpaired surrogates. */
+export const textInput = () => z.string({ error: 'must be a string' }).superRefine(refineWith(textProblem));
+
+function refineWith(problemOf: (value: string) => string | undefined) {
+  return (value: string, context: z.RefinementCtx) => {
+    const problem = problemOf(value);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  // JSON.parse makes plain objects; graphql-scalars' JSON literals have no prototype.
+  return prototype === Object.prototype || prototype === null;
+}
+
+function jsonStringBytes(text: string) {
+  return Buffer.byteLength(JSON.stringify(text));
+}
+
+function shorten(path: string) {
+  return path.length > 120 ? `${path.slice(0, 117)}...` : path;
+}
