@@ -51,6 +51,10 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
         headers: { 'content-type': type },
         // Keep the client's file names whole: a name with a path in it is refused, not trimmed.
         preservePath: true,
+        // Browsers and curl send the file name's UTF-8 bytes as they are inside filename="...";
+        // busboy would read them as Latin-1 (résumé.txt as rÃ©sumÃ©.txt). `filename*=UTF-8''...`
+        // (RFC 5987) names its charset and is preferred when both are sent.
+        defParamCharset: 'utf8',
         limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: 1, fieldSize: maxMetadataPartBytes, parts: limits.maxFiles + 1 },
       });
     } catch (error) {
