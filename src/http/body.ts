@@ -6,10 +6,18 @@ import { AppError, payloadTooLarge } from '../errors.js';
  * is never held in memory. `undefined` when the request has no body at all.
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
-  const text = await readTextBody(request, maxBytes);
-  if (text === undefined) return undefined;
+  const bytes = await readBodyBytes(request, maxBytes);
+  if (bytes === undefined) return undefined;
   if (mediaTypeOf(request) !== 'application/json') {
     throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${request.headers.get('content-type') ?? 'none'})`);
+  }
+  // JSON text is UTF-8 (RFC 8259). Bytes that are not (an overlong "\xc0\xae", a stray
+  // "\xff") are refused rather than stored as U+FFFD.
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new AppError('bad_request', 'body: is not valid UTF-8', { field: 'body' });
   }
   try {
     return JSON.parse(text);
@@ -29,7 +37,7 @@ export function mediaTypeOf(request: Request): string | undefined {
   }
 }
 
-async function readTextBody(request: Request, maxBytes: number): Promise<string | undefined> {
+async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer | undefined> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes);
   if (!request.body) return undefined;
@@ -47,5 +55,5 @@ async function readTextBody(request: Request, maxBytes: number): Promise<string 
     parts.push(value);
   }
   if (size === 0) return undefined;
-  return new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(parts));
+  return Buffer.concat(parts);
 }
