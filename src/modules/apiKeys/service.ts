@@ -2,6 +2,7 @@ import { allScopes, type Scope } from '../../auth/scopes.js';
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
+import { checkName } from '../../input-limits.js';
 import { displayKeyOf, generateRawKey, hashKey } from './key-material.js';
 
 type Db = PrismaClient | Prisma.TransactionClient;
@@ -9,7 +10,8 @@ type Db = PrismaClient | Prisma.TransactionClient;
 export type NewApiKey = { id: string; name: string; displayKey: string; rawKey: string; scopes: string[] };
 
 /** Creates a key and returns its raw value; only its hash is stored, so this is the one chance to see it. */
-export async function issueApiKey(prisma: Db, userId: string, name: string, scopes: readonly Scope[]): Promise<NewApiKey> {
+export async function issueApiKey(prisma: Db, userId: string, nameInput: string, scopes: readonly Scope[]): Promise<NewApiKey> {
+  const name = checkName('name', nameInput);
   const rawKey = generateRawKey();
   const orderedScopes = allScopes.filter((scope) => scopes.includes(scope));
   const key = await prisma.apiKey.create({

@@ -3,6 +3,7 @@ import { allScopes, type Scope } from '../../auth/scopes.js';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
+import { nameInput } from '../../input-limits.js';
 import { issueApiKey, listApiKeys, revokeApiKey, type NewApiKey } from './service.js';
 
 builder.prismaObject('ApiKey', {
@@ -29,7 +30,7 @@ const NewApiKeyRef = builder.objectRef<NewApiKey>('NewApiKey').implement({
 
 const CreateApiKeyInput = builder.inputType('CreateApiKeyInput', {
   fields: (t) => ({
-    name: t.string({ validate: z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters') }),
+    name: t.string({ validate: nameInput() }),
     scopes: t.stringList({
       validate: z
         .array(z.enum(allScopes, { error: `must be one of ${allScopes.join(', ')}` }))

@@ -1,6 +1,7 @@
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, isUuid, requireUuid } from '../../ids.js';
+import { checkOptionalName } from '../../input-limits.js';
 
 export const messageRoles = ['user', 'assistant', 'system'] as const;
 export type MessageRole = (typeof messageRoles)[number];
@@ -39,8 +40,9 @@ export async function createSession<Query extends Omit<Prisma.ChatSessionCreateA
   input: { title: string | null; workspaceIds: readonly string[] },
   query?: Query,
 ) {
+  const title = checkOptionalName('title', input.title);
   const workspaceIds = await requireOwnWorkspaces(prisma, userId, input.workspaceIds);
-  return prisma.chatSession.create({ ...query, data: { userId, title: input.title, workspaceIds } });
+  return prisma.chatSession.create({ ...query, data: { userId, title, workspaceIds } });
 }
 
 export async function deleteSession(prisma: PrismaClient, userId: string, id: string) {

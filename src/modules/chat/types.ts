@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
+import { optionalNameInput, textInput } from '../../input-limits.js';
 import { appendMessage, createSession, deleteSession, findSession, listSessions, messageRoles, type MessageRole } from './service.js';
 
 export const maxMessageLength = 50_000;
@@ -35,16 +36,16 @@ const CreateChatSessionInput = builder.inputType('CreateChatSessionInput', {
   fields: (t) => ({
     title: t.string({
       required: false,
-      validate: z.string().trim().max(200, 'must be at most 200 characters').nullish(),
+      validate: optionalNameInput(),
     }),
-    workspaceIds: t.idList({ required: false, validate: z.array(z.string()).max(100, 'must name at most 100 workspaces').nullish() }),
+    workspaceIds: t.idList({ required: false, validate: z.array(textInput()).max(100, 'must name at most 100 workspaces').nullish() }),
   }),
 });
 
 const SendChatMessageInput = builder.inputType('SendChatMessageInput', {
   fields: (t) => ({
     content: t.string({
-      validate: z.string().min(1, 'must not be empty').max(maxMessageLength, `must be at most ${maxMessageLength} characters`),
+      validate: textInput().min(1, 'must not be empty').max(maxMessageLength, `must be at most ${maxMessageLength} characters`),
     }),
     role: t.string({ validate: z.enum(messageRoles, { error: `must be one of ${messageRoles.join(', ')}` }) }),
   }),

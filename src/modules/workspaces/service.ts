@@ -1,6 +1,7 @@
 import { AppError, notFound } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
+import { checkName } from '../../input-limits.js';
 
 const newestFirst = [{ createdAt: 'desc' as const }, { id: 'desc' as const }];
 
@@ -35,9 +36,10 @@ export async function findWorkspace<Query extends Omit<Prisma.WorkspaceFindFirst
 export function createWorkspace<Query extends Omit<Prisma.WorkspaceCreateArgs, 'data'>>(
   prisma: PrismaClient,
   userId: string,
-  name: string,
+  nameInput: string,
   query?: Query,
 ) {
+  const name = checkName('name', nameInput);
   return prisma.workspace
     .create({ ...query, data: { userId, name, nameKey: nameKeyOf(name) } })
     .catch(conflictOnDuplicateName(name));
@@ -47,9 +49,10 @@ export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateA
   prisma: PrismaClient,
   userId: string,
   id: string,
-  name: string,
+  nameInput: string,
   query?: Query,
 ) {
+  const name = checkName('name', nameInput);
   const workspace = await findWorkspace(prisma, userId, id, { select: { id: true } });
   return prisma.workspace
     .update({ ...query, where: { id: workspace.id }, data: { name, nameKey: nameKeyOf(name) } })

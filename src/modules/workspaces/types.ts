@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
+import { nameInput } from '../../input-limits.js';
 import {
   createWorkspace,
   deleteWorkspace,
@@ -82,14 +82,8 @@ builder.prismaObject('Workspace', {
   }),
 });
 
-const workspaceName = z
-  .string({ error: 'must be a string' })
-  .trim()
-  .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters');
-
 const WorkspaceInput = builder.inputType('WorkspaceInput', {
-  fields: (t) => ({ name: t.string({ validate: workspaceName }) }),
+  fields: (t) => ({ name: t.string({ validate: nameInput() }) }),
 });
 
 builder.queryField('workspaces', (t) =>
