@@ -34,7 +34,7 @@ describe('requests the service cannot take', () => {
   it('answers a known path with the wrong method with 405 and Allow', async () => {
     const response = await server.request('PUT', '/v1/kb/workspaces', { key: user.key, json: { name: 'x' } });
     expectError(response, 405, 'method_not_allowed');
-    expect(response.headers.get('allow')).toBe('GET, POST');
+    expect(response.headers.get('allow')).toBe('GET, HEAD, POST');
   });
 
   it('answers invalid JSON with 400 and stores nothing', async () => {

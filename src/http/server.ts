@@ -12,8 +12,11 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
   return async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     try {
-      if (url.pathname === '/healthz' && request.method === 'GET') return Response.json({ status: 'ok' });
-      if (url.pathname === '/readyz' && request.method === 'GET') return await readiness(app);
+      if (url.pathname === '/healthz' || url.pathname === '/readyz') {
+        if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(request.method, url.pathname, ['GET', 'HEAD']);
+        const response = url.pathname === '/healthz' ? Response.json({ status: 'ok' }) : await readiness(app);
+        return request.method === 'HEAD' ? withoutBody(response) : response;
+      }
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
         const declared = Number(request.headers.get('content-length') ?? 0);
         const isUpload = (request.headers.get('content-type') ?? '').toLowerCase().startsWith('multipart/form-data');
@@ -25,19 +28,33 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       }
       const match = matchRoute(request.method, url.pathname);
       if (match && 'route' in match) {
-        return await handleRestRequest(request, match.route, match.params, yoga, app.config);
+        const response = await handleRestRequest(request, match.route, match.params, yoga, app.config);
+        return request.method === 'HEAD' ? withoutBody(response) : response;
       }
-      if (match) {
-        const response = errorResponse(new AppError('method_not_allowed', `${request.method} is not allowed on ${url.pathname}`));
-        response.headers.set('allow', match.allowed.join(', '));
-        return response;
-      }
+      if (match) return methodNotAllowed(request.method, url.pathname, match.allowed);
       return errorResponse(new AppError('not_found', `no endpoint at ${request.method} ${url.pathname}`));
     } catch (error) {
       log.error(`unhandled error on ${request.method} ${url.pathname}`, error);
       return errorResponse(new AppError('internal_error', 'internal error'));
     }
   };
+}
+
+function methodNotAllowed(method: string, pathname: string, allowed: string[]) {
+  const response = errorResponse(new AppError('method_not_allowed', `${method} is not allowed on ${pathname}`));
+  response.headers.set('allow', allowed.join(', '));
+  return response;
+}
+
+/**
+ * HEAD answers as GET does, with the same status and headers and no body. The body is read
+ * to give its length, as GET's would be.
+ */
+async function withoutBody(response: Response): Promise<Response> {
+  const length = (await response.arrayBuffer()).byteLength;
+  const headers = new Headers(response.headers);
+  headers.set('content-length', String(length));
+  return new Response(null, { status: response.status, headers });
 }
 
 async function readiness(app: AppServices) {

@@ -230,17 +230,20 @@ export const routes: Route[] = [
   }),
 ];
 
-export type RouteMatch = { route: Route; params: Record<string, string> } | { allowed: Method[] } | null;
+export type RouteMatch = { route: Route; params: Record<string, string> } | { allowed: string[] } | null;
 
-/** Finds the route for a method and path; `allowed` when the path exists under other methods. */
+/**
+ * Finds the route for a method and path; `allowed` when the path exists under other methods.
+ * HEAD is answered by the GET route (the server drops the body), so it is allowed wherever GET is.
+ */
 export function matchRoute(method: string, pathname: string): RouteMatch {
   const segments = pathname.replace(/\/+$/, '').split('/');
-  const allowed: Method[] = [];
+  const allowed: string[] = [];
   for (const candidate of routes) {
     const params = matchPath(candidate.path.split('/'), segments);
     if (!params) continue;
-    if (candidate.method === method) return { route: candidate, params };
-    allowed.push(candidate.method);
+    if (candidate.method === method || (method === 'HEAD' && candidate.method === 'GET')) return { route: candidate, params };
+    allowed.push(...(candidate.method === 'GET' ? ['GET', 'HEAD'] : [candidate.method]));
   }
   return allowed.length > 0 ? { allowed } : null;
 }
