@@ -1,6 +1,10 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources directly, so a checkout needs no build step.
-import { register } from 'tsx/esm/api';
+// Runs the compiled CLI: dist/ is built by `npm install` (postinstall) and `npm run build`.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/main.ts');
+const main = new URL('../dist/cli/main.js', import.meta.url);
+if (!existsSync(main)) {
+  process.stderr.write('kb: dist/ is missing: run `npm run build` (npm install runs it)\n');
+  process.exit(1);
+}
+await import(main.href);

@@ -1,28 +1,50 @@
+// `kb`. Only commander is loaded up front, so `kb --help` and argument errors answer at once;
+// each command imports what it needs (the app, Prisma, pdf.js, Yoga) when it runs.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { firstAdminEmail, startApp } from '../app.js';
-import { ConfigError, loadConfig, type Config } from '../config.js';
-import { openDatabase, StoreLockedError } from '../db/database.js';
-import { AppError } from '../errors.js';
-import { AdminChannelUnavailable, adminSocketPath, callAdminChannel } from './admin-channel.js';
-import { adminCommands, type AdminCommandName } from './admin-commands.js';
-import { ImportError, importFiles } from './import.js';
+import type { Config } from '../config.js';
+import type { AdminCommandName } from './admin-commands.js';
 
 const integer = (name: string) => (value: string) => {
   if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be an integer`);
   return Number(value);
 };
 
+/**
+ * Errors whose message is the whole story for the user: printed as `kb: <message>`, exit code 1.
+ * A command adds the classes of the modules it loads; an error of a module never loaded cannot
+ * be one of them.
+ */
+const userErrors = new Set<abstract new (...args: never[]) => Error>();
+
+async function config(): Promise<Config> {
+  const { ConfigError, loadConfig } = await import('../config.js');
+  userErrors.add(ConfigError);
+  return loadConfig();
+}
+
+async function openStore(config: Config) {
+  const { openDatabase, StoreLockedError } = await import('../db/database.js');
+  userErrors.add(StoreLockedError);
+  return openDatabase(config);
+}
+
 /** Runs an account command on the server holding the embedded store, or on the store itself. */
 async function runAdminCommand(name: AdminCommandName, input: never): Promise<unknown> {
-  const config = loadConfig();
-  if (!config.databaseUrl) {
+  const settings = await config();
+  const [{ AppError }, { adminCommands }, { AdminChannelUnavailable, adminSocketPath, callAdminChannel }] = await Promise.all([
+    import('../errors.js'),
+    import('./admin-commands.js'),
+    import('./admin-channel.js'),
+  ]);
+  userErrors.add(AppError);
+  if (!settings.databaseUrl) {
     try {
-      return await callAdminChannel(adminSocketPath(config.dataDir), name, input);
+      return await callAdminChannel(adminSocketPath(settings.dataDir), name, input);
     } catch (error) {
       if (!(error instanceof AdminChannelUnavailable)) throw error;
     }
   }
-  const db = await openDatabase(config);
+  const db = await openStore(settings);
   try {
     return await adminCommands[name](db.prisma, input);
   } finally {
@@ -32,15 +54,22 @@ async function runAdminCommand(name: AdminCommandName, input: never): Promise<un
 
 const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
-async function serve(config: Config) {
-  const app = await startApp(config, {
+async function serve() {
+  const settings = await config();
+  const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError }] = await Promise.all([
+    import('../app.js'),
+    import('../errors.js'),
+    import('../db/database.js'),
+  ]);
+  userErrors.add(AppError).add(StoreLockedError);
+  const app = await startApp(settings, {
     onFirstAdmin: (rawKey) => {
       process.stdout.write(
         `Created ${firstAdminEmail} with 1000 credits. Its API key, shown only this once:\n\n  ${rawKey}\n\n`,
       );
     },
   });
-  process.stdout.write(`kb listening on ${app.url} (store: ${app.db.kind === 'pglite' ? config.dataDir : 'PostgreSQL'})\n`);
+  process.stdout.write(`kb listening on ${app.url} (store: ${app.db.kind === 'pglite' ? settings.dataDir : 'PostgreSQL'})\n`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -50,6 +79,12 @@ async function serve(config: Config) {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // Started by a supervising Node process with an IPC channel (the tests do this): stop when
+  // that channel closes, so a server never outlives its parent, however the parent ended.
+  if (process.channel) {
+    process.channel.unref();
+    process.once('disconnect', stop);
+  }
 }
 
 const program = new Command('kb').description('Knowledge-base and agent service').showHelpAfterError();
@@ -57,7 +92,7 @@ const program = new Command('kb').description('Knowledge-base and agent service'
 program
   .command('serve')
   .description('run the service (embedded store under KB_DATA_DIR unless DATABASE_URL is set)')
-  .action(() => serve(loadConfig()));
+  .action(serve);
 
 const users = program.command('users').description('manage users');
 users
@@ -115,12 +150,14 @@ program
   .option('--key <key>', 'an API key with kb:read and kb:write (default KB_API_KEY)')
   .option('--concurrency <n>', 'uploads at once', integer('--concurrency'), 4)
   .action(async (paths: string[], options) => {
-    const config = loadConfig();
-    const apiKey = options.key ?? config.client.apiKey;
+    const settings = await config();
+    const { ImportError, importFiles } = await import('./import.js');
+    userErrors.add(ImportError);
+    const apiKey = options.key ?? settings.client.apiKey;
     if (!apiKey) throw new ImportError('an API key is needed: pass --key or set KB_API_KEY');
     const started = Date.now();
     const result = await importFiles(paths, {
-      url: options.url ?? config.client.url ?? `http://${config.host}:${config.port}`,
+      url: options.url ?? settings.client.url ?? `http://${settings.host}:${settings.port}`,
       apiKey,
       workspace: options.workspace,
       concurrency: Math.max(1, options.concurrency),
@@ -148,7 +185,7 @@ program
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  if (error instanceof ConfigError || error instanceof AppError || error instanceof StoreLockedError || error instanceof ImportError) {
+  if (error instanceof Error && [...userErrors].some((type) => error instanceof type)) {
     process.stderr.write(`kb: ${error.message}\n`);
     process.exit(1);
   }

@@ -9,7 +9,8 @@ export type ParsePool = {
 /** Worker threads for parsing and chunking, so no document ever blocks the HTTP event loop. */
 export function createParsePool(threads: number): ParsePool {
   const pool = new Piscina({
-    filename: new URL('./parse-worker.mjs', import.meta.url).href,
+    // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
+    filename: new URL(import.meta.url.endsWith('.ts') ? './parse-worker.mjs' : './parse-task.js', import.meta.url).href,
     minThreads: 0,
     maxThreads: threads,
     idleTimeout: 30_000,
