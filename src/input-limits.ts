@@ -96,7 +96,8 @@ export function checkMetadata(metadata: unknown): Record<string, unknown> {
 /**
  * Checks a JSON value from a caller without recursion (so no depth can overflow the stack):
  * at most `maxDepth` levels of arrays and objects, no NUL or unpaired surrogate in any string
- * or key, only JSON types, and, with `maxBytes`, at most that size as compact UTF-8 JSON.
+ * or key, no `__proto__` key, only JSON types, and, with `maxBytes`, at most that size as
+ * compact UTF-8 JSON.
  * Returns that size. The first problem is a 400 naming `field`, with where it was found.
  */
 export function checkJson(field: string, value: unknown, limits: { maxDepth?: number; maxBytes?: number } = {}): number {
@@ -130,7 +131,7 @@ export function checkJson(field: string, value: unknown, limits: { maxDepth?: nu
         for (let index = entries.length - 1; index >= 0; index -= 1) {
           const [key, child] = entries[index]!;
           const keyPath = () => `${path()}${/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`}`;
-          const problem = textProblem(key);
+          const problem = key === '__proto__' ? reservedKeyProblem : textProblem(key);
           if (problem) throw badRequest(field, `a key ${problem} (at ${shorten(keyPath())})`);
           bytes += jsonStringBytes(key) + 1;
           stack.push([child, depth + 1, keyPath]);
@@ -143,6 +144,10 @@ export function checkJson(field: string, value: unknown, limits: { maxDepth?: nu
   }
   return bytes;
 }
+
+// JavaScript code that copies an object key by key (`copy[key] = value`) turns this key into
+// the copy's prototype instead of a property: it was dropped on its way to the store.
+const reservedKeyProblem = 'must not be "__proto__"';
 
 /** Zod schemas for GraphQL input fields, so the Pothos validation plugin reports the same 400s. */
 export const nameInput = (max = maxNameLength) =>
