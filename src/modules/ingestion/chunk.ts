@@ -1,4 +1,4 @@
-import { countTokens, decode, encode } from 'gpt-tokenizer';
+import { countTokens, splitByTokens } from './tokens.js';
 import type { ParsedBlock, ParsedDocument } from './types.js';
 
 export type ChunkOptions = { chunkTokens: number; overlapTokens: number };
@@ -79,6 +79,13 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       else returned.unshift(current.pop()!);
       content = joinPieces(current);
       tokenCount = countTokens(content);
+    }
+    if (content === '') {
+      // Whitespace alone (a run of carriage returns cut by tokens) makes no chunk.
+      current = [];
+      recount();
+      pushFront(returned);
+      return;
     }
     const pages = [...new Set(current.map((piece) => piece.page).filter((page) => page !== null))].sort((a, b) => a - b);
     chunks.push({
@@ -219,54 +226,6 @@ function splitSentences(text: string): string[] {
     start = end;
   }
   return sentences;
-}
-
-/**
- * Cuts text into runs of whole tokens: the first of at most `firstBudget` tokens, the rest of at
- * most `limit`. Cuts that would fall inside a character move back by a token, and every run is
- * re-counted, since a run on its own may tokenize differently from the same text in context.
- */
-function splitByTokens(text: string, firstBudget: number, limit: number): string[] {
-  const tokens = encode(text);
-  const runs: string[] = [];
-  let tokenStart = 0;
-  let characterStart = 0;
-  while (tokenStart < tokens.length) {
-    const budget = runs.length === 0 ? firstBudget : limit;
-    let tokenEnd = Math.min(tokens.length, tokenStart + budget);
-    if (tokenEnd < tokens.length) tokenEnd = wordBoundaryBefore(tokens, tokenStart, tokenEnd);
-    let run = '';
-    while (tokenEnd > tokenStart) {
-      run = decode(tokens.slice(tokenStart, tokenEnd));
-      const cleanCut = text.startsWith(run, characterStart) && countTokens(run) <= budget;
-      if (cleanCut) break;
-      tokenEnd--;
-    }
-    if (tokenEnd === tokenStart) {
-      // Not even one token fits cleanly (a character spread over several tokens): take a whole
-      // character when the budget allows it, otherwise give up on this budget.
-      const character = String.fromCodePoint(text.codePointAt(characterStart)!);
-      if (countTokens(character) > budget) return runs;
-      run = character;
-      tokenEnd = tokenStart + encode(character).length;
-    }
-    runs.push(run);
-    tokenStart = tokenEnd;
-    characterStart += run.length;
-  }
-  return runs;
-}
-
-/**
- * Moves a cut back to the last token that starts with whitespace (in o200k a word carries its
- * leading space), unless that would give up more than half of the run.
- */
-function wordBoundaryBefore(tokens: number[], tokenStart: number, tokenEnd: number): number {
-  const earliest = tokenStart + Math.ceil((tokenEnd - tokenStart) / 2);
-  for (let index = tokenEnd; index > earliest; index--) {
-    if (/^\s/.test(decode([tokens[index]!]))) return index;
-  }
-  return tokenEnd;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
 import { HeadingTrail } from './heading-trail.js';
-import type { ParsedBlock } from './types.js';
+import { ParseError, type ParsedBlock } from './types.js';
 
 const ELEMENT_NODE = 1;
 const TEXT_NODE = 3;
@@ -20,6 +20,10 @@ const BLOCK_ELEMENTS = new Set([
 ]);
 
 const HEADING_ELEMENT = /^h([1-6])$/;
+
+/** Deeper element nesting than this is refused: no real page needs it, and walking it costs stack. */
+const MAX_NESTING = 512;
+const tooDeep = () => new ParseError(`the HTML nests elements more than ${MAX_NESTING} levels deep`);
 
 /** Collapses HTML whitespace inside each line while keeping explicit line breaks. */
 function normalizeInlineText(text: string): string {
@@ -49,7 +53,8 @@ function blocksFromElement(root: Element): ParsedBlock[] {
     inlineText = '';
   };
 
-  const visit = (node: Node): void => {
+  const visit = (node: Node, depth = 0): void => {
+    if (depth > MAX_NESTING) throw tooDeep();
     if (node.nodeType === TEXT_NODE) {
       // Source line breaks are ordinary whitespace in HTML; only <br> makes a line break.
       inlineText += (node.textContent ?? '').replace(/\n/g, ' ');
@@ -92,7 +97,7 @@ function blocksFromElement(root: Element): ParsedBlock[] {
     }
     const isBlock = BLOCK_ELEMENTS.has(tag);
     if (isBlock) flushInline();
-    for (const child of Array.from(element.childNodes)) visit(child);
+    for (const child of Array.from(element.childNodes)) visit(child, depth + 1);
     if (isBlock) flushInline();
   };
 
@@ -102,14 +107,17 @@ function blocksFromElement(root: Element): ParsedBlock[] {
 }
 
 /** Text content without the content of ignored elements such as scripts. */
-function visibleText(node: Node): string {
+function visibleText(node: Node, depth = 0): string {
+  if (depth > MAX_NESTING) throw tooDeep();
   if (node.nodeType === TEXT_NODE) return node.textContent ?? '';
   if (node.nodeType !== ELEMENT_NODE) return '';
   const element = node as Element;
   const tag = element.tagName.toLowerCase();
   if (IGNORED_ELEMENTS.has(tag)) return '';
   if (tag === 'br') return '\n';
-  const inner = Array.from(element.childNodes).map(visibleText).join('');
+  const inner = Array.from(element.childNodes)
+    .map((child) => visibleText(child, depth + 1))
+    .join('');
   return BLOCK_ELEMENTS.has(tag) || tag === 'tr' ? `\n${inner}\n` : inner;
 }
 
@@ -128,6 +136,7 @@ function tableText(table: Element): string {
 
 /** "- item" or "1. item" lines, nested lists indented by two spaces per level. */
 function listLines(list: Element, depth: number): string[] {
+  if (depth > MAX_NESTING) throw tooDeep();
   const lines: string[] = [];
   const ordered = list.tagName.toLowerCase() === 'ol';
   let itemNumber = 0;
