@@ -1,9 +1,11 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kb as runKb, serve, stop } from './support/cli.js';
+import { isRunning, kb as runKb, serve, stop } from './support/cli.js';
 import { benchPdfDirectory } from './support/documents.js';
 
 const allScopes = ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'];
@@ -169,4 +171,55 @@ describe('first start on an empty embedded store', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('servers started by a test never outlive it', () => {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+
+  /** Processes whose environment names a store under `directory` (Linux; elsewhere none are found). */
+  async function serversUsing(directory: string) {
+    const pids = await readdir('/proc').catch(() => [] as string[]);
+    const found: number[] = [];
+    for (const pid of pids.filter((name) => /^\d+$/.test(name))) {
+      const environ = await readFile(`/proc/${pid}/environ`, 'latin1').catch(() => '');
+      if (environ.split('\0').some((entry) => entry.startsWith(`KB_DATA_DIR=${directory}`)) && isRunning(Number(pid))) found.push(Number(pid));
+    }
+    return found;
+  }
+
+  it('ends kb serve of a test that timed out, and of a test whose vitest worker was killed', async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), 'kb-orphans-'));
+    try {
+      // test/fixtures: a vitest run of its own with two files that go wrong on purpose.
+      const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VITEST')));
+      const results = path.join(directory, 'results.json');
+      const vitest = spawn(
+        process.execPath,
+        [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/fixtures/vitest.config.ts', '--reporter=json', `--outputFile=${results}`],
+        { cwd: root, env: { ...env, KB_FIXTURE_DIR: directory }, stdio: 'ignore' },
+      );
+      await new Promise((resolve) => vitest.once('exit', resolve));
+
+      const report = JSON.parse(await readFile(results, 'utf8')) as {
+        testResults: { assertionResults: { title: string; status: string; duration?: number }[] }[];
+      };
+      const outcome = (title: string) =>
+        report.testResults.flatMap((file) => file.assertionResults).find((test) => test.title === title);
+      // Failed by its 20 s timeout (the JSON report does not keep the message).
+      expect(outcome('times out while its kb serve runs')).toMatchObject({ status: 'failed', duration: expect.toSatisfy((ms: number) => ms >= 20_000) });
+      // Checked by the fixture's next test: the server was ended after the timed-out test.
+      expect(outcome('starts after the server of the timed-out test has ended')).toMatchObject({ status: 'passed' });
+
+      const timedOut = Number(await readFile(path.join(directory, 'timed-out.pid'), 'utf8'));
+      expect(isRunning(timedOut)).toBe(false);
+      // The worker was SIGKILLed after its server started; the server stops once its IPC channel closes.
+      const orphaned = Number(await readFile(path.join(directory, 'orphaned.pid'), 'utf8'));
+      const deadline = Date.now() + 20_000;
+      while (isRunning(orphaned) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(isRunning(orphaned)).toBe(false);
+      expect(await serversUsing(directory)).toEqual([]);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  }, 150_000);
 });
