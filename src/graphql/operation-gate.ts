@@ -1,67 +1,110 @@
 import type { Plugin } from 'graphql-yoga';
-import { getOperationAST, Kind, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
+import {
+  getDirectiveValues,
+  getOperationAST,
+  GraphQLIncludeDirective,
+  GraphQLSkipDirective,
+  Kind,
+  type DocumentNode,
+  type FieldNode,
+  type FragmentSpreadNode,
+  type GraphQLError,
+  type GraphQLSchema,
+  type InlineFragmentNode,
+  type OperationDefinitionNode,
+} from 'graphql';
 import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type { Context } from './context.js';
-import { fieldRequirements } from './field-requirements.js';
+import { fieldRequirements, type RateLimitName } from './field-requirements.js';
+
+type GateArgs = {
+  schema: GraphQLSchema;
+  document: DocumentNode;
+  operationName?: string | null;
+  variableValues?: Record<string, unknown> | null;
+  contextValue: Context;
+};
 
 /**
- * Checks what the operation's root fields require before any variable is coerced or resolver
- * runs, so every transport answers in the contract's order: 401 (no credential), 403 (missing
- * scope), 429 (rate limit), then the request's own validation errors, then 404 from resolvers.
- * Scope-auth still guards every field during execution; this only fixes the order.
+ * Checks what the operation asks for before any variable is coerced or resolver runs, so every
+ * transport answers in the contract's order: 401 (no credential), 403 (missing scope), 429
+ * (rate limit), then 400: the request's own validation errors. 404s come later, from
+ * resolvers. Scope-auth still guards every field during execution; this fixes the order and
+ * refuses the whole operation at once.
  */
 export function useOperationGate(): Plugin<Context> {
-  const check = async (args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; contextValue: Context }) => {
-    const operation = getOperationAST(args.document, args.operationName);
-    if (!operation) return null;
-    const rootType = args.schema.getRootType(operation.operation);
-    if (!rootType) return null;
-    const fields = rootType.getFields();
-    const requirements = rootFieldNames(operation.selectionSet, args.document).map((name) => fieldRequirements(fields[name]));
-    const { viewer } = args.contextValue;
-    const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
-    if (scopes.length > 0 && !viewer) {
-      return authenticationRequired();
-    }
-    const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
-    if (missing) return missingScope(missing);
-    const limits = new Set(requirements.flatMap((requirement) => (requirement.rateLimit ? [requirement.rateLimit] : [])));
-    for (const limit of limits) {
-      try {
-        await args.contextValue.rateLimits.consume(limit, viewer!.userId);
-      } catch (error) {
-        if (error instanceof AppError) return error;
-        throw error;
-      }
-    }
-    return args.contextValue.restInputError ?? null;
-  };
   return {
     async onExecute({ args, setResultAndStopExecution }) {
-      const error = await check(args as never);
-      if (error) setResultAndStopExecution({ errors: [error.toGraphQLError()] });
+      const error = await check(args as GateArgs);
+      if (error) setResultAndStopExecution({ errors: [error] });
     },
     async onSubscribe({ args, setResultAndStopExecution }) {
-      const error = await check(args as never);
-      if (error) setResultAndStopExecution({ errors: [error.toGraphQLError()] });
+      const error = await check(args as GateArgs);
+      if (error) setResultAndStopExecution({ errors: [error] });
     },
   };
 }
 
-function rootFieldNames(selectionSet: SelectionSetNode, document: DocumentNode, seen = new Set<string>()): string[] {
-  const names: string[] = [];
-  for (const selection of selectionSet.selections) {
-    if (selection.kind === Kind.FIELD) {
-      if (!selection.name.value.startsWith('__')) names.push(selection.name.value);
-    } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      names.push(...rootFieldNames(selection.selectionSet, document, seen));
-    } else if (!seen.has(selection.name.value)) {
-      seen.add(selection.name.value);
-      const fragment = document.definitions.find(
-        (definition) => definition.kind === Kind.FRAGMENT_DEFINITION && definition.name.value === selection.name.value,
-      );
-      if (fragment?.kind === Kind.FRAGMENT_DEFINITION) names.push(...rootFieldNames(fragment.selectionSet, document, seen));
+async function check(args: GateArgs): Promise<GraphQLError | null> {
+  const operation = getOperationAST(args.document, args.operationName);
+  if (!operation) return null;
+  const rootType = args.schema.getRootType(operation.operation);
+  if (!rootType) return null;
+  const fields = rootType.getFields();
+  const calls = rootFieldCalls(operation, args.document, args.variableValues ?? {});
+  const requirements = calls.map((name) => fieldRequirements(fields[name]));
+  const { viewer } = args.contextValue;
+  const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
+  if (scopes.length > 0 && !viewer) return authenticationRequired().toGraphQLError();
+  const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
+  if (missing) return missingScope(missing).toGraphQLError();
+
+  const points = new Map<RateLimitName, number>();
+  for (const { rateLimit } of requirements) if (rateLimit) points.set(rateLimit, (points.get(rateLimit) ?? 0) + 1);
+  for (const [limit, count] of points) {
+    try {
+      await args.contextValue.rateLimits.consume(limit, viewer!.userId, count);
+    } catch (error) {
+      if (error instanceof AppError) return error.toGraphQLError();
+      throw error;
     }
   }
-  return names;
+  return args.contextValue.restInputError ? args.contextValue.restInputError.toGraphQLError() : null;
+}
+
+/**
+ * The root fields the operation will run, one entry per response key: every alias counts, a
+ * field spread in through fragments counts, a field that `@skip`/`@include` leave out does not,
+ * and selections that GraphQL merges into one (the same alias twice) count once.
+ */
+function rootFieldCalls(operation: OperationDefinitionNode, document: DocumentNode, variables: Record<string, unknown>): string[] {
+  const calls = new Map<string, string>();
+  const visited = new Set<string>();
+  const included = (node: FieldNode | FragmentSpreadNode | InlineFragmentNode) => {
+    try {
+      if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false;
+      return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false;
+    } catch {
+      return true; // a variable that does not coerce: execution refuses the operation anyway
+    }
+  };
+  const collect = (selections: OperationDefinitionNode['selectionSet']['selections']) => {
+    for (const selection of selections) {
+      if (!included(selection)) continue;
+      if (selection.kind === Kind.FIELD) {
+        const key = selection.alias?.value ?? selection.name.value;
+        if (!selection.name.value.startsWith('__') && !calls.has(key)) calls.set(key, selection.name.value);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        collect(selection.selectionSet.selections);
+      } else if (!visited.has(selection.name.value)) {
+        visited.add(selection.name.value);
+        const fragment = document.definitions.find(
+          (definition) => definition.kind === Kind.FRAGMENT_DEFINITION && definition.name.value === selection.name.value,
+        );
+        if (fragment?.kind === Kind.FRAGMENT_DEFINITION) collect(fragment.selectionSet.selections);
+      }
+    }
+  };
+  collect(operation.selectionSet.selections);
+  return [...calls.values()];
 }

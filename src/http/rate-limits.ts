@@ -2,24 +2,41 @@ import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '../errors.js';
 import type { RateLimitName } from '../graphql/field-requirements.js';
 
-export type RateLimits = { consume(name: RateLimitName, userId: string): Promise<void> };
+export type RateLimits = {
+  /**
+   * Takes `points` calls from the user's budget at once, or none: when they do not all fit, the
+   * call is refused with a 429 and the budget is left as it was.
+   */
+  consume(name: RateLimitName, userId: string, points?: number): Promise<void>;
+};
+
+const budgets: Record<RateLimitName, { keyPrefix: string; points: number; duration: number }> = {
+  apiKeys: { keyPrefix: 'api-keys', points: 100, duration: 60 },
+};
 
 /**
  * Named limits, counted per user in this process. The API-key endpoints share one budget of
- * 100 requests a minute, as the contract says.
+ * 100 calls a minute, as the contract says; a GraphQL operation uses one per limited field it
+ * calls (aliases and fragments included).
  */
 export function createRateLimits(): RateLimits {
-  const limiters: Record<RateLimitName, RateLimiterMemory> = {
-    apiKeys: new RateLimiterMemory({ keyPrefix: 'api-keys', points: 100, duration: 60 }),
-  };
+  const limiters = Object.fromEntries(
+    Object.entries(budgets).map(([name, options]) => [name, new RateLimiterMemory(options)]),
+  ) as Record<RateLimitName, RateLimiterMemory>;
   return {
-    async consume(name, userId) {
+    async consume(name, userId, points = 1) {
+      const limiter = limiters[name];
+      const { points: limit } = budgets[name];
       try {
-        await limiters[name].consume(userId);
+        await limiter.consume(userId, points);
       } catch (rejection) {
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        // consume() counted the refused points too; give them back, since nothing runs.
+        await limiter.reward(userId, points);
         const retryAfterSeconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
-        throw new AppError('rate_limited', `rate limit of 100 requests per minute exceeded; retry in ${retryAfterSeconds} s`, {
+        const remaining = Math.max(0, limit - (rejection.consumedPoints - points));
+        const needs = points === 1 ? '' : ` (this operation makes ${points} calls, ${remaining} remain)`;
+        throw new AppError('rate_limited', `rate limit of ${limit} requests per minute exceeded${needs}; retry in ${retryAfterSeconds} s`, {
           retryAfterSeconds,
         });
       }
