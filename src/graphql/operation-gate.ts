@@ -16,6 +16,7 @@ import {
 import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type { Context } from './context.js';
 import { fieldRequirements, type RateLimitName } from './field-requirements.js';
+import { requestError } from './request-error.js';
 
 type GateArgs = {
   schema: GraphQLSchema;
@@ -55,9 +56,9 @@ async function check(args: GateArgs): Promise<GraphQLError | null> {
   const requirements = calls.map((name) => fieldRequirements(fields[name]));
   const { viewer } = args.contextValue;
   const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
-  if (scopes.length > 0 && !viewer) return authenticationRequired().toGraphQLError();
+  if (scopes.length > 0 && !viewer) return requestError(authenticationRequired());
   const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
-  if (missing) return missingScope(missing).toGraphQLError();
+  if (missing) return requestError(missingScope(missing));
 
   const points = new Map<RateLimitName, number>();
   for (const { rateLimit } of requirements) if (rateLimit) points.set(rateLimit, (points.get(rateLimit) ?? 0) + 1);
@@ -65,11 +66,11 @@ async function check(args: GateArgs): Promise<GraphQLError | null> {
     try {
       await args.contextValue.rateLimits.consume(limit, viewer!.userId, count);
     } catch (error) {
-      if (error instanceof AppError) return error.toGraphQLError();
+      if (error instanceof AppError) return requestError(error);
       throw error;
     }
   }
-  return args.contextValue.restInputError ? args.contextValue.restInputError.toGraphQLError() : null;
+  return args.contextValue.restInputError ? requestError(args.contextValue.restInputError) : null;
 }
 
 /**

@@ -1,12 +1,13 @@
 import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError, type DocumentNode } from 'graphql';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { AppError, badRequest } from '../errors.js';
+import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { AppError, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
 import { useOperationGate } from './operation-gate.js';
+import { requestError } from './request-error.js';
 import { schema } from './schema.js';
 
 export const graphqlEndpoint = '/graphql';
@@ -26,22 +27,54 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
       try {
         return await createContext(app, request, serverContext as RestServerContext);
       } catch (error) {
-        if (error instanceof AppError) {
-          throw new GraphQLError(error.message, { extensions: { code: error.code, http: { status: error.status } } });
-        }
+        if (error instanceof AppError) throw requestError(error);
         throw error;
       }
     },
     maskedErrors: { maskError: (error) => toPublicError(error, log) },
     plugins: [
+      useQueryParameterErrors(),
       usePersistedOperations({
         allowArbitraryOperations: true,
         getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
       }),
       useOperationGate(),
       useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),
+      usePublicValidationErrors(),
     ],
   });
+}
+
+/**
+ * GET carries `variables` and `extensions` as JSON in the query string; Yoga's parser lets
+ * JSON.parse throw, which would surface as an internal error. Say which parameter is wrong.
+ */
+function useQueryParameterErrors(): Plugin {
+  return {
+    onRequestParse({ request, url }) {
+      if (request.method !== 'GET') return;
+      for (const name of ['variables', 'extensions']) {
+        const value = url.searchParams.get(name);
+        if (!value) continue;
+        try {
+          JSON.parse(value);
+        } catch {
+          throw requestError(badRequest(name, 'must be a JSON object'));
+        }
+      }
+    },
+  };
+}
+
+/** Validation errors are returned, not thrown, so they miss the masking; give them the same shape. */
+function usePublicValidationErrors(): Plugin {
+  return {
+    onValidate() {
+      return ({ valid, result, setResult }) => {
+        if (!valid) setResult(result.map((error) => publicGraphQLError(error)));
+      };
+    },
+  };
 }
 
 /**
@@ -54,24 +87,48 @@ function toPublicError(error: unknown, log: Logger): Error {
   const original = graphQLError ? graphQLError.originalError : error;
   const appError = original instanceof AppError ? original : knownAppError(original);
   if (appError) {
-    const publicError = appError.toGraphQLError();
-    return new GraphQLError(publicError.message, {
-      nodes: graphQLError?.nodes,
-      path: graphQLError?.path,
-      extensions: publicError.extensions,
-    });
+    const { extensions } = appError.toGraphQLError();
+    return publicGraphQLError(new GraphQLError(appError.message, { nodes: graphQLError?.nodes, path: graphQLError?.path, extensions }));
   }
-  if (graphQLError && (!original || isGraphQLError(original))) {
-    const code = graphQLError.extensions.code;
-    if (typeof code === 'string' && code === code.toLowerCase()) return graphQLError;
-    return new GraphQLError(graphQLError.message, {
-      nodes: graphQLError.nodes,
-      path: graphQLError.path,
-      extensions: { ...graphQLError.extensions, code: 'bad_request' },
-    });
-  }
+  if (graphQLError && (!original || isGraphQLError(original))) return publicGraphQLError(graphQLError);
   log.error('unexpected error while executing GraphQL', original);
-  return new GraphQLError('internal error', { path: graphQLError?.path, extensions: { code: 'internal_error' } });
+  return publicGraphQLError(new GraphQLError('internal error', { path: graphQLError?.path, extensions: { code: 'internal_error' } }));
+}
+
+/**
+ * An error with nothing but the public extensions: `code` from the catalogue (Yoga's own codes
+ * are replaced by the one of the HTTP status they carry), `field`, `retryAfterSeconds`.
+ * Libraries put internals in extensions (Yoga's `originalError` for a body that is not JSON);
+ * they are dropped. An error without a path refuses the whole request (syntax, validation,
+ * variables, Yoga's request checks): it answers with its catalogue status whatever the Accept
+ * header (`spec: false` keeps Yoga from answering 200 to `application/json`). An error with a
+ * path happened during execution, beside data: 200. Made with Yoga's copy of graphql, so that
+ * Yoga recognises it and leaves `http` out of the body (see request-error.ts).
+ */
+function publicGraphQLError(error: GraphQLError): GraphQLError {
+  const extensions = error.extensions as {
+    code?: unknown;
+    field?: unknown;
+    retryAfterSeconds?: unknown;
+    http?: { status?: number; headers?: Record<string, string> };
+  };
+  const code: ErrorCode = isErrorCode(extensions.code) ? extensions.code : codeForStatus(extensions.http?.status);
+  const headers = extensions.http?.headers;
+  return createGraphQLError(error.message, {
+    nodes: error.nodes,
+    path: error.path,
+    extensions: {
+      code,
+      ...(typeof extensions.field === 'string' && { field: extensions.field }),
+      ...(typeof extensions.retryAfterSeconds === 'number' && { retryAfterSeconds: extensions.retryAfterSeconds }),
+      ...(!error.path && { http: { status: errorCatalogue[code], spec: false, ...(headers && { headers }) } }),
+    },
+  });
+}
+
+function codeForStatus(status: number | undefined): ErrorCode {
+  const code = Object.entries(errorCatalogue).find(([, catalogued]) => catalogued === status)?.[0];
+  return isErrorCode(code) && status! < 500 ? code : 'bad_request';
 }
 
 /** Errors from libraries that are the request's fault, in the catalogue's terms. */
