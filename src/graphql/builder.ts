@@ -1,4 +1,5 @@
 import SchemaBuilder from '@pothos/core';
+import ComplexityPlugin from '@pothos/plugin-complexity';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
@@ -10,7 +11,9 @@ import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type PrismaTypes from '../generated/pothos-prisma-types.js';
 import { getDatamodel } from '../generated/pothos-prisma-types.js';
 import type { Context } from './context.js';
+import { fieldCost } from './cost.js';
 import { fieldRequirements } from './field-requirements.js';
+import { graphqlLimits } from './limits.js';
 import { validationErrorFromIssues } from './validation-error.js';
 
 export const builder = new SchemaBuilder<{
@@ -25,7 +28,7 @@ export const builder = new SchemaBuilder<{
     File: { Input: File; Output: never };
   };
 }>({
-  plugins: [ErrorsPlugin, ScopeAuthPlugin, PrismaPlugin, RelayPlugin, ValidationPlugin, DataloaderPlugin],
+  plugins: [ErrorsPlugin, ScopeAuthPlugin, PrismaPlugin, RelayPlugin, ValidationPlugin, DataloaderPlugin, ComplexityPlugin],
   defaultFieldNullability: false,
   defaultInputFieldRequiredness: true,
   scopeAuth: {
@@ -44,6 +47,8 @@ export const builder = new SchemaBuilder<{
     dmmf: getDatamodel(),
     filterConnectionTotalCount: true,
     onUnusedQuery: null,
+    maxConnectionSize: graphqlLimits.maxConnectionSize,
+    defaultConnectionSize: graphqlLimits.defaultConnectionSize,
   },
   relay: {
     clientMutationId: 'omit',
@@ -52,6 +57,12 @@ export const builder = new SchemaBuilder<{
   errors: {
     defaultTypes: [AppError],
     directResult: true,
+  },
+  complexity: {
+    fieldComplexity: fieldCost,
+    // The plugin's own check runs inside each root resolver, once execution has begun; the
+    // operation gate measures the operation before execution instead (operation-gate.ts).
+    disabled: true,
   },
   validation: {
     validationError: (result) => validationErrorFromIssues(result.issues),

@@ -1,3 +1,4 @@
+import { complexityFromQuery } from '@pothos/plugin-complexity';
 import type { Plugin } from 'graphql-yoga';
 import {
   getDirectiveValues,
@@ -16,6 +17,7 @@ import {
 import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type { Context } from './context.js';
 import { fieldRequirements, type RateLimitName } from './field-requirements.js';
+import { graphqlLimits, limitExceeded } from './limits.js';
 import { requestError } from './request-error.js';
 
 type GateArgs = {
@@ -29,9 +31,9 @@ type GateArgs = {
 /**
  * Checks what the operation asks for before any variable is coerced or resolver runs, so every
  * transport answers in the contract's order: 401 (no credential), 403 (missing scope), 429
- * (rate limit), then 400: the request's own validation errors. 404s come later, from
- * resolvers. Scope-auth still guards every field during execution; this fixes the order and
- * refuses the whole operation at once.
+ * (rate limit), then 400: the request's own validation errors, then the operation's depth,
+ * cost and connection sizes. 404s come later, from resolvers. Scope-auth still guards every
+ * field during execution; this fixes the order and refuses the whole operation at once.
  */
 export function useOperationGate(): Plugin<Context> {
   return {
@@ -70,7 +72,34 @@ async function check(args: GateArgs): Promise<GraphQLError | null> {
       throw error;
     }
   }
-  return args.contextValue.restInputError ? requestError(args.contextValue.restInputError) : null;
+  if (args.contextValue.restInputError) return requestError(args.contextValue.restInputError);
+  return checkCost(args, operation);
+}
+
+/**
+ * Depth and cost of the selected operation, with the request's variables applied, measured by
+ * the Pothos complexity plugin before anything runs. The result depends on the variables, so it
+ * cannot live in Yoga's validation, which is cached by document. `fieldCost` also refuses
+ * connection sizes out of range while it is measured.
+ */
+function checkCost(args: GateArgs, operation: OperationDefinitionNode): GraphQLError | null {
+  // complexityFromQuery measures a document's first operation: hand it the selected one.
+  const document: DocumentNode = {
+    kind: Kind.DOCUMENT,
+    definitions: [operation, ...args.document.definitions.filter((definition) => definition.kind === Kind.FRAGMENT_DEFINITION)],
+  };
+  let measured: { depth: number; complexity: number };
+  try {
+    measured = complexityFromQuery(document, { schema: args.schema, ctx: args.contextValue, variables: args.variableValues ?? {} });
+  } catch (error) {
+    if (error instanceof AppError) return requestError(error);
+    // Variables that do not coerce: execution refuses them, in GraphQL's words, before running anything.
+    if (error instanceof Error && error.name === 'GraphQLError') return null;
+    throw error;
+  }
+  if (measured.depth > graphqlLimits.maxDepth) return requestError(limitExceeded('depth', measured.depth, graphqlLimits.maxDepth));
+  if (measured.complexity > graphqlLimits.maxCost) return requestError(limitExceeded('cost', measured.complexity, graphqlLimits.maxCost));
+  return null;
 }
 
 /**

@@ -6,6 +6,7 @@ import { AppError, badRequest, errorCatalogue, isErrorCode, type ErrorCode } fro
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
+import { useDocumentLimits } from './document-limits.js';
 import { useOperationGate } from './operation-gate.js';
 import { requestError } from './request-error.js';
 import { schema } from './schema.js';
@@ -34,6 +35,7 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
     maskedErrors: { maskError: (error) => toPublicError(error, log) },
     plugins: [
       useQueryParameterErrors(),
+      ...useDocumentLimits(),
       usePersistedOperations({
         allowArbitraryOperations: true,
         getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
