@@ -55,6 +55,8 @@ export const authenticationRequired = () =>
 export const missingScope = (scope: string) => new AppError('forbidden', `this credential lacks the ${scope} scope`);
 export const payloadTooLarge = (maxBytes: number) =>
   new AppError('payload_too_large', `request body exceeds the limit of ${maxBytes} bytes`);
+export const unsupportedMediaType = (accepted: string, got: string | null) =>
+  new AppError('unsupported_media_type', `Content-Type must be ${accepted} (got ${got ?? 'none'})`);
 export const fileTooLarge = (filename: string, maxBytes: number) =>
   new AppError('payload_too_large', `${filename} is larger than the limit of ${maxBytes} bytes`);
 

@@ -19,6 +19,11 @@ export interface RestServerContext {
   restInputError?: AppError;
 }
 
+/** What the caller of `yoga.fetch` hands over: /graphql has authenticated the request already. */
+export interface GraphQLServerContext extends RestServerContext {
+  viewer?: Viewer;
+}
+
 export interface Context {
   config: Config;
   prisma: PrismaClient;
@@ -29,11 +34,13 @@ export interface Context {
 }
 
 /** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
-export async function createContext(app: AppServices, request: Request, serverContext: RestServerContext): Promise<Context> {
-  const viewer = await authenticate(request.headers.get('authorization'), {
-    prisma: app.db.prisma,
-    jwtSecret: app.config.jwtSecret,
-  });
+export async function createContext(app: AppServices, request: Request, serverContext: GraphQLServerContext): Promise<Context> {
+  const viewer =
+    serverContext.viewer ??
+    (await authenticate(request.headers.get('authorization'), {
+      prisma: app.db.prisma,
+      jwtSecret: app.config.jwtSecret,
+    }));
   return {
     config: app.config,
     prisma: app.db.prisma,

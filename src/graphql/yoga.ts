@@ -2,10 +2,11 @@ import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import type { Config } from '../config.js';
 import { AppError, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
-import { createContext, type AppServices, type Context, type RestServerContext } from './context.js';
+import { createContext, type AppServices, type Context, type GraphQLServerContext } from './context.js';
 import { useDocumentLimits } from './document-limits.js';
 import { useOperationGate } from './operation-gate.js';
 import { requestError } from './request-error.js';
@@ -14,19 +15,28 @@ import { schema } from './schema.js';
 export const graphqlEndpoint = '/graphql';
 export const graphqlStreamEndpoint = '/graphql/stream';
 
-export type Yoga = YogaServerInstance<RestServerContext, Context>;
+export type Yoga = YogaServerInstance<GraphQLServerContext, Context>;
+
+/**
+ * The largest GraphQL multipart upload: as many files of the largest size as one upload takes,
+ * and a JSON body's worth for the `operations` and `map` parts and the part headers.
+ */
+export const graphqlUploadLimit = (config: Pick<Config, 'uploads' | 'maxJsonBytes'>) =>
+  config.uploads.maxFiles * config.uploads.maxFileBytes + config.maxJsonBytes;
 
 /** `persistedOperations`: documents that may be sent by hash (the REST layer's). */
 export function createGraphQLServer(app: AppServices, log: Logger, persistedOperations: ReadonlyMap<string, DocumentNode>): Yoga {
-  return createYoga<RestServerContext, Context>({
+  return createYoga<GraphQLServerContext, Context>({
     schema,
     graphqlEndpoint,
     landingPage: false,
     graphiql: { title: 'Knowledge base GraphQL' },
     logging: false,
+    // Bodies are held to their limits before Yoga reads them (http.ts).
+    maxRequestBodySize: false,
     context: async ({ request, ...serverContext }) => {
       try {
-        return await createContext(app, request, serverContext as RestServerContext);
+        return await createContext(app, request, serverContext as GraphQLServerContext);
       } catch (error) {
         if (error instanceof AppError) throw requestError(error);
         throw error;

@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import { createServerAdapter } from '@whatwg-node/server';
-import { AppError, payloadTooLarge } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
+import { handleGraphQLHttpRequest } from '../graphql/http.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, type Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import { errorResponse, handleRestRequest } from '../rest/handler.js';
@@ -18,13 +19,7 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
-        const declared = Number(request.headers.get('content-length') ?? 0);
-        const isUpload = (request.headers.get('content-type') ?? '').toLowerCase().startsWith('multipart/form-data');
-        const limit = isUpload ? app.config.uploads.maxFiles * app.config.uploads.maxFileBytes : app.config.maxJsonBytes;
-        if (declared > limit) {
-          return Response.json({ errors: [payloadTooLarge(limit).toGraphQLError()] }, { status: 413, headers: { connection: 'close' } });
-        }
-        return await yoga.fetch(request, {});
+        return await handleGraphQLHttpRequest(request, app, yoga);
       }
       const match = matchRoute(request.method, url.pathname);
       if (match && 'route' in match) {
