@@ -40,7 +40,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     // The embedded store serves one process, which runs one ingestion worker.
     const concurrency = db.kind === 'pglite' ? 1 : config.ingestion.concurrency;
-    const parsePool = createParsePool(concurrency);
+    const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
     const ingestion = startIngestionQueue(
       db.prisma,
       parsePool,
@@ -49,7 +49,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         maxAttempts: 3,
         leaseMs: config.ingestion.leaseSeconds * 1000,
         pollMs: db.kind === 'pglite' ? 5_000 : 1_000,
-        parseTimeoutMs: 10 * 60_000,
+        parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
+        parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
       },
       log,
       { releaseStaleClaims: db.kind === 'pglite' },

@@ -34,6 +34,11 @@ const environmentSchema = z.object({
   KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  KB_PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65536).default(1024),
+  KB_PARSE_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86400).default(30),
+  KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
+  KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
+  KB_MAX_TEXT_CHARACTERS: positiveInt(10_000_000),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
   KB_API_KEY: optionalString,
@@ -50,7 +55,20 @@ export type Config = {
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
-  ingestion: { chunkTokens: number; overlapTokens: number; concurrency: number; leaseSeconds: number };
+  ingestion: {
+    chunkTokens: number;
+    overlapTokens: number;
+    concurrency: number;
+    leaseSeconds: number;
+    /** Heap of each parsing worker thread; a parse that needs more fails its document. */
+    parseMemoryMb: number;
+    /** A parse may take `base + perMegabyte × size in MiB` seconds before it fails its document. */
+    parseTimeoutSeconds: { base: number; perMegabyte: number };
+    /** Largest total the parsed parts of an archive (a DOCX's XML) may unpack to. */
+    maxUnpackedBytes: number;
+    /** Most characters of text a document may yield. */
+    maxTextCharacters: number;
+  };
   logLevel: 'silent' | 'error' | 'info' | 'debug';
   /** Where `kb import` finds a running server, and the key it uses there. */
   client: { url: string | undefined; apiKey: string | undefined };
@@ -96,6 +114,10 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
       concurrency: env.KB_INGEST_CONCURRENCY,
       leaseSeconds: env.KB_INGEST_LEASE_SECONDS,
+      parseMemoryMb: env.KB_PARSE_MEMORY_MB,
+      parseTimeoutSeconds: { base: env.KB_PARSE_TIMEOUT_SECONDS, perMegabyte: env.KB_PARSE_TIMEOUT_SECONDS_PER_MB },
+      maxUnpackedBytes: env.KB_MAX_UNPACKED_BYTES,
+      maxTextCharacters: env.KB_MAX_TEXT_CHARACTERS,
     },
     logLevel: env.KB_LOG_LEVEL,
     client: { url: env.KB_URL, apiKey: env.KB_API_KEY },

@@ -11,7 +11,7 @@ export interface AppServices {
   config: Config;
   db: Database;
   rateLimits: RateLimits;
-  ingestion: Pick<IngestionQueue, 'notify'>;
+  ingestion: Pick<IngestionQueue, 'notify' | 'cancelDeleted'>;
 }
 
 /** Set by the REST layer when the request itself was unusable (bad JSON, wrong type, ...). */
@@ -28,7 +28,7 @@ export interface Context {
   config: Config;
   prisma: PrismaClient;
   rateLimits: RateLimits;
-  ingestion: Pick<IngestionQueue, 'notify'>;
+  ingestion: Pick<IngestionQueue, 'notify' | 'cancelDeleted'>;
   viewer: Viewer | null;
   restInputError: AppError | undefined;
 }

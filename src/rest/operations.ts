@@ -304,6 +304,7 @@ export const RestGrepDocument = graphql(`
       pattern
       case_sensitive: caseSensitive
       total_matches: totalMatches
+      truncated
       chunks { chunk_index: chunkIndex content highlighted matches { start end } metadata }
     }
   }

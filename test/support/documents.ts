@@ -68,3 +68,35 @@ export async function makeDocx(): Promise<Uint8Array> {
   });
   return new Uint8Array(await Packer.toBuffer(document));
 }
+
+/**
+ * A DOCX that unpacks to about `unpackedBytes` of XML (a zip bomb): a real document whose body
+ * paragraph is repeated, deflated as it is written, so the bomb is never whole in memory.
+ */
+export async function makeZipBombDocx(unpackedBytes: number): Promise<Uint8Array> {
+  const { Zip, ZipDeflate, unzipSync, strFromU8, strToU8 } = await import('fflate');
+  const parts = unzipSync(await makeDocx());
+  const documentXml = strFromU8(parts['word/document.xml']!);
+  const bodyStart = documentXml.indexOf('<w:body>') + '<w:body>'.length;
+  const bodyEnd = documentXml.indexOf('<w:sectPr');
+  const paragraph = '<w:p><w:r><w:t>' + 'All work and no play makes a zip bomb. '.repeat(20) + '</w:t></w:r></w:p>';
+  const output: Uint8Array[] = [];
+  const zip = new Zip((error, data) => {
+    if (error) throw error;
+    output.push(data);
+  });
+  for (const [name, bytes] of Object.entries(parts)) {
+    const entry = new ZipDeflate(name, { level: 6 });
+    zip.add(entry);
+    if (name !== 'word/document.xml') {
+      entry.push(bytes, true);
+      continue;
+    }
+    entry.push(strToU8(documentXml.slice(0, bodyStart)));
+    const block = strToU8(paragraph.repeat(Math.ceil((1024 * 1024) / paragraph.length)));
+    for (let written = 0; written < unpackedBytes; written += block.length) entry.push(block);
+    entry.push(strToU8(documentXml.slice(bodyEnd)), true);
+  }
+  zip.end();
+  return new Uint8Array(Buffer.concat(output));
+}

@@ -148,26 +148,90 @@ export function compileGrepPattern(pattern: string, caseSensitive: boolean): Gre
   }
 }
 
-export async function grepDocument(prisma: PrismaClient, documentId: string, { pattern, caseSensitive, expression }: GrepPattern) {
-  const chunks = await prisma.chunk.findMany({ where: { documentId }, orderBy: { chunkIndex: 'asc' } });
+/**
+ * What one grep may return and spend. Matching stops at whichever comes first, and the result
+ * says `truncated`: the caller asked for more than one answer should carry.
+ */
+export const grepLimits = {
+  maxMatches: 1000,
+  /** Characters of `content` and `highlighted` together, over all returned chunks. */
+  maxResponseCharacters: 2_000_000,
+  /** Wall-clock time spent reading and matching. */
+  maxMilliseconds: 5_000,
+};
+
+/** Chunks read from the store at a time, so a document of any size is never held whole. */
+const grepPageSize = 200;
+/** Longest stretch of matching before other requests get the event loop back. */
+const grepSliceMilliseconds = 10;
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export async function grepDocument(
+  prisma: PrismaClient,
+  documentId: string,
+  { pattern, caseSensitive, expression }: GrepPattern,
+  limits = grepLimits,
+  signal?: AbortSignal,
+) {
+  const started = performance.now();
+  let sliceStarted = started;
   const matched = [];
   let totalMatches = 0;
-  for (const chunk of chunks) {
-    const matches: { start: number; end: number }[] = [];
-    const matcher = expression.matcher(chunk.content);
-    while (matcher.find()) {
-      if (matcher.end() > matcher.start()) matches.push({ start: matcher.start(), end: matcher.end() });
+  let responseCharacters = 0;
+  let truncated = false;
+  let nextIndex = 0;
+  pages: for (;;) {
+    const page = await prisma.chunk.findMany({
+      where: { documentId, chunkIndex: { gte: nextIndex } },
+      orderBy: { chunkIndex: 'asc' },
+      take: grepPageSize,
+      select: { chunkIndex: true, content: true, metadata: true },
+    });
+    for (const chunk of page) {
+      signal?.throwIfAborted();
+      if (performance.now() - sliceStarted > grepSliceMilliseconds) {
+        await yieldToEventLoop();
+        sliceStarted = performance.now();
+      }
+      if (performance.now() - started > limits.maxMilliseconds) {
+        truncated = true;
+        break pages;
+      }
+      const matches: { start: number; end: number }[] = [];
+      const matcher = expression.matcher(chunk.content);
+      while (matcher.find()) {
+        if (matcher.end() === matcher.start()) continue;
+        if (totalMatches + matches.length === limits.maxMatches) {
+          truncated = true;
+          break;
+        }
+        matches.push({ start: matcher.start(), end: matcher.end() });
+      }
+      if (matches.length > 0) {
+        const highlighted = highlight(chunk.content, matches);
+        if (responseCharacters + chunk.content.length + highlighted.length > limits.maxResponseCharacters) {
+          truncated = true;
+          break pages;
+        }
+        responseCharacters += chunk.content.length + highlighted.length;
+        totalMatches += matches.length;
+        matched.push({ chunkIndex: chunk.chunkIndex, content: chunk.content, highlighted, matches, metadata: chunk.metadata });
+      }
+      if (truncated) break pages;
     }
-    if (matches.length === 0) continue;
-    totalMatches += matches.length;
-    let highlighted = '';
-    let position = 0;
-    for (const { start, end } of matches) {
-      highlighted += chunk.content.slice(position, start) + highlightStart + chunk.content.slice(start, end) + highlightEnd;
-      position = end;
-    }
-    highlighted += chunk.content.slice(position);
-    matched.push({ chunkIndex: chunk.chunkIndex, content: chunk.content, highlighted, matches, metadata: chunk.metadata });
+    if (page.length < grepPageSize) break;
+    nextIndex = page[page.length - 1]!.chunkIndex + 1;
   }
-  return { documentId, pattern, caseSensitive, totalMatches, chunks: matched };
+  return { documentId, pattern, caseSensitive, totalMatches, truncated, chunks: matched };
+}
+
+function highlight(content: string, matches: readonly { start: number; end: number }[]) {
+  let highlighted = '';
+  let position = 0;
+  for (const { start, end } of matches) {
+    highlighted += content.slice(position, start) + highlightStart + content.slice(start, end) + highlightEnd;
+    position = end;
+  }
+  return highlighted + content.slice(position);
 }

@@ -109,7 +109,10 @@ const GrepResultRef = builder.objectRef<GrepResult>('GrepResult').implement({
     documentId: t.exposeID('documentId'),
     pattern: t.exposeString('pattern'),
     caseSensitive: t.exposeBoolean('caseSensitive'),
-    totalMatches: t.exposeInt('totalMatches'),
+    totalMatches: t.exposeInt('totalMatches', { description: 'Matches returned (not counted past a limit).' }),
+    truncated: t.exposeBoolean('truncated', {
+      description: 'True when matching stopped at a limit: 1,000 matches, 2,000,000 characters of chunks, or 5 s.',
+    }),
     chunks: t.field({ type: [GrepChunkRef], resolve: (result) => result.chunks }),
   }),
 });
@@ -268,6 +271,10 @@ builder.mutationFields((t) => ({
     description: 'Deletes the document with its chunks and their index entries.',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, context) => deleteDocument(context.prisma, viewerOf(context).userId, String(id)),
+    resolve: async (_root, { id }, context) => {
+      const deleted = await deleteDocument(context.prisma, viewerOf(context).userId, String(id));
+      await context.ingestion.cancelDeleted();
+      return deleted;
+    },
   }),
 }));

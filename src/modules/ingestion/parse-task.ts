@@ -1,11 +1,12 @@
 import { chunkDocument } from './chunk.js';
 import type { DocumentType } from './detect.js';
-import { parseDocument, ParseError } from './parse.js';
+import { parseDocument, ParseError, type ParseLimits } from './parse.js';
 
 export type ParseTask = {
   bytes: Uint8Array;
   type: DocumentType;
   chunkOptions: { chunkTokens: number; overlapTokens: number };
+  limits: ParseLimits;
 };
 
 export type ParseTaskResult =
@@ -18,7 +19,7 @@ export type ParseTaskResult =
  */
 export default async function runParseTask(task: ParseTask): Promise<ParseTaskResult> {
   try {
-    const parsed = await parseDocument(task.bytes, task.type);
+    const parsed = await parseDocument(task.bytes, task.type, task.limits);
     return { ok: true, text: parsed.text, pageCount: parsed.pageCount, chunks: chunkDocument(parsed, task.chunkOptions) };
   } catch (error) {
     if (error instanceof ParseError) return { ok: false, error: error.message };

@@ -1,4 +1,5 @@
 import mammoth from 'mammoth';
+import { checkUnpackedSize } from './archive.js';
 import { htmlFragmentBlocks, htmlPageBlocks } from './html.js';
 import { markdownBlocks } from './markdown.js';
 import { parsePdf } from './pdf.js';
@@ -12,19 +13,33 @@ export type { DocumentType, ParsedBlock, ParsedDocument } from './types.js';
  * Extracts the text of a document as heading and text blocks in reading order. Throws ParseError,
  * whose message is meant for the document's owner, when the file cannot be read or holds no text.
  */
-export async function parseDocument(bytes: Uint8Array, type: DocumentType): Promise<ParsedDocument> {
+export async function parseDocument(bytes: Uint8Array, type: DocumentType, limits: ParseLimits = defaultParseLimits): Promise<ParsedDocument> {
   if (bytes.length === 0) throw new ParseError('the document contains no text');
-  const parsed = await parseByType(bytes, type);
+  const parsed = await parseByType(bytes, type, limits);
   const blocks = parsed.blocks.filter((block) => block.text.trim() !== '');
   if (blocks.length === 0) throw new ParseError('the document contains no text');
-  return { text: blocks.map((block) => block.text).join('\n\n'), pageCount: parsed.pageCount, blocks };
+  const text = blocks.map((block) => block.text).join('\n\n');
+  if (text.length > limits.maxTextCharacters) {
+    throw new ParseError(`the document's text is longer than the limit of ${limits.maxTextCharacters.toLocaleString('en')} characters`);
+  }
+  return { text, pageCount: parsed.pageCount, blocks };
 }
 
-async function parseByType(bytes: Uint8Array, type: DocumentType): Promise<Omit<ParsedDocument, 'text'>> {
+export type ParseLimits = {
+  /** Largest total the parsed parts of an archive (a DOCX's XML) may unpack to. */
+  maxUnpackedBytes: number;
+  /** Most characters of text a document may yield. */
+  maxTextCharacters: number;
+};
+
+export const defaultParseLimits: ParseLimits = { maxUnpackedBytes: 64 * 1024 * 1024, maxTextCharacters: 10_000_000 };
+
+async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseLimits): Promise<Omit<ParsedDocument, 'text'>> {
   switch (type) {
     case 'application/pdf':
       return parsePdf(bytes);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');
       return { pageCount: null, blocks: await docxBlocks(bytes) };
     case 'text/html':
       return { pageCount: null, blocks: readHtml(decodeTextOrThrow(bytes)) };

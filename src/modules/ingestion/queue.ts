@@ -1,7 +1,8 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
 import type { DocumentType } from './detect.js';
-import type { ParsePool } from './parse-pool.js';
+import type { ParseLimits } from './parse.js';
+import { ParseLimitError, type ParsePool } from './parse-pool.js';
 
 export type IngestionOptions = {
   /** Jobs processed at once by this process. */
@@ -11,15 +12,18 @@ export type IngestionOptions = {
   leaseMs: number;
   /** How often idle workers look for jobs (other processes may have queued some). */
   pollMs: number;
-  /** A parse that takes longer is abandoned and retried. */
-  parseTimeoutMs: number;
+  /** A parse may take `base + perMegabyte × the file's size in MiB` seconds; longer fails the document. */
+  parseTimeoutSeconds: { base: number; perMegabyte: number };
+  parseLimits: ParseLimits;
 };
 
-type ClaimedJob = { id: string; document_id: string; attempts: number; chunk_tokens: number; overlap_tokens: number };
+type ClaimedJob = { id: string; document_id: string; user_id: string; attempts: number; chunk_tokens: number; overlap_tokens: number };
 
 export type IngestionQueue = {
   /** Wakes idle workers: a job was just queued. */
   notify(): void;
+  /** Stops at once the work on documents that no longer exist (just deleted, alone or with their workspace). */
+  cancelDeleted(): Promise<void>;
   /** Stops claiming; waits for jobs in progress and releases what was not finished. */
   stop(): Promise<void>;
 };
@@ -49,26 +53,73 @@ export function startIngestionQueue(
 
   const leaseEnd = Prisma.sql`clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})`;
 
+  /**
+   * Users in the order they were last served, least recently first. A claim takes the oldest
+   * job of the user served longest ago (a user never served comes first), so one user's many
+   * or large uploads cannot hold back everybody else's: users take turns. The order lives in
+   * this process; with several processes on PostgreSQL each keeps its own turns.
+   */
+  const servedUsers: string[] = [];
+  const markServed = (userId: string) => {
+    const index = servedUsers.indexOf(userId);
+    if (index >= 0) servedUsers.splice(index, 1);
+    servedUsers.push(userId);
+  };
+
+  const claimable = Prisma.sql`((j.status = 'queued' AND j.run_after <= clock_timestamp()) OR (j.status = 'running' AND j.lease_expires < clock_timestamp()))`;
+
   async function claim(): Promise<ClaimedJob | undefined> {
-    const rows = await prisma.$queryRaw<ClaimedJob[]>`
-      UPDATE ingestion_jobs
-         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
-       WHERE id = (
-         SELECT id FROM ingestion_jobs
-          WHERE (status = 'queued' AND run_after <= clock_timestamp())
-             OR (status = 'running' AND lease_expires < clock_timestamp())
-          ORDER BY run_after, created_at
-          LIMIT 1
-          FOR UPDATE SKIP LOCKED)
-      RETURNING id, document_id, attempts, chunk_tokens, overlap_tokens`;
-    return rows[0];
+    const candidates = await prisma.$queryRaw<{ id: string; user_id: string }[]>`
+      SELECT id, user_id FROM (
+        SELECT DISTINCT ON (w.user_id) j.id, w.user_id, j.run_after, j.created_at
+          FROM ingestion_jobs j
+          JOIN documents d ON d.id = j.document_id
+          JOIN workspaces w ON w.id = d.workspace_id
+         WHERE j.status IN ('queued', 'running') AND ${claimable}
+         ORDER BY w.user_id, j.run_after, j.created_at
+      ) AS first_per_user
+      ORDER BY coalesce(array_position(${servedUsers}::uuid[], user_id), 0), run_after, created_at
+      LIMIT 8`;
+    for (const candidate of candidates) {
+      const rows = await prisma.$queryRaw<ClaimedJob[]>`
+        UPDATE ingestion_jobs
+           SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
+         WHERE id = (SELECT j.id FROM ingestion_jobs j WHERE j.id = ${candidate.id}::uuid AND ${claimable} FOR UPDATE SKIP LOCKED)
+        RETURNING id, document_id, ${candidate.user_id}::text AS user_id, attempts, chunk_tokens, overlap_tokens`;
+      if (rows[0]) {
+        markServed(candidate.user_id);
+        return rows[0];
+      }
+    }
+    return undefined;
+  }
+
+  /** Work in progress in this process, by document, so a deletion can stop it at once. */
+  const inProgress = new Map<string, AbortController>();
+
+  async function cancelDeleted() {
+    const documentIds = [...inProgress.keys()];
+    if (documentIds.length === 0) return;
+    const remaining = await prisma.document.findMany({ where: { id: { in: documentIds } }, select: { id: true } });
+    const still = new Set(remaining.map((document) => document.id));
+    for (const documentId of documentIds) {
+      if (!still.has(documentId)) inProgress.get(documentId)?.abort(new DocumentDeletedError());
+    }
   }
 
   async function processJob(job: ClaimedJob) {
+    const deletion = new AbortController();
+    inProgress.set(job.document_id, deletion);
+    // Renewing the lease also notices a deletion made by another process: the job row goes
+    // with its document.
     const renewal = setInterval(() => {
       prisma.$executeRaw`
         UPDATE ingestion_jobs SET lease_expires = ${leaseEnd}
-         WHERE id = ${job.id}::uuid AND status = 'running'`.catch((error: unknown) => log.error('could not renew an ingestion lease', error));
+         WHERE id = ${job.id}::uuid AND status = 'running'`
+        .then((count) => {
+          if (count === 0) deletion.abort(new DocumentDeletedError());
+        })
+        .catch((error: unknown) => log.error('could not renew an ingestion lease', error));
     }, options.leaseMs / 3);
     try {
       if (job.attempts > options.maxAttempts) {
@@ -77,20 +128,31 @@ export function startIngestionQueue(
       }
       const document = await prisma.document.findUnique({
         where: { id: job.document_id },
-        select: { contentType: true, source: { select: { bytes: true } } },
+        select: { contentType: true, sizeBytes: true, source: { select: { bytes: true } } },
       });
       if (!document?.source) return;
       const { count } = await prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'processing', error: null } });
       // Deleted meanwhile: the job went with it.
       if (count === 0) return;
-      const result = await pool.parse(
-        {
-          bytes: document.source.bytes,
-          type: document.contentType as DocumentType,
-          chunkOptions: { chunkTokens: job.chunk_tokens, overlapTokens: job.overlap_tokens },
-        },
-        AbortSignal.any([stopController.signal, AbortSignal.timeout(options.parseTimeoutMs)]),
-      );
+      const timeoutSeconds = parseTimeoutSeconds(document.sizeBytes);
+      const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
+      let result;
+      try {
+        result = await pool.parse(
+          {
+            bytes: document.source.bytes,
+            type: document.contentType as DocumentType,
+            chunkOptions: { chunkTokens: job.chunk_tokens, overlapTokens: job.overlap_tokens },
+            limits: options.parseLimits,
+          },
+          AbortSignal.any([stopController.signal, deletion.signal, timeout]),
+        );
+      } catch (error) {
+        if (timeout.aborted && !stopping && !deletion.signal.aborted) {
+          throw new ParseLimitError(`parsing took longer than the limit of ${timeoutSeconds} s for a file of this size`);
+        }
+        throw error;
+      }
       if (!result.ok) {
         await fail(job, result.error);
         return;
@@ -120,7 +182,10 @@ export function startIngestionQueue(
       const stillThere = await prisma.document.count({ where: { id: job.document_id } });
       if (stillThere === 0) return;
       const message = error instanceof Error ? error.message : String(error);
-      if (job.attempts >= options.maxAttempts) {
+      if (error instanceof ParseLimitError) {
+        // Over a limit of time or memory: the same file would fail the same way again.
+        await fail(job, message);
+      } else if (job.attempts >= options.maxAttempts) {
         await fail(job, `processing failed after ${job.attempts} attempts: ${message}`);
       } else {
         log.error(`ingestion of document ${job.document_id} failed (attempt ${job.attempts}); retrying`, error);
@@ -128,8 +193,12 @@ export function startIngestionQueue(
       }
     } finally {
       clearInterval(renewal);
+      inProgress.delete(job.document_id);
     }
   }
+
+  const parseTimeoutSeconds = (sizeBytes: number) =>
+    Math.ceil(options.parseTimeoutSeconds.base + (options.parseTimeoutSeconds.perMegabyte * sizeBytes) / (1024 * 1024));
 
   /** Ends a claim: the document's new status and the job's, in one transaction. */
   async function settle(
@@ -192,6 +261,7 @@ export function startIngestionQueue(
 
   return {
     notify: wakeAll,
+    cancelDeleted,
     async stop() {
       stopping = true;
       stopController.abort();
@@ -199,4 +269,11 @@ export function startIngestionQueue(
       await started;
     },
   };
+}
+
+class DocumentDeletedError extends Error {
+  override name = 'DocumentDeletedError';
+  constructor() {
+    super('the document was deleted');
+  }
 }

@@ -137,6 +137,10 @@ builder.mutationField('deleteWorkspace', (t) =>
     description: 'Deletes the workspace with all its documents. Irreversible.',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, context) => deleteWorkspace(context.prisma, viewerOf(context).userId, String(id)),
+    resolve: async (_root, { id }, context) => {
+      const deleted = await deleteWorkspace(context.prisma, viewerOf(context).userId, String(id));
+      await context.ingestion.cancelDeleted();
+      return deleted;
+    },
   }),
 );

@@ -1,0 +1,49 @@
+import yauzl from 'yauzl';
+import { ParseError } from './types.js';
+
+/** The parts of a DOCX that are parsed (XML); media and embedded objects are never unpacked. */
+const isParsedPart = (name: string) => /\.(xml|rels)$/i.test(name);
+
+const megabytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MB`;
+
+/**
+ * Refuses an archive whose parsed parts unpack to more than `maxBytes` (a zip bomb: a 0.85 MB
+ * DOCX can hold 300 MB of XML). The sizes the archive declares are checked first, then every
+ * part is inflated and counted without keeping it, since a declared size can lie; yauzl stops a
+ * part that inflates past its declared size.
+ */
+export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, what: string): Promise<void> {
+  const tooLarge = () => new ParseError(`the ${what} unpacks to more than the limit of ${megabytes(maxBytes)}`);
+  const unreadable = (error: Error) => new ParseError(`not a readable ${what}: ${error.message}`);
+  const zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
+    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, strictFileNames: false }, (error, file) =>
+      error ? reject(unreadable(error)) : resolve(file),
+    ),
+  );
+  let unpacked = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      zip.on('error', (error: Error) => reject(unreadable(error)));
+      zip.on('end', () => resolve());
+      zip.on('entry', (entry: yauzl.Entry) => {
+        if (!isParsedPart(entry.fileName)) return zip.readEntry();
+        if (unpacked + entry.uncompressedSize > maxBytes) return reject(tooLarge());
+        zip.openReadStream(entry, (error, stream) => {
+          if (error) return reject(unreadable(error));
+          stream.on('data', (chunk: Buffer) => {
+            unpacked += chunk.length;
+            if (unpacked > maxBytes) {
+              stream.destroy();
+              reject(tooLarge());
+            }
+          });
+          stream.on('error', (streamError: Error) => reject(unreadable(streamError)));
+          stream.on('end', () => zip.readEntry());
+        });
+      });
+      zip.readEntry();
+    });
+  } finally {
+    zip.close();
+  }
+}

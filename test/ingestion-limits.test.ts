@@ -1,0 +1,163 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeZipBombDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+// Findings of a hostile-user review: documents that held the only ingestion worker of the
+// embedded store for minutes, blew up memory, or could not be stopped.
+
+const megabyteWithoutWhitespace = () => {
+  let seed = 1;
+  return Array.from({ length: 1_000_000 }, () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return String.fromCharCode(97 + Math.floor((seed / 2147483648) * 26));
+  }).join('');
+};
+
+async function newWorkspace(server: TestServer, user: TestUser, name = 'Limits') {
+  const response = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name } });
+  expect(response.status).toBe(201);
+  return response.body.id as string;
+}
+
+async function uploadOne(server: TestServer, user: TestUser, workspaceId: string, name: string, bytes: Uint8Array | string) {
+  const response = await upload(server, user.key, workspaceId, [{ name, bytes }]);
+  expect(response.status, JSON.stringify(response.body)).toBe(202);
+  return response.body[0] as DocumentBody;
+}
+
+async function waitForStatus(server: TestServer, user: TestUser, id: string, status: DocumentBody['status'], timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const document = (await server.request('GET', `/v1/kb/documents/${id}`, { key: user.key })).body as DocumentBody;
+    if (document.status === status) return document;
+    if (Date.now() > deadline) throw new Error(`document ${id} is ${document.status}, not ${status}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('documents that used to monopolise ingestion', () => {
+  let server: TestServer;
+  let user: TestUser;
+  let workspaceId: string;
+
+  beforeAll(async () => {
+    server = await startTestServer();
+    user = await server.createUser();
+    workspaceId = await newWorkspace(server, user);
+  });
+  afterAll(() => server.close());
+
+  it('chunks a megabyte of text without whitespace (it never finished before)', { timeout: 120_000 }, async () => {
+    const document = await uploadOne(server, user, workspaceId, 'no-spaces.txt', megabyteWithoutWhitespace());
+    const [ready] = await waitForDocuments(server, user.key, [document.id], 90_000);
+    expect(ready!.status, ready!.error ?? '').toBe('ready');
+    expect(ready!.chunk_count).toBeGreaterThan(1000);
+    const chunks = await server.request('GET', `/v1/kb/documents/${document.id}/chunks?workspace_id=${workspaceId}&limit=1000`, { key: user.key });
+    expect(chunks.status).toBe(200);
+    for (const chunk of chunks.body) expect(chunk.token_count).toBeLessThanOrEqual(512);
+  });
+
+  it('fails a zip-bomb DOCX with a reason, before unpacking it', { timeout: 120_000 }, async () => {
+    const bomb = await makeZipBombDocx(100 * 1024 * 1024);
+    expect(bomb.byteLength).toBeLessThan(1024 * 1024);
+    const document = await uploadOne(server, user, workspaceId, 'bomb.docx', bomb);
+    const [failed] = await waitForDocuments(server, user.key, [document.id], 60_000);
+    expect(failed!.status).toBe('failed');
+    expect(failed!.error).toBe('the DOCX unpacks to more than the limit of 64 MB');
+  });
+
+  it('stops the work on a document at once when it is deleted', { timeout: 180_000 }, async () => {
+    // About 1.7 million CJK characters without a space: half a minute of chunking here.
+    let seed = 3;
+    const slowText = Array.from({ length: 1_700_000 }, () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return String.fromCodePoint(0x4e00 + Math.floor((seed / 2147483648) * 20_000));
+    }).join('');
+    const slow = await uploadOne(server, user, workspaceId, 'slow.txt', slowText);
+    await waitForStatus(server, user, slow.id, 'processing');
+    const deletion = await server.request('DELETE', `/v1/kb/documents/${slow.id}`, { key: user.key });
+    expect(deletion.status).toBe(204);
+    // The embedded store has one worker: had the deleted document's parse gone on, this one
+    // would wait for it.
+    const started = Date.now();
+    const small = await uploadOne(server, user, workspaceId, 'small.txt', 'A small note written after the deletion.');
+    const [ready] = await waitForDocuments(server, user.key, [small.id], 120_000);
+    expect(ready!.status).toBe('ready');
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
+describe('users take turns on the ingestion worker', () => {
+  let server: TestServer;
+  afterAll(() => server?.close());
+
+  it("processes another user's upload before the rest of one user's backlog", { timeout: 180_000 }, async () => {
+    server = await startTestServer({ KB_INGEST_CONCURRENCY: '1' });
+    const busy = await server.createUser();
+    const other = await server.createUser();
+    const busyWorkspace = await newWorkspace(server, busy, 'Backlog');
+    const otherWorkspace = await newWorkspace(server, other, 'Notes');
+    const pdf = await readBenchPdf('lyft_2021.pdf');
+    const backlog = await upload(server, busy.key, busyWorkspace, [
+      { name: 'report.pdf', bytes: pdf },
+      ...Array.from({ length: 5 }, (_, index) => ({ name: `part-${index}.txt`, bytes: `Part ${index}. ${'Backlog text. '.repeat(2000)}` })),
+    ]);
+    expect(backlog.status).toBe(202);
+    const note = await uploadOne(server, other, otherWorkspace, 'note.txt', 'One short note from another user.');
+    const backlogDone = await waitForDocuments(server, busy.key, backlog.body.map((document: DocumentBody) => document.id));
+    const [noteDone] = await waitForDocuments(server, other.key, [note.id]);
+    expect(noteDone!.status).toBe('ready');
+    // Served in arrival order, the note would come after all six; taking turns, it comes
+    // right after the document being processed when it arrived.
+    const readyAfterNote = backlogDone.filter((document) => document.updated_at > noteDone!.updated_at);
+    expect(readyAfterNote.length).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe('limits on a parse', () => {
+  it('fails a document whose text is longer than the limit', { timeout: 60_000 }, async () => {
+    const server = await startTestServer({ KB_MAX_TEXT_CHARACTERS: '5000' });
+    try {
+      const user = await server.createUser();
+      const workspaceId = await newWorkspace(server, user);
+      const document = await uploadOne(server, user, workspaceId, 'long.txt', 'Forty characters of text in a sentence. '.repeat(200));
+      const [failed] = await waitForDocuments(server, user.key, [document.id]);
+      expect(failed!.status).toBe('failed');
+      expect(failed!.error).toBe("the document's text is longer than the limit of 5,000 characters");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('fails a parse that takes longer than its time limit, without retrying it', { timeout: 120_000 }, async () => {
+    const server = await startTestServer({ KB_PARSE_TIMEOUT_SECONDS: '1', KB_PARSE_TIMEOUT_SECONDS_PER_MB: '0' });
+    try {
+      const user = await server.createUser();
+      const workspaceId = await newWorkspace(server, user);
+      const document = await uploadOne(server, user, workspaceId, 'report.pdf', await readBenchPdf('lyft_2021.pdf'));
+      const [failed] = await waitForDocuments(server, user.key, [document.id]);
+      expect(failed!.status).toBe('failed');
+      expect(failed!.error).toBe('parsing took longer than the limit of 1 s for a file of this size');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('fails a parse that needs more memory than its worker may use, and serves on', { timeout: 120_000 }, async () => {
+    const server = await startTestServer({ KB_PARSE_MEMORY_MB: '128' });
+    try {
+      const user = await server.createUser();
+      const workspaceId = await newWorkspace(server, user);
+      const lines = 'A line of a very long plain text file, repeated many times over.\n'.repeat(600_000);
+      const document = await uploadOne(server, user, workspaceId, 'huge.txt', lines);
+      const [failed] = await waitForDocuments(server, user.key, [document.id]);
+      expect(failed!.status).toBe('failed');
+      expect(failed!.error).toBe('parsing needed more than the memory limit of 128 MB');
+      const next = await uploadOne(server, user, workspaceId, 'next.txt', 'The worker came back for the next document.');
+      const [ready] = await waitForDocuments(server, user.key, [next.id]);
+      expect(ready!.status).toBe('ready');
+    } finally {
+      await server.close();
+    }
+  });
+});
