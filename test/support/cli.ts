@@ -8,9 +8,14 @@ export const kbBin = fileURLToPath(new URL('../../bin/kb.mjs', import.meta.url))
 // The tests run the TypeScript sources, but a spawned `kb` runs dist/: bring it up to date with
 // them first. A no-op when it is (`npm test` has built it); `npx vitest run <file>` after an
 // edit rebuilds here. Concurrent builds wait for one another (see scripts/build.mjs).
-execFileSync(process.execPath, [fileURLToPath(new URL('../../scripts/build.mjs', import.meta.url)), '--if-stale'], {
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
+try {
+  execFileSync(process.execPath, [fileURLToPath(new URL('../../scripts/build.mjs', import.meta.url)), '--if-stale'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+} catch (error) {
+  const { stdout = '', stderr = '' } = error as { stdout?: Buffer; stderr?: Buffer };
+  throw new Error(`npm run build failed, and the tests spawn kb from dist/:\n${stdout}${stderr}`);
+}
 
 // Every `kb` this file spawns is ended by the file, whatever happens to the test that started
 // it: after each test (passed, failed or timed out: a timed-out test's own `finally` may never
