@@ -201,7 +201,7 @@ describe('GraphQL over HTTP: media types and sizes', () => {
         const text = await response.text();
         expectHttpRefusal({ status: response.status, headers: response.headers, text, body: JSON.parse(text) }, 413, 'payload_too_large');
       }
-      expect(await small.app.db.prisma.document.count()).toBe(0);
+      expect(await small.app.db.prisma.document.count({ where: { workspaceId: workspace.body.id } })).toBe(0);
     } finally {
       await small.close();
     }
