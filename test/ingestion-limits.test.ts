@@ -57,6 +57,26 @@ describe('documents that used to monopolise ingestion', () => {
     for (const chunk of chunks.body) expect(chunk.token_count).toBeLessThanOrEqual(512);
   });
 
+  it('caps grep at 1,000 matches and says the result is truncated', { timeout: 120_000 }, async () => {
+    const [document] = (await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents`, { key: user.key })).body as DocumentBody[];
+    expect(document!.filename).toBe('no-spaces.txt');
+    const grep = (pattern: string) =>
+      server.request('GET', `/v1/kb/documents/${document!.id}/grep?workspace_id=${workspaceId}&pattern=${encodeURIComponent(pattern)}`, {
+        key: user.key,
+      });
+    // Every character matches: 1,000,000 matches and 23 MB of JSON before the cap.
+    const everything = await grep('.');
+    expect(everything.status).toBe(200);
+    expect(everything.body.total_matches).toBe(1000);
+    expect(everything.body.truncated).toBe(true);
+    expect(everything.body.chunks.flatMap((chunk: { matches: unknown[] }) => chunk.matches)).toHaveLength(1000);
+    expect(everything.text.length).toBeLessThan(5_000_000);
+    // This three-letter run turns up 97 times in the document: all are listed.
+    const few = await grep('abc');
+    expect(few.body.truncated).toBe(false);
+    expect(few.body.total_matches).toBe(97);
+  });
+
   it('fails a zip-bomb DOCX with a reason, before unpacking it', { timeout: 120_000 }, async () => {
     const bomb = await makeZipBombDocx(100 * 1024 * 1024);
     expect(bomb.byteLength).toBeLessThan(1024 * 1024);
