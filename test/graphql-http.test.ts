@@ -83,8 +83,10 @@ describe('GraphQL over HTTP: credentials first', () => {
         expectHttpRefusal(await getQuery('/graphql', query, headers), 401, 'unauthorized');
         expectHttpRefusal(await postJson('/graphql/stream', { query }, { ...headers, accept: 'text/event-stream' }), 401, 'unauthorized');
       }
-      // graphql-sse's reservation and Yoga's SSE over GET need the credential as well.
+      // graphql-sse's reservation and Yoga's SSE over GET need the credential as well, and a
+      // browser's Accept gets the GraphiQL page at /graphql only.
       expectHttpRefusal(await send('/graphql/stream', { method: 'PUT', headers }), 401, 'unauthorized');
+      expectHttpRefusal(await getQuery('/graphql/stream', '{ __typename }', { ...headers, accept: 'text/html' }), 401, 'unauthorized');
       expectHttpRefusal(await getQuery('/graphql', '{ __typename }', { ...headers, accept: 'text/event-stream' }), 401, 'unauthorized');
     }
   });

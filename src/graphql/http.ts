@@ -4,7 +4,7 @@ import { authenticate } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
 import { mediaTypeOf } from '../http/body.js';
 import type { AppServices } from './context.js';
-import { graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
+import { graphqlEndpoint, graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
 
 /**
  * `/graphql` and `/graphql/stream` as HTTP: what is wrong with the request itself is answered
@@ -13,12 +13,13 @@ import { graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js'
  * GraphiQL page (which runs nothing) and CORS preflights need no credential.
  */
 export async function handleGraphQLHttpRequest(request: Request, app: AppServices, yoga: Yoga): Promise<Response> {
-  if (request.method === 'OPTIONS' || shouldRenderGraphiQL(request)) return yoga.fetch(request, {});
+  const { pathname } = new URL(request.url);
+  if (request.method === 'OPTIONS' || (pathname === graphqlEndpoint && shouldRenderGraphiQL(request))) return yoga.fetch(request, {});
   try {
     const viewer = await authenticate(request.headers.get('authorization'), { prisma: app.db.prisma, jwtSecret: app.config.jwtSecret });
     if (!viewer) throw authenticationRequired();
     const overflow: { limit?: number } = {};
-    const body = await checkedBody(request, app, new URL(request.url).pathname === graphqlStreamEndpoint, overflow);
+    const body = await checkedBody(request, app, pathname === graphqlStreamEndpoint, overflow);
     const response = await yoga.fetch(body, { viewer });
     // Yoga reports an upload cut short by `bounded` as invalid multipart data: it was too large.
     if (overflow.limit !== undefined) throw payloadTooLarge(overflow.limit);
