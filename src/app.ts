@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
+import { AppError } from './errors.js';
 import type { AppServices } from './graphql/context.js';
 import { createGraphQLServer } from './graphql/yoga.js';
 import { createRateLimits } from './http/rate-limits.js';
@@ -28,8 +29,14 @@ export const firstAdminEmail = 'admin@localhost';
  */
 export async function ensureFirstAdmin(db: Database) {
   if ((await countUsers(db.prisma)) > 0) return null;
-  const { user, apiKey } = await createUser(db.prisma, { email: firstAdminEmail, name: 'Administrator', credits: 1000 });
-  return { user, apiKey };
+  try {
+    const { user, apiKey } = await createUser(db.prisma, { email: firstAdminEmail, name: 'Administrator', credits: 1000 });
+    return { user, apiKey };
+  } catch (error) {
+    // Two processes starting on one new PostgreSQL database: the other one made the admin.
+    if (error instanceof AppError && error.code === 'conflict') return null;
+    throw error;
+  }
 }
 
 export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
