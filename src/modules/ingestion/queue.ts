@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
+import { readSourceBytes } from '../documents/service.js';
 import type { DocumentType } from './detect.js';
 import type { ParseLimits } from './parse.js';
 import { ParseLimitError, type ParsePool } from './parse-pool.js';
@@ -27,6 +28,16 @@ export type IngestionQueue = {
   /** Stops claiming; waits for jobs in progress and releases what was not finished. */
   stop(): Promise<void>;
 };
+
+const CHUNK_WRITE_BATCH = 100;
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function batches<Item>(items: readonly Item[], size: number): Item[][] {
+  const result: Item[][] = [];
+  for (let start = 0; start < items.length; start += size) result.push(items.slice(start, start + size));
+  return result;
+}
 
 const backoffMs = (attempts: number) => Math.min(60_000, 1_000 * 2 ** (attempts - 1));
 
@@ -128,9 +139,10 @@ export function startIngestionQueue(
       }
       const document = await prisma.document.findUnique({
         where: { id: job.document_id },
-        select: { contentType: true, sizeBytes: true, source: { select: { bytes: true } } },
+        select: { contentType: true, sizeBytes: true },
       });
-      if (!document?.source) return;
+      const bytes = document && (await readSourceBytes(prisma, job.document_id));
+      if (!document || !bytes) return;
       const { count } = await prisma.document.updateMany({ where: { id: job.document_id }, data: { status: 'processing', error: null } });
       // Deleted meanwhile: the job went with it.
       if (count === 0) return;
@@ -140,7 +152,7 @@ export function startIngestionQueue(
       try {
         result = await pool.parse(
           {
-            bytes: document.source.bytes,
+            bytes,
             type: document.contentType as DocumentType,
             chunkOptions: { chunkTokens: job.chunk_tokens, overlapTokens: job.overlap_tokens },
             limits: options.parseLimits,
@@ -157,23 +169,32 @@ export function startIngestionQueue(
         await fail(job, result.error);
         return;
       }
-      await prisma.$transaction([
-        prisma.chunk.deleteMany({ where: { documentId: job.document_id } }),
-        prisma.chunk.createMany({
-          data: result.chunks.map((chunk) => ({
-            documentId: job.document_id,
-            chunkIndex: chunk.chunkIndex,
-            content: chunk.content,
-            tokenCount: chunk.tokenCount,
-            metadata: chunk.metadata,
-          })),
-        }),
-        prisma.document.update({
-          where: { id: job.document_id },
-          data: { status: 'ready', error: null, text: result.text, pageCount: result.pageCount, chunkCount: result.chunks.length },
-        }),
-        prisma.ingestionJob.update({ where: { id: job.id }, data: { status: 'done', leaseExpires: null, lastError: null } }),
-      ]);
+      await prisma.$transaction(
+        async (tx) => {
+          await tx.chunk.deleteMany({ where: { documentId: job.document_id } });
+          // Written in batches with a turn of the event loop between them: the embedded store
+          // runs on the event loop and resolves at once, so one statement for a thousand chunks,
+          // or a chain of statements, held every other request for hundreds of milliseconds.
+          for (const batch of batches(result.chunks, CHUNK_WRITE_BATCH)) {
+            await tx.chunk.createMany({
+              data: batch.map((chunk) => ({
+                documentId: job.document_id,
+                chunkIndex: chunk.chunkIndex,
+                content: chunk.content,
+                tokenCount: chunk.tokenCount,
+                metadata: chunk.metadata,
+              })),
+            });
+            await yieldToEventLoop();
+          }
+          await tx.document.update({
+            where: { id: job.document_id },
+            data: { status: 'ready', error: null, text: result.text, pageCount: result.pageCount, chunkCount: result.chunks.length },
+          });
+          await tx.ingestionJob.update({ where: { id: job.id }, data: { status: 'done', leaseExpires: null, lastError: null } });
+        },
+        { timeout: 120_000 },
+      );
     } catch (error) {
       if (stopping) {
         await release(job);
