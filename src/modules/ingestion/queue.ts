@@ -79,18 +79,46 @@ export function startIngestionQueue(
 
   const claimable = Prisma.sql`((j.status = 'queued' AND j.run_after <= clock_timestamp()) OR (j.status = 'running' AND j.lease_expires < clock_timestamp()))`;
 
+  /**
+   * Finding every user's oldest job scans all waiting jobs (33 ms with 5,000 queued on the
+   * embedded store), too much to do for each of a bulk upload's documents. So when the last
+   * scan found one user waiting, claims take the oldest job in arrival order until the next
+   * scan, which comes after `singleUserScanMs` or at once when an upload wakes the queue.
+   */
+  const singleUserScanMs = 2_000;
+  let nextScanAt = 0;
+
   async function claim(): Promise<ClaimedJob | undefined> {
-    const candidates = await prisma.$queryRaw<{ id: string; user_id: string }[]>`
-      SELECT id, user_id FROM (
-        SELECT DISTINCT ON (w.user_id) j.id, w.user_id, j.run_after, j.created_at
-          FROM ingestion_jobs j
-          JOIN documents d ON d.id = j.document_id
-          JOIN workspaces w ON w.id = d.workspace_id
-         WHERE j.status IN ('queued', 'running') AND ${claimable}
-         ORDER BY w.user_id, j.run_after, j.created_at
-      ) AS first_per_user
-      ORDER BY coalesce(array_position(${servedUsers}::uuid[], user_id), 0), run_after, created_at
-      LIMIT 8`;
+    let candidates: { id: string; user_id: string }[];
+    if (Date.now() >= nextScanAt) {
+      candidates = await prisma.$queryRaw`
+        SELECT id, user_id FROM (
+          SELECT DISTINCT ON (w.user_id) j.id, w.user_id, j.run_after, j.created_at
+            FROM ingestion_jobs j
+            JOIN documents d ON d.id = j.document_id
+            JOIN workspaces w ON w.id = d.workspace_id
+           WHERE j.status IN ('queued', 'running') AND ${claimable}
+           ORDER BY w.user_id, j.run_after, j.created_at
+        ) AS first_per_user
+        ORDER BY coalesce(array_position(${servedUsers}::uuid[], user_id), 0), run_after, created_at
+        LIMIT 8`;
+      nextScanAt = candidates.length === 1 ? Date.now() + singleUserScanMs : 0;
+    } else {
+      // Two index scans (status, run_after), one per way a job becomes claimable.
+      candidates = await prisma.$queryRaw`
+        SELECT oldest.id, w.user_id FROM (
+          (SELECT j.id, j.document_id, j.run_after, j.created_at FROM ingestion_jobs j
+            WHERE j.status = 'queued' AND j.run_after <= clock_timestamp() ORDER BY j.run_after, j.created_at LIMIT 1)
+          UNION ALL
+          (SELECT j.id, j.document_id, j.run_after, j.created_at FROM ingestion_jobs j
+            WHERE j.status = 'running' AND j.lease_expires < clock_timestamp() ORDER BY j.run_after, j.created_at LIMIT 1)
+        ) AS oldest
+        JOIN documents d ON d.id = oldest.document_id
+        JOIN workspaces w ON w.id = d.workspace_id
+        ORDER BY oldest.run_after, oldest.created_at
+        LIMIT 1`;
+      if (candidates.length === 0) nextScanAt = 0;
+    }
     for (const candidate of candidates) {
       const rows = await prisma.$queryRaw<ClaimedJob[]>`
         UPDATE ingestion_jobs
@@ -281,7 +309,10 @@ export function startIngestionQueue(
   })().catch((error: unknown) => log.error('the ingestion queue stopped', error));
 
   return {
-    notify: wakeAll,
+    notify() {
+      nextScanAt = 0;
+      wakeAll();
+    },
     cancelDeleted,
     async stop() {
       stopping = true;
