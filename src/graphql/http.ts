@@ -19,7 +19,7 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
     const viewer = await authenticate(request.headers.get('authorization'), { prisma: app.db.prisma, jwtSecret: app.config.jwtSecret });
     if (!viewer) throw authenticationRequired();
     const overflow: { limit?: number } = {};
-    const body = await checkedBody(request, app, pathname === graphqlStreamEndpoint, overflow);
+    const body = await checkedBody(request, app, yoga, pathname === graphqlStreamEndpoint, overflow);
     const response = await yoga.fetch(body, { viewer });
     // Yoga reports an upload cut short by `bounded` as invalid multipart data: it was too large.
     if (overflow.limit !== undefined) throw payloadTooLarge(overflow.limit);
@@ -35,8 +35,11 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
  * upload; JSON is read here up to KB_MAX_JSON_BYTES, an upload is held to the upload limits.
  * Returns the request to hand to Yoga, with the media type written the way Yoga matches it.
  */
-async function checkedBody(request: Request, app: AppServices, isStream: boolean, overflow: { limit?: number }): Promise<Request> {
+async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStream: boolean, overflow: { limit?: number }): Promise<Request> {
   if (request.method !== 'POST') return request;
+  // Yoga's own Request parses multipart with busboy, which reads RFC 5987 `filename*`; the
+  // global one (undici) refuses such a body as invalid form data.
+  const { Request } = yoga.fetchAPI;
   const mediaType = mediaTypeOf(request);
   const headers = new Headers(request.headers);
   if (mediaType === 'application/json') {
