@@ -158,7 +158,33 @@ function listLines(list: Element, depth: number): string[] {
   return lines;
 }
 
+/** Elements a parser closes by itself when a sibling opens, or that hold no children. */
+const SELF_CLOSING_OR_VOID = new Set([
+  'p', 'li', 'dt', 'dd', 'tr', 'td', 'th', 'thead', 'tbody', 'tfoot', 'option', 'optgroup', 'rb', 'rt', 'rtc', 'rp',
+  'colgroup', 'caption', 'head', 'body', 'html', 'area', 'base', 'br', 'col', 'embed', 'hr', 'img', 'input', 'link',
+  'meta', 'source', 'track', 'wbr', '!doctype',
+]);
+const TAG = /<(\/?)([a-zA-Z!][a-zA-Z0-9-]*)[^<>]*?(\/?)>/g;
+
+/**
+ * The parser's own time grows faster than linearly with nesting (200,000 nested <div>s took
+ * 25 s), so nesting far past the limit is refused from the tags alone, before parsing. The count
+ * is an upper bound, hence the margin: only a page nesting four times deeper than allowed is
+ * refused here; the walk over the parsed tree applies the exact limit.
+ */
+function checkTagNesting(html: string): void {
+  let depth = 0;
+  for (const match of html.matchAll(TAG)) {
+    const name = match[2]!.toLowerCase();
+    if (match[3] === '/' || SELF_CLOSING_OR_VOID.has(name)) continue;
+    depth += match[1] === '/' ? -1 : 1;
+    if (depth < 0) depth = 0;
+    if (depth > MAX_NESTING * 4) throw tooDeep();
+  }
+}
+
 function parseDocumentHtml(html: string): Document {
+  checkTagNesting(html);
   // linkedom builds no <html>/<body> around a fragment, so fragments get a page around them.
   const isPage = /<html[\s>]/i.test(html);
   return parseHTML(isPage ? html : `<!doctype html><html><head></head><body>${html}</body></html>`).document;
