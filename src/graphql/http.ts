@@ -2,7 +2,7 @@ import contentType from 'content-type';
 import { shouldRenderGraphiQL } from 'graphql-yoga';
 import { authenticate } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
-import { mediaTypeOf } from '../http/body.js';
+import { mediaTypeOf, readBodyBytes } from '../http/body.js';
 import type { AppServices } from './context.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
 
@@ -59,24 +59,9 @@ async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStr
 }
 
 async function readBounded(request: Request, maxBytes: number): Promise<string> {
-  if (Number(request.headers.get('content-length') ?? 0) > maxBytes) throw payloadTooLarge(maxBytes);
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  if (request.body) {
-    const reader = request.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel();
-        throw payloadTooLarge(maxBytes);
-      }
-      parts.push(value);
-    }
-  }
+  const bytes = (await readBodyBytes(request, maxBytes)) ?? Buffer.alloc(0);
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(parts));
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
     throw badRequest('body', 'is not valid UTF-8');
   }

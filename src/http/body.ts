@@ -37,7 +37,7 @@ export function mediaTypeOf(request: Request): string | undefined {
   }
 }
 
-async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer | undefined> {
+export async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer | undefined> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes);
   if (!request.body) return undefined;
