@@ -1,12 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
-import { PrismaPGlite } from 'pglite-prisma-adapter';
 import lockfile from 'proper-lockfile';
 import type { Config } from '../config.js';
 import { PrismaClient } from '../generated/prisma/client.js';
+import { EmbeddedStoreThread } from './embedded-store-thread.js';
 import { applyMigrations, type SqlRunner } from './migrations.js';
 
 export type StoreKind = 'pglite' | 'postgres';
@@ -45,40 +44,27 @@ async function openEmbedded(dataDir: string): Promise<Database> {
       if (error.code === 'ELOCKED') throw new StoreLockedError(directory);
       throw error;
     });
+  const store = new EmbeddedStoreThread({ directory });
   try {
-    const pglite = await PGlite.create(directory);
-    const runner: SqlRunner = {
-      exec: async (sql) => void (await pglite.exec(sql)),
-      query: async (sql, params) => (await pglite.query(sql, params)).rows as never[],
-      transaction: (work) =>
-        pglite.transaction(async (tx) => {
-          await work({
-            exec: async (sql) => void (await tx.exec(sql)),
-            query: async (sql, params) => (await tx.query(sql, params)).rows as never[],
-            transaction: () => Promise.reject(new Error('nested transaction')),
-          });
-        }),
-    };
-    await applyMigrations(runner);
-    const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
-    return {
-      kind: 'pglite',
-      prisma,
-      ping: async () => void (await pglite.query('SELECT 1')),
-      close: async () => {
-        await prisma.$disconnect();
-        await pglite.close();
-        await release();
-      },
-    };
+    await store.waitReady;
+    // PGlite serves one connection; the pool keeps it open and queues callers for it.
+    const pool = new pg.Pool({ stream: () => store.socket(), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
+    return await openWithPool('pglite', pool, async () => {
+      await store.close();
+      await release();
+    });
   } catch (error) {
+    await store.close();
     await release();
     throw error;
   }
 }
 
 async function openPostgres(url: string): Promise<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  return openWithPool('postgres', new pg.Pool({ connectionString: url, max: 10 }), async () => {});
+}
+
+async function openWithPool(kind: StoreKind, pool: pg.Pool, afterClose: () => Promise<void>): Promise<Database> {
   try {
     const client = await pool.connect();
     try {
@@ -106,12 +92,13 @@ async function openPostgres(url: string): Promise<Database> {
   }
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
   return {
-    kind: 'postgres',
+    kind,
     prisma,
     ping: async () => void (await pool.query('SELECT 1')),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();
+      await afterClose();
     },
   };
 }

@@ -45,7 +45,7 @@ function parse(kind: string, text: string): ParsedBlock[] | null {
 const withoutWhitespace = (text: string) => text.replace(/\s+/gu, '');
 
 describe('the chunker and parsers under adversarial input', () => {
-  it('keep every chunk within its token budget, for any text and settings', () => {
+  it('keep every chunk within its token budget, for any text and settings', { timeout: 120_000 }, () => {
     fc.assert(
       fc.property(fc.constantFrom('text', 'markdown', 'html'), anyText, chunkOptions, (kind, text, options) => {
         const blocks = parse(kind, text);
@@ -62,7 +62,7 @@ describe('the chunker and parsers under adversarial input', () => {
     );
   });
 
-  it('lose no text of a plain document when chunks do not overlap', () => {
+  it('lose no text of a plain document when chunks do not overlap', { timeout: 120_000 }, () => {
     fc.assert(
       fc.property(anyText, fc.integer({ min: 16, max: 300 }), (text, chunkTokens) => {
         const chunks = chunkDocument({ text, pageCount: null, blocks: plainTextBlocks(text) }, { chunkTokens, overlapTokens: 0 });
@@ -72,7 +72,7 @@ describe('the chunker and parsers under adversarial input', () => {
     );
   });
 
-  it('count tokens exactly as the tokenizer does for text with ordinary word breaks', () => {
+  it('count tokens exactly as the tokenizer does for text with ordinary word breaks', { timeout: 120_000 }, () => {
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.lorem({ maxCount: 30 }), hostileText), { maxLength: 20 }), (parts) => {
         // Words of at most 200 characters: the tokenizer's windows cut only where a word starts.

@@ -1,0 +1,47 @@
+// The embedded store's own thread: it owns the PGlite instance and answers raw PostgreSQL wire
+// protocol messages, so that running a query never occupies the HTTP event loop. See
+// embedded-store-thread.ts for the other side.
+import { parentPort, workerData } from 'node:worker_threads';
+import { PGlite } from '@electric-sql/pglite';
+
+export type StoreThreadRequest = { id: number; kind: 'exec'; message: Uint8Array } | { id: number; kind: 'close' };
+
+export type StoreThreadReply =
+  | { kind: 'ready' }
+  | { kind: 'failed'; message: string }
+  | { id: number; kind: 'result'; bytes: Uint8Array }
+  | { id: number; kind: 'error'; message: string };
+
+export type StoreThreadOptions = { directory: string };
+
+const port = parentPort;
+if (!port) throw new Error('pglite-thread must run in a worker thread');
+const { directory } = workerData as StoreThreadOptions;
+
+let pglite: PGlite;
+try {
+  pglite = await PGlite.create(directory);
+} catch (error) {
+  port.postMessage({ kind: 'failed', message: (error as Error).message } satisfies StoreThreadReply);
+  process.exit(1);
+}
+
+// The connection sends one message at a time; the chain keeps that order even if it did not.
+let previous: Promise<unknown> = Promise.resolve();
+port.on('message', (request: StoreThreadRequest) => {
+  previous = previous.then(async () => {
+    try {
+      if (request.kind === 'close') {
+        await pglite.close();
+        port.postMessage({ id: request.id, kind: 'result', bytes: new Uint8Array(0) } satisfies StoreThreadReply);
+        port.close();
+        return;
+      }
+      const bytes = await pglite.execProtocolRaw(request.message);
+      port.postMessage({ id: request.id, kind: 'result', bytes } satisfies StoreThreadReply, [bytes.buffer as ArrayBuffer]);
+    } catch (error) {
+      port.postMessage({ id: request.id, kind: 'error', message: (error as Error).message } satisfies StoreThreadReply);
+    }
+  });
+});
+port.postMessage({ kind: 'ready' } satisfies StoreThreadReply);
