@@ -45,8 +45,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   try {
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
-    // The embedded store serves one process, which runs one ingestion worker.
-    const concurrency = db.kind === 'pglite' ? 1 : config.ingestion.concurrency;
+    const concurrency = config.ingestion.concurrency;
     const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
     const ingestion = startIngestionQueue(
       db.prisma,

@@ -49,7 +49,9 @@ async function openEmbedded(dataDir: string): Promise<Database> {
     await store.waitReady;
     // PGlite serves one connection; the pool keeps it open and queues callers for it.
     const pool = new pg.Pool({ stream: () => store.socket(), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
-    return await openWithPool('pglite', pool, async () => {
+    // Transactions queue for that one connection, behind a document's chunk writes among others:
+    // they may wait longer to start than Prisma's default of 2 s.
+    return await openWithPool('pglite', pool, { maxWait: 30_000 }, async () => {
       await store.close();
       await release();
     });
@@ -61,10 +63,15 @@ async function openEmbedded(dataDir: string): Promise<Database> {
 }
 
 async function openPostgres(url: string): Promise<Database> {
-  return openWithPool('postgres', new pg.Pool({ connectionString: url, max: 10 }), async () => {});
+  return openWithPool('postgres', new pg.Pool({ connectionString: url, max: 10 }), {}, async () => {});
 }
 
-async function openWithPool(kind: StoreKind, pool: pg.Pool, afterClose: () => Promise<void>): Promise<Database> {
+async function openWithPool(
+  kind: StoreKind,
+  pool: pg.Pool,
+  transactionOptions: { maxWait?: number },
+  afterClose: () => Promise<void>,
+): Promise<Database> {
   try {
     const client = await pool.connect();
     try {
@@ -90,7 +97,7 @@ async function openWithPool(kind: StoreKind, pool: pg.Pool, afterClose: () => Pr
     await pool.end();
     throw error;
   }
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   return {
     kind,
     prisma,

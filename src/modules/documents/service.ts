@@ -77,21 +77,14 @@ export async function uploadDocuments(
   });
 }
 
-/**
- * The file's bytes travel to and from the store as base64 text, decoded by the database: the
- * embedded store's drivers turn bytea into and out of hex in JavaScript on the event loop,
- * which held every other request for hundreds of milliseconds per megabyte.
- */
 function storeSourceBytes(tx: Prisma.TransactionClient, documentId: string, bytes: Uint8Array) {
-  const base64 = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-  return tx.$executeRaw`INSERT INTO document_sources (document_id, bytes) VALUES (${documentId}::uuid, decode(${base64}, 'base64'))`;
+  return tx.$executeRaw`INSERT INTO document_sources (document_id, bytes) VALUES (${documentId}::uuid, ${bytes})`;
 }
 
 /** The stored bytes of a document, or null when it has none (deleted). */
 export async function readSourceBytes(prisma: PrismaClient, documentId: string): Promise<Uint8Array | null> {
-  const rows = await prisma.$queryRaw<{ bytes: string }[]>`
-    SELECT encode(bytes, 'base64') AS bytes FROM document_sources WHERE document_id = ${documentId}::uuid`;
-  return rows[0] ? new Uint8Array(Buffer.from(rows[0].bytes, 'base64')) : null;
+  const rows = await prisma.$queryRaw<{ bytes: Uint8Array }[]>`SELECT bytes FROM document_sources WHERE document_id = ${documentId}::uuid`;
+  return rows[0]?.bytes ?? null;
 }
 
 export function listDocuments<Query extends Prisma.DocumentFindManyArgs>(prisma: PrismaClient, workspaceId: string, query: Query) {

@@ -31,8 +31,6 @@ export type IngestionQueue = {
 
 const CHUNK_WRITE_BATCH = 100;
 
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 function batches<Item>(items: readonly Item[], size: number): Item[][] {
   const result: Item[][] = [];
   for (let start = 0; start < items.length; start += size) result.push(items.slice(start, start + size));
@@ -200,9 +198,7 @@ export function startIngestionQueue(
       await prisma.$transaction(
         async (tx) => {
           await tx.chunk.deleteMany({ where: { documentId: job.document_id } });
-          // Written in batches with a turn of the event loop between them: the embedded store
-          // runs on the event loop and resolves at once, so one statement for a thousand chunks,
-          // or a chain of statements, held every other request for hundreds of milliseconds.
+          // A statement per batch keeps each within PostgreSQL's limit of 65,535 parameters.
           for (const batch of batches(result.chunks, CHUNK_WRITE_BATCH)) {
             await tx.chunk.createMany({
               data: batch.map((chunk) => ({
@@ -213,7 +209,6 @@ export function startIngestionQueue(
                 metadata: chunk.metadata,
               })),
             });
-            await yieldToEventLoop();
           }
           await tx.document.update({
             where: { id: job.document_id },
