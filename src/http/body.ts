@@ -37,9 +37,43 @@ export function mediaTypeOf(request: Request): string | undefined {
   }
 }
 
+/**
+ * After an upload is refused, the rest of its body is read and dropped up to this much before
+ * the answer goes out. A server that answers and closes while the client is still sending
+ * resets the connection, and the client then loses the answer; past this much it is dropped.
+ */
+export const maxDrainBytes = 256 * 1024 * 1024;
+
+/** Reads and drops what is left of a refused body (see maxDrainBytes), then throws `error`. */
+export async function refuseAfterDraining(
+  error: AppError,
+  reader: ReadableStreamDefaultReader<Uint8Array> | undefined,
+  alreadyRead = 0,
+): Promise<never> {
+  if (reader) {
+    let drained = alreadyRead;
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        drained += value.byteLength;
+        if (drained > maxDrainBytes) {
+          await reader.cancel();
+          break;
+        }
+      }
+    } catch {
+      // The client went away; there is nobody left to answer.
+    }
+  }
+  throw error;
+}
+
 export async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer | undefined> {
   const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes);
+  if (declared !== null && Number(declared) > maxBytes) {
+    return refuseAfterDraining(payloadTooLarge(maxBytes), Number(declared) > maxDrainBytes ? undefined : request.body?.getReader());
+  }
   if (!request.body) return undefined;
   const reader = request.body.getReader();
   const parts: Uint8Array[] = [];
@@ -48,10 +82,7 @@ export async function readBodyBytes(request: Request, maxBytes: number): Promise
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw payloadTooLarge(maxBytes);
-    }
+    if (size > maxBytes) return refuseAfterDraining(payloadTooLarge(maxBytes), reader, size);
     parts.push(value);
   }
   if (size === 0) return undefined;

@@ -1,7 +1,7 @@
 import { finished, Readable } from 'node:stream';
 import busboy from 'busboy';
 import { AppError, badRequest, fileTooLarge, payloadTooLarge } from '../errors.js';
-import { mediaTypeOf, readJsonBody } from '../http/body.js';
+import { maxDrainBytes, mediaTypeOf, readJsonBody, refuseAfterDraining } from '../http/body.js';
 import { checkFilename, checkMetadata, maxMetadataBytes } from '../input-limits.js';
 import { bodyInput } from './request-input.js';
 
@@ -12,9 +12,6 @@ type Limits = { maxFileBytes: number; maxFiles: number };
 // The metadata part as sent, with room for indentation; its compact JSON is then held to
 // maxMetadataBytes by checkMetadata, in the same words as over JSON and GraphQL.
 const maxMetadataPartBytes = 4 * maxMetadataBytes;
-// After refusing an upload, the rest of the body is read and dropped up to this much, so the
-// client is not cut off mid-send and can read the answer; past it the connection is dropped.
-const maxDrainBytes = 256 * 1024 * 1024;
 
 /**
  * An upload is `multipart/form-data` with one or more `file` parts and an optional `metadata`
@@ -42,7 +39,9 @@ export async function readUploadBody(request: Request, limits: Limits): Promise<
 function readMultipart(request: Request, type: string, limits: Limits): Promise<UploadBody> {
   const declared = Number(request.headers.get('content-length') ?? 0);
   const largestUpload = limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes;
-  if (declared > largestUpload) return Promise.reject(payloadTooLarge(largestUpload));
+  if (declared > largestUpload) {
+    return refuseAfterDraining(payloadTooLarge(largestUpload), declared > maxDrainBytes ? undefined : request.body?.getReader());
+  }
   if (!request.body) return Promise.reject(badRequest('file', 'at least one file part is required'));
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
