@@ -15,6 +15,7 @@ import {
   type OperationDefinitionNode,
 } from 'graphql';
 import { AppError, authenticationRequired, missingScope } from '../errors.js';
+import type { Viewer } from '../auth/authenticate.js';
 import type { Context } from './context.js';
 import { fieldRequirements, type RateLimitName } from './field-requirements.js';
 import { graphqlLimits, limitExceeded } from './limits.js';
@@ -48,19 +49,43 @@ export function useOperationGate(): Plugin<Context> {
   };
 }
 
-async function check(args: GateArgs): Promise<GraphQLError | null> {
-  const operation = getOperationAST(args.document, args.operationName);
+function requirementsOf(schema: GraphQLSchema, document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown>) {
+  const operation = getOperationAST(document, operationName);
   if (!operation) return null;
-  const rootType = args.schema.getRootType(operation.operation);
+  const rootType = schema.getRootType(operation.operation);
   if (!rootType) return null;
   const fields = rootType.getFields();
-  const calls = rootFieldCalls(operation, args.document, args.variableValues ?? {});
-  const requirements = calls.map((name) => fieldRequirements(fields[name]));
-  const { viewer } = args.contextValue;
-  const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
-  if (scopes.length > 0 && !viewer) return requestError(authenticationRequired());
+  return { operation, requirements: rootFieldCalls(operation, document, variables).map((name) => fieldRequirements(fields[name])) };
+}
+
+/**
+ * 401 when the operation's root fields need a credential and there is none, 403 when the
+ * credential lacks a scope one of them needs; null when the viewer may run it. The REST layer
+ * asks this before it reads an upload, so nobody without access can make the server take one in.
+ */
+export function accessError(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  viewer: Viewer | null,
+  variables: Record<string, unknown> = {},
+  operationName?: string | null,
+): AppError | null {
+  const found = requirementsOf(schema, document, operationName, variables);
+  if (!found) return null;
+  const scopes = found.requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
+  if (scopes.length > 0 && !viewer) return authenticationRequired();
   const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
-  if (missing) return requestError(missingScope(missing));
+  return missing ? missingScope(missing) : null;
+}
+
+async function check(args: GateArgs): Promise<GraphQLError | null> {
+  const variables = args.variableValues ?? {};
+  const found = requirementsOf(args.schema, args.document, args.operationName, variables);
+  if (!found) return null;
+  const { operation, requirements } = found;
+  const { viewer } = args.contextValue;
+  const denied = accessError(args.schema, args.document, viewer, variables, args.operationName);
+  if (denied) return requestError(denied);
 
   const points = new Map<RateLimitName, number>();
   for (const { rateLimit } of requirements) if (rateLimit) points.set(rateLimit, (points.get(rateLimit) ?? 0) + 1);

@@ -23,12 +23,17 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       }
       const match = matchRoute(request.method, url.pathname);
       if (match && 'route' in match) {
-        const response = await handleRestRequest(request, match.route, match.params, yoga, app.config);
+        const response = await handleRestRequest(request, match.route, match.params, yoga, app);
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (match) return methodNotAllowed(request.method, url.pathname, match.allowed);
       return errorResponse(new AppError('not_found', `no endpoint at ${request.method} ${url.pathname}`));
     } catch (error) {
+      // The client went away while sending its body: nobody reads the answer, and it is no fault of ours.
+      if (request.signal.aborted || (error as { code?: string }).code === 'ECONNRESET' || (error as Error).message === 'aborted') {
+        log.info(`${request.method} ${url.pathname}: the client closed the connection before its request was complete`);
+        return errorResponse(new AppError('bad_request', 'body: the request ended before it was complete', { field: 'body' }));
+      }
       log.error(`unhandled error on ${request.method} ${url.pathname}`, error);
       return errorResponse(new AppError('internal_error', 'internal error'));
     }

@@ -3,7 +3,10 @@ import { Readable } from 'node:stream';
 import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/yoga.js';
-import type { Config } from '../config.js';
+import { authenticate, type Viewer } from '../auth/authenticate.js';
+import type { AppServices } from '../graphql/context.js';
+import { accessError } from '../graphql/operation-gate.js';
+import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
 import type { Route } from './routes.js';
 import { readUploadBody } from './upload-body.js';
@@ -22,9 +25,23 @@ export async function handleRestRequest(
   route: Route,
   params: Record<string, string>,
   yoga: Yoga,
-  limits: Pick<Config, 'maxJsonBytes' | 'uploads'>,
+  app: AppServices,
 ): Promise<Response> {
   const url = new URL(request.url);
+  const limits = app.config;
+  // Who asks, and whether they may, is settled before a body is read: nobody without access
+  // gets the server to take in (and hold) an upload of up to a gigabyte.
+  let viewer: Viewer | null;
+  try {
+    viewer = await authenticate(request.headers.get('authorization'), { prisma: app.db.prisma, jwtSecret: app.config.jwtSecret });
+  } catch (error) {
+    if (error instanceof AppError) return errorResponse(error);
+    throw error;
+  }
+  if (route.readsBody) {
+    const denied = accessError(schema, route.operation, viewer);
+    if (denied) return errorResponse(denied);
+  }
   let variables: unknown = {};
   let restInputError: AppError | undefined;
   try {
@@ -47,7 +64,7 @@ export async function handleRestRequest(
   if (contentLength !== undefined) headers.set('content-length', String(contentLength));
   const authorization = request.headers.get('authorization');
   if (authorization !== null) headers.set('authorization', authorization);
-  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError });
+  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError, viewer: viewer ?? undefined });
   const result = (await response.json()) as GraphQLResponseBody;
   const failure = errorOf(result);
   if (failure) return errorResponse(failure);

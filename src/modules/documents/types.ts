@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { badRequest } from '../../errors.js';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import type { Context } from '../../graphql/context.js';
@@ -222,7 +223,15 @@ builder.queryFields((t) => ({
   }),
 }));
 
-async function readUploads(files: readonly File[]): Promise<UploadedFile[]> {
+/** The uploaded files; a value that is not a file part of a multipart request (a string, a number, an object) is a 400 on `field`. */
+async function readUploads(values: readonly unknown[], field: string): Promise<UploadedFile[]> {
+  const files = values.map((value) => {
+    const file = value as Partial<File> | null;
+    if (typeof file?.arrayBuffer !== 'function' || typeof file.name !== 'string') {
+      throw badRequest(field, 'must be a file part of a GraphQL multipart request');
+    }
+    return file as File;
+  });
   return Promise.all(files.map(async (file) => ({ filename: file.name, bytes: new Uint8Array(await file.arrayBuffer()) })));
 }
 
@@ -237,7 +246,7 @@ builder.mutationFields((t) => ({
         context.prisma,
         viewerOf(context).userId,
         String(args.workspaceId),
-        await readUploads(args.files as File[]),
+        await readUploads(args.files, 'files'),
         args.metadata,
         context.config.uploads,
         context.config.ingestion,
@@ -256,7 +265,7 @@ builder.mutationFields((t) => ({
         context.prisma,
         viewerOf(context).userId,
         String(args.workspaceId),
-        await readUploads([args.file as File]),
+        await readUploads([args.file], 'file'),
         args.metadata,
         context.config.uploads,
         context.config.ingestion,
