@@ -304,7 +304,11 @@ describe('document endpoints', () => {
     const sensitive = await grep('pattern=needle&case_sensitive=true');
     expect(sensitive.body.total_matches).toBe(0);
     expect(sensitive.body.chunks).toEqual([]);
-    expectError(await grep('pattern=(unclosed'), 400, 'bad_request');
+    const unclosed = await grep('pattern=(unclosed');
+    expectError(unclosed, 400, 'bad_request');
+    // The message quotes the pattern as sent, not as compiled for a case-insensitive search.
+    expect(unclosed.body.message).toMatch(/^pattern: invalid regular expression: .*missing closing \): `\(unclosed`$/);
+    expect(unclosed.body.message).not.toContain('(?i)');
     // 400 comes before 404: a bad pattern is reported even for a document that does not exist.
     expectError(
       await server.request('GET', `/v1/kb/documents/00000000-0000-4000-8000-000000000000/grep?workspace_id=${workspaceId}&pattern=(`, { key: owner.key }),

@@ -153,9 +153,19 @@ export function compileGrepPattern(pattern: string, caseSensitive: boolean): Gre
   try {
     return { pattern, caseSensitive, expression: RE2JS.compile(pattern, caseSensitive ? 0 : RE2JS.CASE_INSENSITIVE) };
   } catch (error) {
-    if (error instanceof RE2JSException) throw badRequest('pattern', `invalid regular expression: ${error.message}`);
+    if (error instanceof RE2JSException) throw badRequest('pattern', `invalid regular expression: ${syntaxErrorOf(pattern, error)}`);
     throw error;
   }
+}
+
+/** The compile error of the pattern as sent: compiled case-insensitively, RE2JS quotes it with a `(?i)` the user never typed. */
+function syntaxErrorOf(pattern: string, error: RE2JSException): string {
+  try {
+    RE2JS.compile(pattern);
+  } catch (plain) {
+    if (plain instanceof RE2JSException) return plain.message;
+  }
+  return error.message;
 }
 
 /**
