@@ -63,28 +63,24 @@ function requirementsOf(schema: GraphQLSchema, document: DocumentNode, operation
  * credential lacks a scope one of them needs; null when the viewer may run it. The REST layer
  * asks this before it reads an upload, so nobody without access can make the server take one in.
  */
-export function accessError(
-  schema: GraphQLSchema,
-  document: DocumentNode,
-  viewer: Viewer | null,
-  variables: Record<string, unknown> = {},
-  operationName?: string | null,
-): AppError | null {
-  const found = requirementsOf(schema, document, operationName, variables);
-  if (!found) return null;
-  const scopes = found.requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
+export function accessError(schema: GraphQLSchema, document: DocumentNode, viewer: Viewer | null): AppError | null {
+  const found = requirementsOf(schema, document, undefined, {});
+  return found ? accessErrorOf(found.requirements, viewer) : null;
+}
+
+function accessErrorOf(requirements: ReturnType<typeof fieldRequirements>[], viewer: Viewer | null): AppError | null {
+  const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
   if (scopes.length > 0 && !viewer) return authenticationRequired();
   const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
   return missing ? missingScope(missing) : null;
 }
 
 async function check(args: GateArgs): Promise<GraphQLError | null> {
-  const variables = args.variableValues ?? {};
-  const found = requirementsOf(args.schema, args.document, args.operationName, variables);
+  const found = requirementsOf(args.schema, args.document, args.operationName, args.variableValues ?? {});
   if (!found) return null;
   const { operation, requirements } = found;
   const { viewer } = args.contextValue;
-  const denied = accessError(args.schema, args.document, viewer, variables, args.operationName);
+  const denied = accessErrorOf(requirements, viewer);
   if (denied) return requestError(denied);
 
   const points = new Map<RateLimitName, number>();
