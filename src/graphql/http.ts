@@ -2,7 +2,7 @@ import contentType from 'content-type';
 import { shouldRenderGraphiQL } from 'graphql-yoga';
 import { authenticate } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
-import { maxDrainBytes, mediaTypeOf, readBodyBytes, refuseAfterDraining } from '../http/body.js';
+import { mediaTypeOf, readBodyBytes, refuseDeclaredSize } from '../http/body.js';
 import type { AppServices } from './context.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
 
@@ -50,10 +50,7 @@ async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStr
   }
   if (mediaType === 'multipart/form-data' && !isStream) {
     const limit = graphqlUploadLimit(app.config);
-    const declared = Number(request.headers.get('content-length') ?? 0);
-    if (declared > limit) {
-      await refuseAfterDraining(payloadTooLarge(limit), declared > maxDrainBytes ? undefined : request.body?.getReader());
-    }
+    if (Number(request.headers.get('content-length') ?? 0) > limit) await refuseDeclaredSize(request, limit);
     // Yoga matches the media type in lower case; the body streams on, counted.
     headers.set('content-type', contentType.format(contentType.parse(request.headers.get('content-type')!)));
     return new Request(request.url, { method: 'POST', headers, body: bounded(request.body, limit, overflow), signal: request.signal, duplex: 'half' } as RequestInit);

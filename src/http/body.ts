@@ -69,10 +69,19 @@ export async function refuseAfterDraining(
   throw error;
 }
 
+/**
+ * Refuses a body for its declared size: drained first when the declared size is within what
+ * is worth reading, refused at once when it is past it.
+ */
+export function refuseDeclaredSize(request: Request, maxBytes: number): Promise<never> {
+  const declared = Number(request.headers.get('content-length') ?? 0);
+  return refuseAfterDraining(payloadTooLarge(maxBytes), declared > maxDrainBytes ? undefined : request.body?.getReader());
+}
+
 export async function readBodyBytes(request: Request, maxBytes: number): Promise<Buffer | undefined> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > maxBytes) {
-    return refuseAfterDraining(payloadTooLarge(maxBytes), Number(declared) > maxDrainBytes ? undefined : request.body?.getReader());
+    return refuseDeclaredSize(request, maxBytes);
   }
   if (!request.body) return undefined;
   const reader = request.body.getReader();

@@ -1,7 +1,7 @@
 import { finished, Readable } from 'node:stream';
 import busboy from 'busboy';
-import { AppError, badRequest, fileTooLarge, payloadTooLarge } from '../errors.js';
-import { maxDrainBytes, mediaTypeOf, readJsonBody, refuseAfterDraining } from '../http/body.js';
+import { AppError, badRequest, fileTooLarge } from '../errors.js';
+import { maxDrainBytes, mediaTypeOf, readJsonBody, refuseDeclaredSize } from '../http/body.js';
 import { checkFilename, checkMetadata, maxMetadataBytes } from '../input-limits.js';
 import { bodyInput } from './request-input.js';
 
@@ -40,7 +40,7 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
   const declared = Number(request.headers.get('content-length') ?? 0);
   const largestUpload = limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes;
   if (declared > largestUpload) {
-    return refuseAfterDraining(payloadTooLarge(largestUpload), declared > maxDrainBytes ? undefined : request.body?.getReader());
+    return refuseDeclaredSize(request, largestUpload);
   }
   if (!request.body) return Promise.reject(badRequest('file', 'at least one file part is required'));
   return new Promise((resolve, reject) => {
