@@ -10,7 +10,11 @@ import { createRateLimits } from './http/rate-limits.js';
 import { createHttpServer, createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createParsePool } from './modules/ingestion/parse-pool.js';
-import { startIngestionQueue } from './modules/ingestion/queue.js';
+import { embedJob, indexDeleteJob, parseJob } from './modules/ingestion/jobs.js';
+import { createEmbedder } from './modules/embeddings/select.js';
+import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
+import { openVectorIndex } from './modules/retrieval/select.js';
+import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
 import { persistedOperations } from './rest/operations.js';
 
@@ -46,22 +50,39 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const concurrency = config.ingestion.concurrency;
+    const embedder = await createEmbedder(config);
+    const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
+      await embedder.close();
+      throw error;
+    });
+    const mismatch = modelMismatch({ embedder, index });
+    if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
     const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
-    const ingestion = startIngestionQueue(
+    const ingestionSettings = {
+      parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
+      parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
+      embedBatchSize: config.embeddings.batchSize,
+      embedMaxAttempts: config.ingestion.embedMaxAttempts,
+      embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
+    };
+    let queue: JobQueue | undefined;
+    const dependencies = { prisma: db.prisma, parsePool, embedder, index, notify: () => queue?.notify() };
+    queue = startJobQueue(
       db.prisma,
-      parsePool,
+      { parse: parseJob(dependencies, ingestionSettings), embed: embedJob(dependencies, ingestionSettings), index_delete: indexDeleteJob(dependencies) },
       {
         concurrency,
-        maxAttempts: 3,
         leaseMs: config.ingestion.leaseSeconds * 1000,
         pollMs: db.kind === 'pglite' ? 5_000 : 1_000,
-        parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
-        parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
+        releaseStaleClaims: db.kind === 'pglite',
       },
       log,
-      { releaseStaleClaims: db.kind === 'pglite' },
     );
-    const app: AppServices = { config, db, rateLimits: createRateLimits(), ingestion };
+    // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
+    if (mismatch) queue.setClaimable(['parse', 'index_delete']);
+    const ingestion = queue;
+    const retrieval = { prisma: db.prisma, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
+    const app: AppServices = { config, db, rateLimits: createRateLimits(), ingestion, retrieval };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
@@ -81,6 +102,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
         await ingestion.stop();
         await parsePool.close();
+        await index.close();
+        await embedder.close();
         await db.close();
       },
     };

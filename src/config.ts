@@ -47,6 +47,8 @@ const environmentSchema = z.object({
   KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  KB_EMBED_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(1000).default(12),
+  KB_EMBED_MAX_BACKOFF_SECONDS: z.coerce.number().min(0.01).max(86400).default(300),
   KB_PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65536).default(1024),
   KB_PARSE_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86400).default(30),
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
@@ -93,6 +95,10 @@ export type Config = {
     overlapTokens: number;
     concurrency: number;
     leaseSeconds: number;
+    /** Attempts of a document's embedding stage (the embedder may be down) before it fails. */
+    embedMaxAttempts: number;
+    /** Longest wait between two of those attempts; the waits double from 1 s up to it. */
+    embedMaxBackoffSeconds: number;
     /** Heap of each parsing worker thread; a parse that needs more fails its document. */
     parseMemoryMb: number;
     /** A parse may take `base + perMegabyte × size in MiB` seconds before it fails its document. */
@@ -156,6 +162,8 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
       concurrency: env.KB_INGEST_CONCURRENCY,
       leaseSeconds: env.KB_INGEST_LEASE_SECONDS,
+      embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
+      embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,
       parseTimeoutSeconds: { base: env.KB_PARSE_TIMEOUT_SECONDS, perMegabyte: env.KB_PARSE_TIMEOUT_SECONDS_PER_MB },
       maxUnpackedBytes: env.KB_MAX_UNPACKED_BYTES,

@@ -17,10 +17,16 @@ describe('health', () => {
     expect(response.body).toEqual({ status: 'ok' });
   });
 
-  it('answers /readyz once the store answers', async () => {
+  it('answers /readyz once the store and the index answer, naming them and the model', async () => {
     const response = await server.request('GET', '/readyz');
     expect(response.status).toBe(200);
-    expect(response.body).toEqual({ status: 'ready', store: server.app.db.kind });
+    expect(response.body).toEqual({
+      status: 'ready',
+      store: server.app.db.kind,
+      index: server.config.elasticsearchUrl ? 'elasticsearch' : 'pgvector',
+      model: 'bge-small-en-v1.5-q',
+      dimensions: 384,
+    });
   });
 });
 

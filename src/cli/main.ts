@@ -182,6 +182,39 @@ program
     if (summary.failed > 0 || summary.rejected > 0) process.exitCode = 1;
   });
 
+program
+  .command('reindex')
+  .description('re-embed every document with the configured model and rebuild the index (stop an embedded-store server first)')
+  .action(async () => {
+    const settings = await config();
+    const [{ reindex }, { createLogger }, { SingleBar, Presets }, { ModelUnavailableError }] = await Promise.all([
+      import('./reindex.js'),
+      import('../logger.js'),
+      import('cli-progress'),
+      import('../modules/embeddings/embedder.js'),
+    ]);
+    userErrors.add(ModelUnavailableError);
+    const db = await openStore(settings);
+    const bar = new SingleBar({ format: 'reindex [{bar}] {percentage}% | {value}/{total} chunks | {documents} documents left', hideCursor: true, stream: process.stderr }, Presets.shades_classic);
+    let started = false;
+    try {
+      const summary = await reindex(settings, db, createLogger(settings.logLevel === 'info' ? 'error' : settings.logLevel), (progress) => {
+        if (!started) {
+          bar.start(progress.totalChunks, progress.embeddedChunks, { documents: progress.documentsLeft });
+          started = true;
+        }
+        bar.setTotal(progress.totalChunks);
+        bar.update(progress.embeddedChunks, { documents: progress.documentsLeft });
+      });
+      bar.stop();
+      printJson(summary);
+      if (summary.failed.length > 0) process.exitCode = 1;
+    } finally {
+      bar.stop();
+      await db.close();
+    }
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (error) {

@@ -3,6 +3,7 @@
 // embedded-store-thread.ts for the other side.
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
 
 export type StoreThreadRequest = { id: number; kind: 'exec'; message: Uint8Array } | { id: number; kind: 'close' };
 
@@ -20,7 +21,8 @@ const { directory } = workerData as StoreThreadOptions;
 
 let pglite: PGlite;
 try {
-  pglite = await PGlite.create(directory);
+  // pgvector is loaded into every embedded store; the vector index creates the extension in SQL.
+  pglite = await PGlite.create(directory, { extensions: { vector } });
 } catch (error) {
   port.postMessage({ kind: 'failed', message: (error as Error).message } satisfies StoreThreadReply);
   process.exit(1);

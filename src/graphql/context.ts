@@ -4,14 +4,16 @@ import type { Database } from '../db/database.js';
 import type { AppError } from '../errors.js';
 import type { PrismaClient } from '../generated/prisma/client.js';
 import type { RateLimits } from '../http/rate-limits.js';
-import type { IngestionQueue } from '../modules/ingestion/queue.js';
+import type { JobQueue } from '../modules/jobs/queue.js';
+import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
   config: Config;
   db: Database;
   rateLimits: RateLimits;
-  ingestion: Pick<IngestionQueue, 'notify' | 'cancelDeleted'>;
+  ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
+  retrieval: RetrievalDependencies;
 }
 
 /** Set by the REST layer when the request itself was unusable (bad JSON, wrong type, ...). */
@@ -28,7 +30,10 @@ export interface Context {
   config: Config;
   prisma: PrismaClient;
   rateLimits: RateLimits;
-  ingestion: Pick<IngestionQueue, 'notify' | 'cancelDeleted'>;
+  ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
+  retrieval: RetrievalDependencies;
+  /** Aborts when the client goes away: long work (searches, the agent) stops. */
+  signal: AbortSignal;
   viewer: Viewer | null;
   restInputError: AppError | undefined;
 }
@@ -46,6 +51,8 @@ export async function createContext(app: AppServices, request: Request, serverCo
     prisma: app.db.prisma,
     rateLimits: app.rateLimits,
     ingestion: app.ingestion,
+    retrieval: app.retrieval,
+    signal: request.signal,
     viewer,
     restInputError: serverContext.restInputError,
   };

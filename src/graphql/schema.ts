@@ -6,5 +6,6 @@ import '../modules/apiKeys/types.js';
 import '../modules/workspaces/types.js';
 import '../modules/chat/types.js';
 import '../modules/documents/types.js';
+import '../modules/retrieval/types.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -1,3 +1,4 @@
+import { modelMismatch } from '../modules/retrieval/service.js';
 import { createServer, type Server } from 'node:http';
 import { createServerAdapter } from '@whatwg-node/server';
 import { AppError } from '../errors.js';
@@ -57,13 +58,23 @@ async function withoutBody(response: Response): Promise<Response> {
   return new Response(null, { status: response.status, headers });
 }
 
+/** 200 only when the store and the index answer and the index was built with the configured model. */
 async function readiness(app: AppServices) {
+  const { index, embedder } = app.retrieval;
+  const unavailable = (message: string) => Response.json({ error: 'service_unavailable', message }, { status: 503 });
   try {
     await app.db.ping();
-    return Response.json({ status: 'ready', store: app.db.kind });
   } catch {
-    return Response.json({ error: 'service_unavailable', message: 'the store does not answer' }, { status: 503 });
+    return unavailable('the store does not answer');
   }
+  try {
+    await index.ping();
+  } catch (error) {
+    return unavailable(`the ${index.kind} index does not answer: ${(error as Error).message}`);
+  }
+  const mismatch = modelMismatch(app.retrieval);
+  if (mismatch) return unavailable(mismatch);
+  return Response.json({ status: 'ready', store: app.db.kind, index: index.kind, model: embedder.modelId, dimensions: embedder.dimensions });
 }
 
 export function createHttpServer(handler: (request: Request) => Promise<Response>): Server {

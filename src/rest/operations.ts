@@ -114,6 +114,7 @@ export const RestWorkspaceStats = graphql(`
         workspace_id: workspaceId
         document_count: documentCount
         chunk_count: chunkCount
+        embedded_chunk_count: embeddedChunkCount
         total_size_bytes: totalSizeBytes
         processing_status: processingStatus
         documents_by_status: documentsByStatus { queued processing ready failed }
@@ -127,14 +128,28 @@ export const RestWorkspaceScan = graphql(`
     result: workspace(id: $id) {
       scan {
         workspace_id: workspaceId
+        embedding {
+          model
+          dimensions
+          index
+          index_model: indexModel
+          index_dimensions: indexDimensions
+          model_mismatch: modelMismatch
+        }
         documents {
           document_id: documentId
           filename
           status
           chunk_count: chunkCount
           embedded_chunks: embeddedChunks
+          indexed_chunks: indexedChunks
         }
-        totals { document_count: documentCount chunk_count: chunkCount embedded_chunks: embeddedChunks }
+        totals {
+          document_count: documentCount
+          chunk_count: chunkCount
+          embedded_chunks: embeddedChunks
+          indexed_chunks: indexedChunks
+        }
       }
     }
   }
@@ -214,6 +229,7 @@ export const RestDocumentFields = graphql(`
     error
     page_count: pageCount
     chunk_count: chunkCount
+    embedded_chunks: embeddedChunks
     metadata
     created_at: createdAt
     updated_at: updatedAt
@@ -310,7 +326,20 @@ export const RestGrepDocument = graphql(`
   }
 `);
 
-const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument };
+export const RestSearch = graphql(`
+  query RestSearch($input: SearchInput!) {
+    result: search(input: $input) {
+      document_id: documentId
+      filename
+      chunk_index: chunkIndex
+      content
+      score
+      metadata
+    }
+  }
+`);
+
+const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
 
 /**
  * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These

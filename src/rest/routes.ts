@@ -2,6 +2,7 @@ import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import type {
   CreateApiKeyInput,
   CreateChatSessionInput,
+  SearchInput,
   SendChatMessageInput,
   UpdateMeInput,
   WorkspaceInput,
@@ -229,6 +230,21 @@ export const routes: Route[] = [
     response: { status: 200 },
   }),
 ];
+
+/** `POST /v1/kb/query` and its legacy alias `POST /query`: one definition, so they cannot drift apart. */
+const searchRoute = (path: string) =>
+  route({
+    method: 'POST',
+    path,
+    operation: operations.RestSearch,
+    readsBody: 'json',
+    variables: ({ body }) => ({
+      input: bodyInput<SearchInput>(body, { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }),
+    }),
+    response: { status: 200, pick: (results) => ({ results }) },
+  });
+
+routes.push(searchRoute('/v1/kb/query'), searchRoute('/query'));
 
 export type RouteMatch = { route: Route; params: Record<string, string> } | { allowed: string[] } | null;
 

@@ -18,6 +18,7 @@ export type DocumentBody = {
   error: string | null;
   page_count: number | null;
   chunk_count: number;
+  embedded_chunks: number;
   metadata: Record<string, unknown>;
   created_at: string;
   updated_at: string;

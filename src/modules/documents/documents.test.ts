@@ -52,8 +52,9 @@ describe('upload', () => {
     expect(ready).toMatchObject({ status: 'ready', chunk_count: 1, error: null });
     expect(Object.keys(ready!)).toEqual([
       'id', 'workspace_id', 'filename', 'content_type', 'size_bytes', 'sha256', 'status', 'error',
-      'page_count', 'chunk_count', 'metadata', 'created_at', 'updated_at',
+      'page_count', 'chunk_count', 'embedded_chunks', 'metadata', 'created_at', 'updated_at',
     ]);
+    expect(ready!.embedded_chunks).toBe(1);
   });
 
   it('takes several file parts at once, and JSON text', async () => {

@@ -4,6 +4,7 @@ import { AppError, badRequest, fileTooLarge, notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { detectDocumentType } from '../ingestion/detect.js';
+import { queueIndexDelete } from '../jobs/queue.js';
 import { findWorkspace } from '../workspaces/service.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
 
@@ -65,7 +66,7 @@ export async function uploadDocuments(
             sizeBytes: file.bytes.byteLength,
             sha256: file.sha256,
             metadata: metadata as Prisma.InputJsonObject,
-            job: { create: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens } },
+            job: { create: { kind: 'parse', userId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens } } },
           },
         });
         await storeSourceBytes(tx, document.id, file.bytes);
@@ -111,10 +112,16 @@ export async function findDocument<Query extends Omit<Prisma.DocumentFindFirstAr
   return document;
 }
 
-/** Deletes the document with its chunks, source and queue entry (ON DELETE CASCADE). */
+/**
+ * Deletes the document with its chunks, source and job (ON DELETE CASCADE), and queues the
+ * removal of its index entries (an external index cannot take part in the transaction).
+ */
 export async function deleteDocument(prisma: PrismaClient, userId: string, id: string) {
   const document = await findDocument(prisma, userId, id, { query: { select: { id: true } } });
-  await prisma.document.deleteMany({ where: { id: document.id } });
+  await prisma.$transaction(async (tx) => {
+    const { count } = await tx.document.deleteMany({ where: { id: document.id } });
+    if (count > 0) await queueIndexDelete(tx, userId, { documentId: document.id });
+  });
   return { id: document.id };
 }
 

@@ -37,6 +37,9 @@ const DocumentRef = builder.prismaObject('Document', {
     error: t.exposeString('error', { nullable: true, description: 'Why processing failed.' }),
     pageCount: t.exposeInt('pageCount', { nullable: true }),
     chunkCount: t.exposeInt('chunkCount'),
+    embeddedChunks: t.exposeInt('embeddedChunks', {
+      description: 'Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready.',
+    }),
     metadata: t.expose('metadata', { type: 'JSON' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),

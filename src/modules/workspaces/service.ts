@@ -1,3 +1,6 @@
+import type { Embedder } from '../embeddings/embedder.js';
+import { queueIndexDelete } from '../jobs/queue.js';
+import type { VectorIndex } from '../retrieval/vector-index.js';
 import { AppError, notFound } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
@@ -59,11 +62,17 @@ export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateA
     .catch(conflictOnDuplicateName(name));
 }
 
-/** Deletes the workspace; its documents and chunks go with it (ON DELETE CASCADE). */
+/**
+ * Deletes the workspace; its documents and chunks go with it (ON DELETE CASCADE), and the removal
+ * of its index entries is queued.
+ */
 export async function deleteWorkspace(prisma: PrismaClient, userId: string, id: string) {
   const workspaceId = requireUuid(id, `workspace ${id}`);
-  const { count } = await prisma.workspace.deleteMany({ where: { id: workspaceId, userId } });
-  if (count === 0) throw notFound(`workspace ${id}`);
+  await prisma.$transaction(async (tx) => {
+    const { count } = await tx.workspace.deleteMany({ where: { id: workspaceId, userId } });
+    if (count === 0) throw notFound(`workspace ${id}`);
+    await queueIndexDelete(tx, userId, { workspaceId });
+  });
   return { id: workspaceId };
 }
 
@@ -83,22 +92,25 @@ export async function workspaceStatsMany(prisma: PrismaClient, workspaceIds: rea
     by: ['workspaceId', 'status'],
     where: { workspaceId: { in: [...workspaceIds] } },
     _count: { _all: true },
-    _sum: { sizeBytes: true, chunkCount: true },
+    _sum: { sizeBytes: true, chunkCount: true, embeddedChunks: true },
   });
   return workspaceIds.map((workspaceId) => {
     const documentsByStatus = Object.fromEntries(documentStatuses.map((status) => [status, 0])) as Record<DocumentStatusName, number>;
     let chunkCount = 0;
     let totalSizeBytes = 0;
+    let embeddedChunkCount = 0;
     for (const group of groups) {
       if (group.workspaceId !== workspaceId) continue;
       documentsByStatus[group.status] = group._count._all;
       chunkCount += group._sum.chunkCount ?? 0;
       totalSizeBytes += group._sum.sizeBytes ?? 0;
+      embeddedChunkCount += group._sum.embeddedChunks ?? 0;
     }
     return {
       workspaceId,
       documentCount: Object.values(documentsByStatus).reduce((sum, count) => sum + count, 0),
       chunkCount,
+      embeddedChunkCount,
       totalSizeBytes,
       processingStatus: processingStatusOf(documentsByStatus),
       documentsByStatus,
@@ -106,32 +118,45 @@ export async function workspaceStatsMany(prisma: PrismaClient, workspaceIds: rea
   });
 }
 
-export async function workspaceScan(prisma: PrismaClient, workspaceId: string) {
-  const documents = await prisma.document.findMany({
-    where: { workspaceId },
-    orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-    select: { id: true, filename: true, status: true, chunkCount: true },
-  });
-  const embedded = await prisma.chunk.groupBy({
-    by: ['documentId'],
-    where: { document: { workspaceId }, embeddedAt: { not: null } },
-    _count: { _all: true },
-  });
-  const embeddedByDocument = new Map(embedded.map((group) => [group.documentId, group._count._all]));
+/**
+ * Per document: chunks, chunks embedded (as the store records it) and chunks the index holds (as
+ * the index counts them), so a mismatch between store and index is visible; and the model.
+ */
+export async function workspaceScan(prisma: PrismaClient, index: VectorIndex, embedder: Embedder, workspaceId: string) {
+  const [documents, indexed] = await Promise.all([
+    prisma.document.findMany({
+      where: { workspaceId },
+      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+      select: { id: true, filename: true, status: true, chunkCount: true, embeddedChunks: true },
+    }),
+    index.countByDocument(workspaceId).catch(() => null),
+  ]);
   const rows = documents.map((document) => ({
     documentId: document.id,
     filename: document.filename,
     status: document.status,
     chunkCount: document.chunkCount,
-    embeddedChunks: embeddedByDocument.get(document.id) ?? 0,
+    embeddedChunks: document.embeddedChunks,
+    indexedChunks: indexed ? (indexed.get(document.id) ?? 0) : null,
   }));
+  const built = index.builtWith;
   return {
     workspaceId,
+    embedding: {
+      model: embedder.modelId,
+      dimensions: embedder.dimensions,
+      index: index.kind,
+      indexModel: built.model,
+      indexDimensions: built.dimensions,
+      modelMismatch: built.model !== embedder.modelId || built.dimensions !== embedder.dimensions,
+    },
     documents: rows,
     totals: {
       documentCount: rows.length,
       chunkCount: rows.reduce((sum, row) => sum + row.chunkCount, 0),
       embeddedChunks: rows.reduce((sum, row) => sum + row.embeddedChunks, 0),
+      // Null when the index did not answer.
+      indexedChunks: indexed ? [...indexed.values()].reduce((sum, count) => sum + count, 0) : null,
     },
   };
 }

@@ -29,6 +29,7 @@ const WorkspaceStats = builder.objectRef<Stats>('WorkspaceStats').implement({
     workspaceId: t.exposeID('workspaceId'),
     documentCount: t.exposeInt('documentCount'),
     chunkCount: t.exposeInt('chunkCount'),
+    embeddedChunkCount: t.exposeInt('embeddedChunkCount', { description: 'Chunks embedded and indexed so far; equal to chunkCount when all are.' }),
     totalSizeBytes: t.exposeInt('totalSizeBytes'),
     processingStatus: t.exposeString('processingStatus', { description: '`idle`, `processing` or `failed`.' }),
     documentsByStatus: t.field({ type: DocumentsByStatus, resolve: (stats) => stats.documentsByStatus }),
@@ -42,6 +43,18 @@ const ScannedDocument = builder.objectRef<Scan['documents'][number]>('ScannedDoc
     status: t.exposeString('status'),
     chunkCount: t.exposeInt('chunkCount'),
     embeddedChunks: t.exposeInt('embeddedChunks'),
+    indexedChunks: t.exposeInt('indexedChunks', { nullable: true, description: "The index's own count; null when it did not answer." }),
+  }),
+});
+
+const ScanEmbedding = builder.objectRef<Scan['embedding']>('ScanEmbedding').implement({
+  fields: (t) => ({
+    model: t.exposeString('model', { description: 'The configured embedding model.' }),
+    dimensions: t.exposeInt('dimensions'),
+    index: t.exposeString('index', { description: '`pgvector` or `elasticsearch`.' }),
+    indexModel: t.exposeString('indexModel', { description: 'The model the index was built with.' }),
+    indexDimensions: t.exposeInt('indexDimensions'),
+    modelMismatch: t.exposeBoolean('modelMismatch', { description: 'True until `kb reindex` when the two models differ.' }),
   }),
 });
 
@@ -50,12 +63,14 @@ const ScanTotals = builder.objectRef<Scan['totals']>('ScanTotals').implement({
     documentCount: t.exposeInt('documentCount'),
     chunkCount: t.exposeInt('chunkCount'),
     embeddedChunks: t.exposeInt('embeddedChunks'),
+    indexedChunks: t.exposeInt('indexedChunks', { nullable: true }),
   }),
 });
 
 const WorkspaceScan = builder.objectRef<Scan>('WorkspaceScan').implement({
   fields: (t) => ({
     workspaceId: t.exposeID('workspaceId'),
+    embedding: t.field({ type: ScanEmbedding, resolve: (scan) => scan.embedding }),
     documents: t.field({ type: [ScannedDocument], resolve: (scan) => scan.documents }),
     totals: t.field({ type: ScanTotals, resolve: (scan) => scan.totals }),
   }),
@@ -77,7 +92,7 @@ builder.prismaObject('Workspace', {
     scan: t.field({
       type: WorkspaceScan,
       description: 'Per-document chunk counts and embedding status.',
-      resolve: (workspace, _args, context) => workspaceScan(context.prisma, workspace.id),
+      resolve: (workspace, _args, context) => workspaceScan(context.prisma, context.retrieval.index, context.retrieval.embedder, workspace.id),
     }),
   }),
 });

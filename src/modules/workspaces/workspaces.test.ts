@@ -182,6 +182,7 @@ describe('workspaces over REST', () => {
       workspace_id: workspace.id,
       document_count: 0,
       chunk_count: 0,
+      embedded_chunk_count: 0,
       total_size_bytes: 0,
       processing_status: 'idle',
       documents_by_status: { queued: 0, processing: 0, ready: 0, failed: 0 },
@@ -190,8 +191,16 @@ describe('workspaces over REST', () => {
     expect(scan.status).toBe(200);
     expect(scan.body).toEqual({
       workspace_id: workspace.id,
+      embedding: {
+        model: 'bge-small-en-v1.5-q',
+        dimensions: 384,
+        index: server.config.elasticsearchUrl ? 'elasticsearch' : 'pgvector',
+        index_model: 'bge-small-en-v1.5-q',
+        index_dimensions: 384,
+        model_mismatch: false,
+      },
       documents: [],
-      totals: { document_count: 0, chunk_count: 0, embedded_chunks: 0 },
+      totals: { document_count: 0, chunk_count: 0, embedded_chunks: 0, indexed_chunks: 0 },
     });
   });
 
@@ -213,7 +222,7 @@ describe('workspaces over REST', () => {
       documents_by_status: { queued: 0, processing: 0, ready: 1, failed: 1 },
     });
     const scan = await server.request('GET', `/v1/kb/workspaces/${workspace.id}/scan`, { key: owner.key });
-    expect(scan.body.totals).toEqual({ document_count: 2, chunk_count: 3, embedded_chunks: 0 });
+    expect(scan.body.totals).toEqual({ document_count: 2, chunk_count: 3, embedded_chunks: 0, indexed_chunks: 0 });
     expect(scan.body.documents.map((d: { filename: string }) => d.filename).sort()).toEqual(['a.txt', 'b.txt']);
 
     await server.request('DELETE', `/v1/kb/workspaces/${workspace.id}`, { key: owner.key });

@@ -1,0 +1,19 @@
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import type { Embedder } from '../embeddings/embedder.js';
+import { openPgvectorIndex } from './pgvector-index.js';
+import type { VectorIndex } from './vector-index.js';
+
+/**
+ * The one place the index is chosen: Elasticsearch when ELASTICSEARCH_URL is set, otherwise
+ * pgvector in the store. A new index records the configured model; an existing one keeps the
+ * model it was built with (compared at start: see modelMismatch).
+ */
+export async function openVectorIndex(config: Config, db: Database, embedder: Embedder): Promise<VectorIndex> {
+  const model = { model: embedder.modelId, dimensions: embedder.dimensions };
+  if (config.elasticsearchUrl) {
+    const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
+    return openElasticsearchIndex(config.elasticsearchUrl, db.prisma, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
+  }
+  return openPgvectorIndex(db.prisma, model);
+}

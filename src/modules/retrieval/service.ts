@@ -1,0 +1,192 @@
+import { AppError, badRequest } from '../../errors.js';
+import type { PrismaClient } from '../../generated/prisma/client.js';
+import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
+import { findWorkspace } from '../workspaces/service.js';
+import { analyze } from './analyzer.js';
+import { fuseConvex, fusionDepth } from './fusion.js';
+import { IndexUnavailableError, type IndexHit, type VectorIndex } from './vector-index.js';
+
+export const searchLimits = {
+  /** Longest query in characters; the model reads its first 512 tokens in any case. */
+  maxQueryCharacters: 10_000,
+  defaultTopK: 5,
+  maxTopK: 100,
+  /** Keys of a metadata filter, and values of one `in` list. */
+  maxFilterKeys: 20,
+  maxFilterValues: 100,
+} as const;
+
+export const searchModes = ['hybrid', 'vector', 'keyword'] as const;
+export type SearchMode = (typeof searchModes)[number];
+
+type FilterValue = string | number | boolean | null;
+/** Document metadata filter: `{key: value}` for equality, `{key: {in: [values]}}` for one of several. */
+export type MetadataFilter = Record<string, FilterValue | { in: FilterValue[] }>;
+
+export type SearchInput = {
+  query: string;
+  workspaceId: string;
+  topK?: number | null;
+  mode?: SearchMode | null;
+  filter?: unknown;
+};
+
+export type SearchResult = {
+  documentId: string;
+  filename: string;
+  chunkIndex: number;
+  content: string;
+  score: number;
+  metadata: unknown;
+};
+
+export type RetrievalDependencies = {
+  prisma: PrismaClient;
+  embedder: Embedder;
+  index: VectorIndex;
+  /** A search whose embedder or index does not answer in time is a 503. */
+  timeoutMs: number;
+};
+
+/** Why the index cannot be searched with the configured model, or null when it can. */
+export function modelMismatch({ embedder, index }: Pick<RetrievalDependencies, 'embedder' | 'index'>): string | null {
+  const built = index.builtWith;
+  if (built.model === embedder.modelId && built.dimensions === embedder.dimensions) return null;
+  return (
+    `the index was built with ${built.model} (${built.dimensions} dimensions) but the configured model is ` +
+    `${embedder.modelId} (${embedder.dimensions} dimensions); run \`kb reindex\` to re-embed the documents with it, or configure the model the index was built with`
+  );
+}
+
+const isScalar = (value: unknown): value is FilterValue =>
+  value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+
+function checkFilter(filter: unknown): MetadataFilter | undefined {
+  if (filter === undefined || filter === null) return undefined;
+  if (typeof filter !== 'object' || Array.isArray(filter)) throw badRequest('filter', 'must be an object of metadata keys');
+  const entries = Object.entries(filter);
+  if (entries.length > searchLimits.maxFilterKeys) throw badRequest('filter', `may name at most ${searchLimits.maxFilterKeys} keys`);
+  for (const [key, condition] of entries) {
+    if (isScalar(condition)) continue;
+    const inList = typeof condition === 'object' && !Array.isArray(condition) ? (condition as Record<string, unknown>) : undefined;
+    const values = inList && Object.keys(inList).length === 1 ? inList.in : undefined;
+    if (!Array.isArray(values) || !values.every(isScalar)) {
+      throw badRequest(`filter.${key}`, 'must be a string, number, boolean or null, or {"in": [such values]}');
+    }
+    if (values.length > searchLimits.maxFilterValues) throw badRequest(`filter.${key}`, `may list at most ${searchLimits.maxFilterValues} values`);
+  }
+  return filter as MetadataFilter;
+}
+
+/** Ready documents of the workspace whose metadata matches every condition of the filter. */
+async function documentsMatching(prisma: PrismaClient, workspaceId: string, filter: MetadataFilter): Promise<string[]> {
+  const equal: Record<string, FilterValue> = {};
+  const oneOf: { key: string; values: FilterValue[] }[] = [];
+  for (const [key, condition] of Object.entries(filter)) {
+    if (isScalar(condition)) equal[key] = condition;
+    else oneOf.push({ key, values: condition.in });
+  }
+  const rows = await prisma.$queryRaw<{ id: string }[]>`
+    SELECT d.id FROM documents d
+     WHERE d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'
+       AND d.metadata @> ${JSON.stringify(equal)}::jsonb
+       AND NOT EXISTS (
+         SELECT 1 FROM jsonb_to_recordset(${JSON.stringify(oneOf)}::jsonb) AS f(key text, "values" jsonb)
+          WHERE NOT (d.metadata ? f.key AND f."values" @> jsonb_build_array(d.metadata -> f.key)))`;
+  return rows.map((row) => row.id);
+}
+
+/** Rejects with a 503 when `work` has not settled within `ms`. */
+async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AppError('service_unavailable', `${what} did not answer within ${ms / 1000} s; try again`)), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Searches one of the user's workspaces. Checks come in the contract's order: the input (400),
+ * then the workspace (404), then the backends (503). Results are chunks of ready documents only,
+ * best first, with the fused score (hybrid), the cosine similarity (vector) or the BM25 score
+ * (keyword).
+ */
+export async function search(
+  dependencies: RetrievalDependencies,
+  userId: string,
+  input: SearchInput,
+  signal?: AbortSignal,
+): Promise<SearchResult[]> {
+  const { prisma, embedder, index, timeoutMs } = dependencies;
+  const query = input.query.trim();
+  if (query.length === 0) throw badRequest('query', 'must not be empty');
+  if (input.query.length > searchLimits.maxQueryCharacters) {
+    throw badRequest('query', `must be at most ${searchLimits.maxQueryCharacters} characters`);
+  }
+  const topK = input.topK ?? searchLimits.defaultTopK;
+  if (!Number.isInteger(topK) || topK < 1 || topK > searchLimits.maxTopK) {
+    throw badRequest('top_k', `must be an integer from 1 to ${searchLimits.maxTopK}`);
+  }
+  const mode = input.mode ?? 'hybrid';
+  const filter = checkFilter(input.filter);
+  const workspace = await findWorkspace(prisma, userId, input.workspaceId, { select: { id: true } });
+
+  const mismatch = modelMismatch(dependencies);
+  if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
+
+  const documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
+  if (documentIds?.length === 0) return [];
+  const notReady = await prisma.document.findMany({ where: { workspaceId: workspace.id, status: { not: 'ready' } }, select: { id: true } });
+
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const aborted = signal ? AbortSignal.any([signal, deadline]) : deadline;
+  let vector: Float32Array | undefined;
+  if (mode !== 'keyword') {
+    try {
+      [vector] = await withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model');
+    } catch (error) {
+      if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
+      if (deadline.aborted && !signal?.aborted) throw new AppError('service_unavailable', `the embedding model did not answer within ${timeoutMs / 1000} s; try again`);
+      throw error;
+    }
+  }
+  const terms = mode === 'vector' ? [] : analyze(query);
+  let sides: { vector: IndexHit[]; keyword: IndexHit[] };
+  try {
+    sides = await withinTime(
+      index.search({ workspaceIds: [workspace.id], vector, terms, limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady.map((document) => document.id) }, aborted),
+      timeoutMs,
+      'the search index',
+    );
+  } catch (error) {
+    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
+    throw error;
+  }
+  const ranked = mode === 'hybrid' ? fuseConvex(sides.vector, sides.keyword) : mode === 'vector' ? sides.vector : sides.keyword;
+  // A few more than asked: a hit whose document was deleted a moment ago is dropped below.
+  const wanted = ranked.slice(0, topK + 10);
+  const chunks = await prisma.chunk.findMany({
+    where: { id: { in: wanted.map((hit) => hit.chunkId) }, document: { workspaceId: workspace.id, status: 'ready' } },
+    select: { id: true, documentId: true, chunkIndex: true, content: true, metadata: true, document: { select: { filename: true } } },
+  });
+  const byId = new Map(chunks.map((chunk) => [chunk.id, chunk]));
+  const results: SearchResult[] = [];
+  for (const hit of wanted) {
+    const chunk = byId.get(hit.chunkId);
+    if (!chunk) continue;
+    results.push({
+      documentId: chunk.documentId,
+      filename: chunk.document.filename,
+      chunkIndex: chunk.chunkIndex,
+      content: chunk.content,
+      score: hit.score,
+      metadata: chunk.metadata,
+    });
+    if (results.length === topK) break;
+  }
+  return results;
+}

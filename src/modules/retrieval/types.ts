@@ -1,0 +1,50 @@
+import { builder } from '../../graphql/builder.js';
+import { viewerOf } from '../../graphql/viewer.js';
+import { search, searchLimits, searchModes, type SearchResult } from './service.js';
+
+const SearchMode = builder.enumType('SearchMode', {
+  values: {
+    hybrid: { description: 'Vector and keyword rankings fused (the default).' },
+    vector: { description: 'Cosine similarity of the embeddings only.' },
+    keyword: { description: 'BM25 over the analysed words only.' },
+  } satisfies Record<(typeof searchModes)[number], unknown>,
+});
+
+const SearchInput = builder.inputType('SearchInput', {
+  fields: (t) => ({
+    query: t.string({ required: true, description: `Searched for; at most ${searchLimits.maxQueryCharacters} characters.` }),
+    workspaceId: t.id({ required: true }),
+    topK: t.int({ required: false, description: `Results wanted, 1 to ${searchLimits.maxTopK}; default ${searchLimits.defaultTopK}.` }),
+    mode: t.field({ type: SearchMode, required: false }),
+    filter: t.field({
+      type: 'JSON',
+      required: false,
+      description: 'Only documents whose metadata matches: `{"key": value}` for equality, `{"key": {"in": [values]}}` for one of several.',
+    }),
+  }),
+});
+
+const SearchResultRef = builder.objectRef<SearchResult>('SearchResult').implement({
+  description: 'A chunk that matched, with its document.',
+  fields: (t) => ({
+    documentId: t.exposeID('documentId'),
+    filename: t.exposeString('filename'),
+    chunkIndex: t.exposeInt('chunkIndex'),
+    content: t.exposeString('content'),
+    score: t.exposeFloat('score', {
+      description: 'Higher is more similar; results come ordered by it. Hybrid: fused, 0 to 1. Vector: cosine similarity. Keyword: BM25.',
+    }),
+    metadata: t.expose('metadata', { type: 'JSON', description: "The chunk's metadata: `page` for PDFs, headings and more by format." }),
+  }),
+});
+
+builder.queryField('search', (t) =>
+  t.field({
+    type: [SearchResultRef],
+    description: "Searches a workspace's ready documents for the chunks that best match the query.",
+    authScopes: { scope: 'kb:read' },
+    args: { input: t.arg({ type: SearchInput, required: true }) },
+    resolve: (_root, { input }, context) =>
+      search(context.retrieval, viewerOf(context).userId, { ...input, workspaceId: String(input.workspaceId) }, context.signal),
+  }),
+);

@@ -1,0 +1,60 @@
+/** A chunk as the index stores it: its vector and its analysed terms, with where it belongs. */
+export type IndexedChunk = {
+  chunkId: string;
+  documentId: string;
+  workspaceId: string;
+  embedding: Float32Array;
+  /** Analysed terms (see analyzer.ts) in order; the keyword side ranks on these. */
+  terms: readonly string[];
+};
+
+/** A hit from one side of a search: the chunk and that side's own score (higher is better). */
+export type IndexHit = { chunkId: string; score: number };
+
+export type IndexSearch = {
+  workspaceIds: readonly string[];
+  /** The query's vector; the vector side is skipped without it. */
+  vector?: Float32Array;
+  /** The query's analysed terms; the keyword side is skipped when empty or absent. */
+  terms?: readonly string[];
+  /** Hits wanted from each side. */
+  limit: number;
+  /** Only chunks of these documents (a metadata filter resolved to documents); absent means all. */
+  documentIds?: readonly string[];
+  /**
+   * Documents whose chunks must not be returned: those not ready yet (being embedded) or just
+   * deleted. Chunks are indexed batch by batch before their document is ready.
+   */
+  excludeDocumentIds: readonly string[];
+};
+
+/** Which model built the index: its vectors are only comparable with that model's. */
+export type IndexModel = { model: string; dimensions: number };
+
+/**
+ * Where chunk vectors and terms are stored and searched. One implementation is chosen from
+ * configuration at start (select.ts); each owns its tables or mappings.
+ */
+export interface VectorIndex {
+  readonly kind: 'pgvector' | 'elasticsearch';
+  /** The model the stored vectors were made with (recorded when the index was created). */
+  readonly builtWith: IndexModel;
+  /** Adds or replaces chunks. */
+  upsert(chunks: readonly IndexedChunk[], signal?: AbortSignal): Promise<void>;
+  deleteDocument(documentId: string): Promise<void>;
+  deleteWorkspace(workspaceId: string): Promise<void>;
+  /** Both sides of a hybrid search, each ranked best first; fusion is the caller's. */
+  search(request: IndexSearch, signal?: AbortSignal): Promise<{ vector: IndexHit[]; keyword: IndexHit[] }>;
+  /** Chunks the index holds for a workspace, by document. */
+  countByDocument(workspaceId: string): Promise<Map<string, number>>;
+  /** Empties the index and records a new model: `kb reindex`. */
+  reset(model: IndexModel): Promise<void>;
+  /** Answers when the index can serve searches; for /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The index (or its server) did not answer, or answered with an error: a search is a 503. */
+export class IndexUnavailableError extends Error {
+  override name = 'IndexUnavailableError';
+}

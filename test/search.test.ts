@@ -1,0 +1,224 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+let server: TestServer;
+let user: TestUser;
+let workspaceId: string;
+let pdf: DocumentBody;
+const texts: Record<string, string> = {};
+
+const plantedFact = 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic that circulates at 420 degrees Celsius.';
+const notes = {
+  'reactor.md': `# Reactor notes\n\n${plantedFact} Its core holds nineteen fuel assemblies.`,
+  'gardening.txt': 'Tomatoes grow best in full sun with regular watering. Prune the suckers to keep the plant strong and productive.',
+  'baking.txt': 'Sourdough bread needs an active starter, a long cold fermentation and a very hot oven with steam for a crisp crust.',
+  'sailing.txt': 'When sailing upwind, trim the jib first and then the mainsail; ease the sheets a little in gusts to keep the boat flat.',
+  'finance.txt': 'Index funds spread risk across many companies and usually charge lower fees than actively managed funds.',
+  'astronomy.txt': 'Jupiter is the largest planet of the solar system; its Great Red Spot is a storm larger than the Earth.',
+  'music.txt': 'A string quartet has two violins, a viola and a cello; Haydn wrote sixty-eight of them.',
+};
+
+async function query(body: unknown, key: string | null = user.key, path = '/v1/kb/query') {
+  return server.request('POST', path, { key, json: body });
+}
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await server.createUser();
+  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'search' } })).body.id;
+  const uploaded = await upload(
+    server,
+    user.key,
+    workspaceId,
+    Object.entries(notes).map(([name, text]) => ({ name, bytes: text })),
+    JSON.stringify({ team: 'physics' }),
+  );
+  expect(uploaded.status).toBe(202);
+  const pdfUpload = await upload(server, user.key, workspaceId, [{ name: 'sample_pdf_1.pdf', bytes: await readBenchPdf('sample_pdf_1.pdf') }], JSON.stringify({ team: 'docs' }));
+  const documents = await waitForDocuments(server, user.key, [...uploaded.body, ...pdfUpload.body].map((document: DocumentBody) => document.id));
+  for (const document of documents) {
+    expect(document.status, `${document.filename}: ${document.error}`).toBe('ready');
+    texts[document.filename] = document.id;
+  }
+  pdf = documents.find((document) => document.filename === 'sample_pdf_1.pdf')!;
+}, 300_000);
+
+afterAll(() => server?.close());
+
+describe('POST /v1/kb/query', () => {
+  it('answers the documented fields, five results by default, the planted fact first, ordered by score', async () => {
+    const response = await query({ query: 'What coolant does the Zephyr-9 reactor use?', workspace_id: workspaceId });
+    expect(response.status, response.text).toBe(200);
+    expect(Object.keys(response.body)).toEqual(['results']);
+    const results = response.body.results as any[];
+    expect(results).toHaveLength(5);
+    for (const result of results) {
+      expect(Object.keys(result)).toEqual(['document_id', 'filename', 'chunk_index', 'content', 'score', 'metadata']);
+      expect(typeof result.score).toBe('number');
+      expect(typeof result.metadata).toBe('object');
+    }
+    expect(results[0].filename).toBe('reactor.md');
+    expect(results[0].document_id).toBe(texts['reactor.md']);
+    expect(results[0].content).toContain('lead-bismuth eutectic');
+    const scores = results.map((result) => result.score);
+    expect(scores).toEqual([...scores].sort((a, b) => b - a));
+    expect(scores[0]).toBeGreaterThan(scores[4]);
+  });
+
+  it('honours top_k', async () => {
+    for (const topK of [1, 3, 8]) {
+      const response = await query({ query: 'planets and storms', workspace_id: workspaceId, top_k: topK });
+      expect(response.status, response.text).toBe(200);
+      expect(response.body.results).toHaveLength(Math.min(topK, 7 + pdf.chunk_count));
+    }
+    const all = await query({ query: 'planets and storms', workspace_id: workspaceId, top_k: 100 });
+    expect(all.body.results).toHaveLength(7 + pdf.chunk_count);
+    expect(all.body.results[0].filename).toBe('astronomy.txt');
+  });
+
+  it('gives PDF results their page in metadata', async () => {
+    const response = await query({ query: 'sample pdf text', workspace_id: workspaceId, top_k: 100, filter: { team: 'docs' } });
+    expect(response.status, response.text).toBe(200);
+    const results = response.body.results as any[];
+    expect(results.length).toBe(pdf.chunk_count);
+    for (const result of results) {
+      expect(result.filename).toBe('sample_pdf_1.pdf');
+      expect(Number.isInteger(result.metadata.page)).toBe(true);
+      expect(result.metadata.page).toBeGreaterThanOrEqual(1);
+      expect(result.metadata.page).toBeLessThanOrEqual(pdf.page_count!);
+    }
+  });
+
+  it('answers /query exactly as /v1/kb/query', async () => {
+    const body = { query: 'How do I bake bread with a crisp crust?', workspace_id: workspaceId, top_k: 3 };
+    const [current, legacy] = [await query(body), await query(body, user.key, '/query')];
+    expect(legacy.status).toBe(200);
+    expect(legacy.text).toBe(current.text);
+    expect(legacy.headers.get('content-type')).toBe(current.headers.get('content-type'));
+    expect(current.body.results[0].filename).toBe('baking.txt');
+    const missing = await query({ workspace_id: workspaceId }, user.key, '/query');
+    expectError(missing, 400, 'bad_request');
+  });
+
+  it('searches by vector or by keyword alone when asked', async () => {
+    const vector = await query({ query: 'which boat sails should be adjusted in strong wind', workspace_id: workspaceId, mode: 'vector', top_k: 2 });
+    expect(vector.status, vector.text).toBe(200);
+    expect(vector.body.results[0].filename).toBe('sailing.txt');
+    expect(vector.body.results[0].score).toBeLessThanOrEqual(1);
+    const keyword = await query({ query: 'Haydn quartets', workspace_id: workspaceId, mode: 'keyword' });
+    expect(keyword.status, keyword.text).toBe(200);
+    // Only the one chunk holding these words matches on keywords.
+    expect(keyword.body.results.map((result: any) => result.filename)).toEqual(['music.txt']);
+    const nothing = await query({ query: 'xylophone', workspace_id: workspaceId, mode: 'keyword' });
+    expect(nothing.body.results).toEqual([]);
+  });
+
+  it('filters on document metadata, by equality and by `in`', async () => {
+    const physics = await query({ query: 'reactor', workspace_id: workspaceId, top_k: 100, filter: { team: 'physics' } });
+    expect(physics.body.results).toHaveLength(7);
+    const either = await query({ query: 'reactor', workspace_id: workspaceId, top_k: 100, filter: { team: { in: ['docs', 'physics'] } } });
+    expect(either.body.results).toHaveLength(7 + pdf.chunk_count);
+    const none = await query({ query: 'reactor', workspace_id: workspaceId, filter: { team: 'chemistry' } });
+    expect(none.body.results).toEqual([]);
+    for (const filter of [[], 'physics', { team: { gt: 1 } }, { team: { in: 'x' } }, { team: { in: [{}] } }]) {
+      expectError(await query({ query: 'reactor', workspace_id: workspaceId, filter }), 400, 'bad_request');
+    }
+  });
+
+  it('refuses bad input with 400 and an unknown or foreign workspace with 404', async () => {
+    const base = { query: 'reactor', workspace_id: workspaceId };
+    const bad: unknown[] = [
+      { workspace_id: workspaceId },
+      { ...base, query: '' },
+      { ...base, query: '   \n ' },
+      { ...base, query: 'x'.repeat(100_000) },
+      { ...base, query: 42 },
+      { ...base, top_k: 0 },
+      { ...base, top_k: -1 },
+      { ...base, top_k: 1.5 },
+      { ...base, top_k: 10_000 },
+      { ...base, top_k: '5' },
+      { ...base, mode: 'fuzzy' },
+      { ...base, surprise: true },
+      { query: 'reactor' },
+      [base],
+    ];
+    for (const body of bad) {
+      const response = await query(body);
+      const error = expectError(response, 400, 'bad_request');
+      expect(error.message.length).toBeGreaterThan(5);
+    }
+    const stranger = await server.createUser();
+    expectError(await query(base, stranger.key), 404, 'not_found');
+    expectError(await query({ ...base, workspace_id: 'not-a-uuid' }), 404, 'not_found');
+    expectError(await query({ ...base, workspace_id: '00000000-0000-4000-8000-000000000000' }), 404, 'not_found');
+  });
+
+  it('needs kb:read', async () => {
+    const writer = await server.createKey(user, ['kb:write']);
+    expectError(await query({ query: 'reactor', workspace_id: workspaceId }, writer), 403, 'forbidden');
+    expectError(await query({ query: 'reactor', workspace_id: workspaceId }, null), 401, 'unauthorized');
+    const reader = await server.createKey(user, ['kb:read']);
+    expect((await query({ query: 'reactor', workspace_id: workspaceId }, reader)).status).toBe(200);
+  });
+
+  it('answers the same through GraphQL Query.search', async () => {
+    const rest = await query({ query: 'tomato plants and sunlight', workspace_id: workspaceId, top_k: 3 });
+    const graphql = await server.graphql<{ search: any[] }>(
+      user.key,
+      'query($input: SearchInput!) { search(input: $input) { documentId filename chunkIndex content score metadata } }',
+      { input: { query: 'tomato plants and sunlight', workspaceId, topK: 3 } },
+    );
+    expect(graphql.errors).toBeUndefined();
+    expect(graphql.data!.search.map((result) => [result.documentId, result.chunkIndex, result.score])).toEqual(
+      rest.body.results.map((result: any) => [result.document_id, result.chunk_index, result.score]),
+    );
+    expect(graphql.data!.search[0].filename).toBe('gardening.txt');
+  });
+
+  it('never returns chunks of a document that is not ready', async () => {
+    const prisma = server.app.db.prisma;
+    const id = texts['reactor.md']!;
+    const body = { query: 'Zephyr-9 reactor coolant', workspace_id: workspaceId, top_k: 100 };
+    await prisma.document.update({ where: { id }, data: { status: 'processing' } });
+    try {
+      const hidden = await query(body);
+      expect(hidden.body.results.some((result: any) => result.document_id === id)).toBe(false);
+    } finally {
+      await prisma.document.update({ where: { id }, data: { status: 'ready' } });
+    }
+    expect((await query(body)).body.results[0].document_id).toBe(id);
+  });
+
+  it('reports the model, dimensions and the index count in scan, and embedding progress in stats', async () => {
+    const scan = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/scan`, { key: user.key });
+    expect(scan.status, scan.text).toBe(200);
+    expect(scan.body.embedding).toMatchObject({ model: 'bge-small-en-v1.5-q', dimensions: 384, index_model: 'bge-small-en-v1.5-q', model_mismatch: false });
+    for (const document of scan.body.documents) {
+      expect(document.embedded_chunks).toBe(document.chunk_count);
+      expect(document.indexed_chunks).toBe(document.chunk_count);
+    }
+    expect(scan.body.totals.indexed_chunks).toBe(scan.body.totals.chunk_count);
+    const stats = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/stats`, { key: user.key });
+    expect(stats.body.embedded_chunk_count).toBe(stats.body.chunk_count);
+  });
+
+  it('drops a deleted document from search at once', async () => {
+    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'deletion' } })).body.id;
+    const uploaded = await upload(server, user.key, workspace, [
+      { name: 'keep.txt', bytes: 'Otters hold hands while they sleep so that they do not drift apart.' },
+      { name: 'drop.txt', bytes: 'Octopuses have three hearts and blue blood rich in copper.' },
+    ]);
+    const [keep, drop] = await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id));
+    const body = { query: 'how many hearts does an octopus have', workspace_id: workspace };
+    expect((await query(body)).body.results[0].document_id).toBe(drop!.id);
+    expect((await server.request('DELETE', `/v1/kb/documents/${drop!.id}`, { key: user.key })).status).toBe(204);
+    const after = await query(body);
+    expect(after.body.results.map((result: any) => result.document_id)).toEqual([keep!.id]);
+    // An external index is cleaned by a queued job: its count may lag for a moment, never search.
+    await expect
+      .poll(async () => (await server.request('GET', `/v1/kb/workspaces/${workspace}/scan`, { key: user.key })).body.totals.indexed_chunks, { timeout: 30_000 })
+      .toBe(keep!.chunk_count);
+  });
+});
