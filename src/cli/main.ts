@@ -195,7 +195,7 @@ program
     ]);
     userErrors.add(ModelUnavailableError);
     const db = await openStore(settings);
-    const bar = new SingleBar({ format: 'reindex [{bar}] {percentage}% | {value}/{total} chunks | {documents} documents left', hideCursor: true, stream: process.stderr }, Presets.shades_classic);
+    const bar = new SingleBar({ format: 'reindex [{bar}] {percentage}% | {value}/{total} chunks | {documents} documents left', hideCursor: true, stream: process.stderr, noTTYOutput: true, notTTYSchedule: 2_000 }, Presets.shades_classic);
     let started = false;
     try {
       const summary = await reindex(settings, db, createLogger(settings.logLevel === 'info' ? 'error' : settings.logLevel), (progress) => {

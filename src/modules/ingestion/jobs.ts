@@ -1,7 +1,7 @@
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { readSourceBytes } from '../documents/service.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/queue.js';
+import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
@@ -178,12 +178,18 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
           signal,
         );
         const chunkIds = batch.map((chunk) => chunk.id);
-        await prisma.$transaction([
+        const [marked] = await prisma.$transaction([
           prisma.$executeRaw`UPDATE chunks SET embedded_at = now() WHERE id = ANY(${chunkIds}::uuid[])`,
           prisma.$executeRaw`
             UPDATE documents SET embedded_chunks = (SELECT count(*) FROM chunks WHERE document_id = ${documentId}::uuid AND embedded_at IS NOT NULL)
              WHERE id = ${documentId}::uuid`,
         ]);
+        if (marked === 0) {
+          // Deleted while this batch was embedded: its index_delete job may already have run, so
+          // take back what was just written (an external index is not cleaned by the cascade).
+          await index.deleteDocument(documentId);
+          throw new DocumentDeletedError();
+        }
       }
       await prisma.$transaction([
         prisma.$executeRaw`
