@@ -47,14 +47,15 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const log = options.log ?? createLogger(config.logLevel);
   const db = await openDatabase(config);
   try {
-    const admin = await ensureFirstAdmin(db);
-    if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const concurrency = config.ingestion.concurrency;
+    // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const embedder = await createEmbedder(config);
     const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
       await embedder.close();
       throw error;
     });
+    const admin = await ensureFirstAdmin(db);
+    if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const mismatch = modelMismatch({ embedder, index });
     if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
     const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });

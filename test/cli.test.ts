@@ -158,6 +158,22 @@ describe('first start on an empty embedded store', () => {
     }
   });
 
+  it('stops at once, saying how to get it, when the model is missing, and keeps the admin key for a start that works', async () => {
+    const emptyDir = await mkdtemp(path.join(tmpdir(), 'kb-nomodel-'));
+    const env = environment({ KB_DATA_DIR: emptyDir, DATABASE_URL: '' });
+    try {
+      const refused = await kb(['serve'], { ...env, PORT: '0', KB_MODELS_DIR: path.join(emptyDir, 'no-models') });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^kb: The embedded model bge-small-en-v1\.5-q is not usable: .*model\.onnx is missing.*kb models pull/);
+      expect(refused.stdout).not.toMatch(/sk_/);
+      const started = await serve(env);
+      expect(started.output()).toMatch(/Created admin@localhost with 1000 credits[\s\S]*sk_[0-9A-Za-z]{32,}/);
+      await stop(started.child);
+    } finally {
+      await rm(emptyDir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a second server on the same embedded store with a clear message', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'kb-lock-'));
     const env = environment({ KB_DATA_DIR: dir, DATABASE_URL: '' });

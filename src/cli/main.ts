@@ -56,12 +56,14 @@ const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(val
 
 async function serve() {
   const settings = await config();
-  const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError }] = await Promise.all([
+  const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError }, { ModelUnavailableError }, { PgvectorMissingError }] = await Promise.all([
     import('../app.js'),
     import('../errors.js'),
     import('../db/database.js'),
+    import('../modules/embeddings/embedder.js'),
+    import('../modules/retrieval/pgvector-index.js'),
   ]);
-  userErrors.add(AppError).add(StoreLockedError);
+  userErrors.add(AppError).add(StoreLockedError).add(ModelUnavailableError).add(PgvectorMissingError);
   const app = await startApp(settings, {
     onFirstAdmin: (rawKey) => {
       process.stdout.write(

@@ -30,8 +30,10 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
   try {
     await prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
   } catch (error) {
+    // Prisma's message starts with the invocation; PostgreSQL's own words are its last line.
+    const reason = (error as Error).message.trim().split('\n').at(-1);
     throw new PgvectorMissingError(
-      `the database has no pgvector extension (${(error as Error).message}). Install pgvector 0.8 or later into PostgreSQL, ` +
+      `the database has no pgvector extension (${reason}). Install pgvector 0.8 or later into PostgreSQL, ` +
         'or set ELASTICSEARCH_URL to keep vectors in Elasticsearch instead.',
     );
   }
