@@ -1,8 +1,25 @@
-import type { Config } from '../../config.js';
+import { ConfigError, type Config } from '../../config.js';
 import type { Embedder } from './embedder.js';
 
-/** The one place the embedder is chosen: an OpenAI-compatible server when configured, else the embedded model. */
+/**
+ * The one place the embedder is chosen: an OpenAI-compatible server when OPENAI_BASE_URL is
+ * set (OPENAI_EMBEDDING_MODEL names its model), else the embedded model in worker threads.
+ */
 export async function createEmbedder(config: Config): Promise<Embedder> {
+  if (config.openai.baseUrl) {
+    if (!config.openai.embeddingModel) {
+      throw new ConfigError(['OPENAI_EMBEDDING_MODEL: is required with OPENAI_BASE_URL (the embedding model to ask the server for)']);
+    }
+    const { createOpenAIEmbedder } = await import('./openai-embedder.js');
+    return createOpenAIEmbedder({
+      baseUrl: config.openai.baseUrl,
+      apiKey: config.openai.apiKey,
+      model: config.openai.embeddingModel,
+      dimensions: config.openai.embeddingDimensions,
+      timeoutMs: config.openai.timeoutSeconds * 1000,
+      batchSize: config.embeddings.batchSize,
+    });
+  }
   const { createOnnxEmbedder } = await import('./onnx-embedder.js');
   return createOnnxEmbedder({ modelsDir: config.embeddings.modelsDir, model: config.embeddings.localModel, threads: config.embeddings.threads });
 }
