@@ -13,7 +13,7 @@ export async function openVectorIndex(config: Config, db: Database, embedder: Em
   const model = { model: embedder.modelId, dimensions: embedder.dimensions };
   if (config.elasticsearchUrl) {
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
-    return openElasticsearchIndex(config.elasticsearchUrl, db.prisma, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
+    return openElasticsearchIndex(config.elasticsearchUrl, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
   return openPgvectorIndex(db.prisma, model);
 }

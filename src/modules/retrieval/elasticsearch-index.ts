@@ -1,0 +1,234 @@
+import { Client, errors } from '@elastic/elasticsearch';
+import { bm25 } from './pgvector-index.js';
+import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
+
+export type ElasticsearchOptions = { timeoutMs: number; indexName?: string };
+
+/** Candidates each shard examines per vector search: more than asked, for recall through int8 quantization. */
+const numCandidates = (limit: number) => Math.min(10_000, Math.max(100, limit * 2));
+
+/** Ids fetched per page when a deletion has to find a document's or workspace's chunks. */
+const deletePage = 1_000;
+
+function unavailable(url: string, error: unknown): IndexUnavailableError {
+  const reason = error instanceof errors.ResponseError ? `${error.statusCode} ${JSON.stringify(error.body)}` : (error as Error).message;
+  return new IndexUnavailableError(`Elasticsearch at ${url} did not answer: ${reason}`, { cause: error });
+}
+
+const mappings = (model: IndexModel) => ({
+  _meta: { model: model.model, dimensions: model.dimensions },
+  dynamic: 'strict' as const,
+  properties: {
+    chunk_id: { type: 'keyword' as const },
+    document_id: { type: 'keyword' as const },
+    workspace_id: { type: 'keyword' as const },
+    embedding: { type: 'dense_vector' as const, dims: model.dimensions, index: true, similarity: 'cosine' as const, index_options: { type: 'int8_hnsw' as const } },
+    // Terms are analysed in the service (analyzer.ts); here they are only split on spaces.
+    terms: { type: 'text' as const, analyzer: 'whitespace', similarity: 'kb_bm25' },
+  },
+});
+
+/**
+ * The index in Elasticsearch (ELASTICSEARCH_URL): one document per chunk, a `dense_vector` with
+ * int8 HNSW on cosine for the vector side, BM25 (the same k1 and b as the pgvector index) on the
+ * service's analysed terms for the keyword side, the workspace and document as keyword filters
+ * inside `knn.filter`. The distribution run here has no `_delete_by_query`, so deletions find
+ * the ids first and delete them in bulk. The model that built the index is in the mapping's
+ * `_meta`.
+ */
+export async function openElasticsearchIndex(url: string, configured: IndexModel, options: ElasticsearchOptions): Promise<VectorIndex> {
+  const index = options.indexName ?? 'kb_chunks';
+  const client = new Client({ node: url, requestTimeout: options.timeoutMs, maxRetries: 2 });
+  try {
+    // `GET /` answers 405 on this distribution, so ping() and info() cannot be used.
+    await client.cluster.health({ wait_for_status: 'yellow', timeout: `${Math.ceil(options.timeoutMs / 1000)}s` });
+  } catch (error) {
+    await client.close();
+    throw new Error(`ELASTICSEARCH_URL (${url}) does not answer: ${(error as Error).message}`, { cause: error });
+  }
+  const create = async (model: IndexModel) => {
+    try {
+      await client.indices.create({
+        index,
+        settings: {
+          number_of_shards: 1,
+          number_of_replicas: 0,
+          similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } },
+        },
+        mappings: mappings(model),
+      });
+    } catch (error) {
+      // Several processes (or test files) opening a new index at once: one of them made it.
+      if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
+    }
+  };
+  await create(configured);
+  const mapping = await client.indices.getMapping({ index });
+  const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
+  const builtWith = { model: String(meta?.model ?? configured.model), dimensions: Number(meta?.dimensions ?? configured.dimensions) };
+  return new ElasticsearchIndex(client, url, index, builtWith, create);
+}
+
+class ElasticsearchIndex implements VectorIndex {
+  readonly kind = 'elasticsearch' as const;
+  #builtWith: IndexModel;
+
+  constructor(
+    private readonly client: Client,
+    private readonly url: string,
+    private readonly index: string,
+    builtWith: IndexModel,
+    private readonly create: (model: IndexModel) => Promise<void>,
+  ) {
+    this.#builtWith = builtWith;
+  }
+
+  get builtWith() {
+    return this.#builtWith;
+  }
+
+  async upsert(chunks: readonly IndexedChunk[], signal?: AbortSignal) {
+    if (chunks.length === 0) return;
+    const operations = chunks.flatMap((chunk) => {
+      if (chunk.embedding.length !== this.#builtWith.dimensions) {
+        throw new Error(`a ${chunk.embedding.length}-dimensional vector cannot go into an index of ${this.#builtWith.dimensions} dimensions`);
+      }
+      return [
+        { index: { _index: this.index, _id: chunk.chunkId } },
+        {
+          chunk_id: chunk.chunkId,
+          document_id: chunk.documentId,
+          workspace_id: chunk.workspaceId,
+          embedding: Array.from(chunk.embedding),
+          terms: chunk.terms.join(' '),
+        },
+      ];
+    });
+    // wait_for: the batch is searchable when this returns, so a document marked ready after its
+    // last batch is found at once (about 200 ms per batch here, hidden behind the next embedding).
+    const response = await this.client.bulk({ operations, refresh: 'wait_for' }, { signal }).catch((error: unknown) => {
+      throw unavailable(this.url, error);
+    });
+    if (response.errors) {
+      const failed = response.items.find((item) => item.index?.error)?.index?.error;
+      throw new IndexUnavailableError(`Elasticsearch refused a chunk: ${failed?.type}: ${failed?.reason}`);
+    }
+  }
+
+  /** Deletes every chunk matching the filter: ids page by page, then a bulk delete, until none is left. */
+  async #deleteWhere(field: 'document_id' | 'workspace_id', value: string) {
+    try {
+      for (;;) {
+        const found = await this.client.search({
+          index: this.index,
+          size: deletePage,
+          _source: false,
+          query: { bool: { filter: [{ term: { [field]: value } }] } },
+        });
+        const ids = found.hits.hits.map((hit) => hit._id!);
+        if (ids.length === 0) return;
+        await this.client.bulk({ operations: ids.map((id) => ({ delete: { _index: this.index, _id: id } })), refresh: 'wait_for' });
+        if (ids.length < deletePage) return;
+      }
+    } catch (error) {
+      throw unavailable(this.url, error);
+    }
+  }
+
+  deleteDocument(documentId: string) {
+    return this.#deleteWhere('document_id', documentId);
+  }
+
+  deleteWorkspace(workspaceId: string) {
+    return this.#deleteWhere('workspace_id', workspaceId);
+  }
+
+  async search(request: IndexSearch, signal?: AbortSignal) {
+    const filter: object[] = [{ terms: { workspace_id: [...request.workspaceIds] } }];
+    if (request.documentIds) filter.push({ terms: { document_id: [...request.documentIds] } });
+    const mustNot = request.excludeDocumentIds.length > 0 ? [{ terms: { document_id: [...request.excludeDocumentIds] } }] : [];
+    const restrict = { bool: { filter, must_not: mustNot } };
+    const terms = [...new Set(request.terms ?? [])];
+    try {
+      const [vector, keyword] = await Promise.all([
+        request.vector
+          ? this.client.search(
+              {
+                index: this.index,
+                _source: false,
+                size: request.limit,
+                knn: {
+                  field: 'embedding',
+                  query_vector: Array.from(request.vector),
+                  k: request.limit,
+                  num_candidates: numCandidates(request.limit),
+                  filter: restrict,
+                },
+              },
+              { signal },
+            )
+          : undefined,
+        terms.length > 0
+          ? this.client.search(
+              {
+                index: this.index,
+                _source: false,
+                size: request.limit,
+                query: { bool: { ...restrict.bool, must: [{ match: { terms: { query: terms.join(' '), operator: 'or' } } }] } },
+              },
+              { signal },
+            )
+          : undefined,
+      ]);
+      return {
+        // Elasticsearch scores cosine as (1 + cos) / 2; the service reports the cosine itself.
+        vector: (vector?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: 2 * (hit._score ?? 0) - 1 })),
+        keyword: (keyword?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: hit._score ?? 0 })),
+      };
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      throw unavailable(this.url, error);
+    }
+  }
+
+  async countByDocument(workspaceId: string) {
+    const counts = new Map<string, number>();
+    let after: Record<string, string> | undefined;
+    try {
+      for (;;) {
+        const response = await this.client.search({
+          index: this.index,
+          size: 0,
+          query: { bool: { filter: [{ term: { workspace_id: workspaceId } }] } },
+          aggregations: { documents: { composite: { size: 1_000, sources: [{ document_id: { terms: { field: 'document_id' } } }], ...(after && { after }) } } },
+        });
+        const aggregation = response.aggregations?.documents as
+          | { buckets: { key: { document_id: string }; doc_count: number }[]; after_key?: Record<string, string> }
+          | undefined;
+        for (const bucket of aggregation?.buckets ?? []) counts.set(bucket.key.document_id, bucket.doc_count);
+        if (!aggregation?.after_key || aggregation.buckets.length === 0) return counts;
+        after = aggregation.after_key;
+      }
+    } catch (error) {
+      throw unavailable(this.url, error);
+    }
+  }
+
+  async reset(model: IndexModel) {
+    await this.client.indices.delete({ index: this.index, ignore_unavailable: true });
+    await this.create(model);
+    this.#builtWith = model;
+  }
+
+  async ping() {
+    try {
+      await this.client.cluster.health({ index: this.index, wait_for_status: 'yellow', timeout: '2s' });
+    } catch (error) {
+      throw unavailable(this.url, error);
+    }
+  }
+
+  async close() {
+    await this.client.close();
+  }
+}
