@@ -163,6 +163,8 @@ class ElasticsearchIndex implements VectorIndex {
                   k: request.limit,
                   num_candidates: numCandidates(request.limit),
                   filter: restrict,
+                  // Ranks the int8 candidates again on the stored floats: exact cosine scores.
+                  rescore_vector: { oversample: 2 },
                 },
               },
               { signal },

@@ -2,7 +2,10 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
 import { type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
 
-/** BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). */
+/**
+ * BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). The
+ * score keeps the textbook (k1 + 1) factor, as Elasticsearch's BM25 does, so the two agree.
+ */
 export const bm25 = { k1: 0.9, b: 0.4 };
 
 /**
