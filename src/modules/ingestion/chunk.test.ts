@@ -200,6 +200,16 @@ describe('overlap', () => {
   });
 });
 
+describe('a piece larger than a chunk only without its leading space', () => {
+  it('is split rather than dropped (found by chunk.fuzz.test.ts, seed 2133867354)', () => {
+    // Split by tokens, its second run is 16 tokens with its leading space and 17 without.
+    const text = '\u0000\u{10000}# a\u{10000}' + '.'.repeat(500);
+    const chunks = chunkDocument(documentOf([{ kind: 'text', text, page: null, headingPath: [] }]), { chunkTokens: 16, overlapTokens: 0 });
+    expect(chunks.map((chunk) => chunk.content).join('').replace(/\s+/g, '')).toBe(text.replace(/\s+/g, ''));
+    for (const chunk of chunks) expect(chunk.tokenCount).toBeLessThanOrEqual(16);
+  });
+});
+
 describe('pages', () => {
   it('records the first page and every page a chunk spans', () => {
     const chunks = chunkDocument(

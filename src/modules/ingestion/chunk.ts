@@ -141,8 +141,9 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       continue;
     }
     if (current.length === 0) {
-      // Larger than a chunk on its own.
-      pushFront(splitPiece(piece, chunkTokens, chunkTokens) ?? []);
+      // Larger than a chunk on its own. It was measured without its leading whitespace, as a chunk
+      // starts, so it is split that way too: measured with it, it could fit and not be split at all.
+      pushFront(splitPiece({ ...piece, text: piece.text.trimStart() }, chunkTokens, chunkTokens) ?? []);
       continue;
     }
     queue.push(piece);
