@@ -174,6 +174,29 @@ describe('first start on an empty embedded store', () => {
     }
   });
 
+  it('refuses a corrupt model, and kb models pull replaces it with the verified one', async () => {
+    const models = await mkdtemp(path.join(tmpdir(), 'kb-models-'));
+    const env = environment({ KB_DATA_DIR: path.join(models, 'data'), DATABASE_URL: '', KB_MODELS_DIR: models });
+    try {
+      await mkdir(path.join(models, 'bge-small-en-v1.5-q'));
+      const provisioned = fileURLToPath(new URL('../models/bge-small-en-v1.5-q/', import.meta.url));
+      for (const file of ['model.onnx', 'tokenizer.json']) await copyFile(path.join(provisioned, file), path.join(models, 'bge-small-en-v1.5-q', file));
+      await writeFile(path.join(models, 'bge-small-en-v1.5-q', 'tokenizer.json'), '{"tampered": true}');
+      const refused = await kb(['serve'], { ...env, PORT: '0' });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/tokenizer\.json .*(sha256|checksum)|tokenizer\.json.*does not match/);
+      const pulled = await kb(['models', 'pull'], env);
+      expect(pulled.code, pulled.stderr).toBe(0);
+      expect(pulled.stderr).toContain('bge-small-en-v1.5-q downloaded and verified');
+      const again = await kb(['models', 'pull'], env);
+      expect(again.stderr).toContain('already present and verified');
+      const started = await serve(env);
+      await stop(started.child);
+    } finally {
+      await rm(models, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a second server on the same embedded store with a clear message', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'kb-lock-'));
     const env = environment({ KB_DATA_DIR: dir, DATABASE_URL: '' });

