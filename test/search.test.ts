@@ -155,6 +155,32 @@ describe('POST /v1/kb/query', () => {
     expectError(await query({ ...base, workspace_id: '00000000-0000-4000-8000-000000000000' }), 404, 'not_found');
   });
 
+  it('refuses NUL, unpaired surrogates and __proto__ in the query or filter through GraphQL as through REST', async () => {
+    const search = 'query($input: SearchInput!) { search(input: $input) { documentId } }';
+    const inputs = [
+      { query: 'reactor\u0000', workspaceId },
+      { query: 'a\ud800', workspaceId },
+      { query: 'reactor', workspaceId, filter: { team: { in: ['\u0000'] } } },
+      { query: 'reactor', workspaceId, filter: { 'a\u0000': 1 } },
+      { query: 'reactor', workspaceId, filter: { '\udc00': 1 } },
+      { query: 'reactor', workspaceId, filter: JSON.parse('{"__proto__": {"in": [1]}}') },
+    ];
+    for (const input of inputs) {
+      const result = await server.graphql(user.key, search, { input });
+      expect(result.errors?.[0]?.extensions?.code, JSON.stringify(input)).toBe('bad_request');
+      const rest = await query({ query: input.query, workspace_id: workspaceId, ...(input.filter && { filter: input.filter }) });
+      expectError(rest, 400, 'bad_request');
+    }
+  });
+
+  it('answers a query of thousands of distinct words, ranking on its first words', async () => {
+    const words = Array.from({ length: 1500 }, (_, index) => `word${index}`);
+    const long = `reactor coolant ${words.join(' ')}`.slice(0, 9_999);
+    const response = await query({ query: long, workspace_id: workspaceId, mode: 'keyword' });
+    expect(response.status, response.text).toBe(200);
+    expect(response.body.results[0].filename).toBe('reactor.md');
+  });
+
   it('needs kb:read', async () => {
     const writer = await server.createKey(user, ['kb:write']);
     expectError(await query({ query: 'reactor', workspace_id: workspaceId }, writer), 403, 'forbidden');

@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
-import { type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
+import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
 
 /**
  * BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). The
@@ -14,6 +14,9 @@ export const bm25 = { k1: 0.9, b: 0.4 };
  * a filtered search still returns as many hits as exist (pgvector 0.8).
  */
 const efSearch = 200;
+
+/** Longest a search statement may run; below the transaction's own limit of 5 s. */
+const searchStatementTimeoutMs = 4_000;
 
 export class PgvectorMissingError extends Error {
   override name = 'PgvectorMissingError';
@@ -214,12 +217,22 @@ class PgvectorIndex implements VectorIndex {
          LIMIT ${request.limit}`);
     }
     if (queries.length === 0) return { vector: [], keyword: [] };
-    // SET LOCAL keeps the scan settings to this transaction: other work on the connection is unaffected.
-    const [, , ...answers] = await this.prisma.$transaction([
-      this.prisma.$executeRawUnsafe('SET LOCAL hnsw.iterative_scan = relaxed_order'),
-      this.prisma.$executeRawUnsafe(`SET LOCAL hnsw.ef_search = ${efSearch}`),
-      ...queries,
-    ]);
+    let answers: unknown[];
+    try {
+      // SET LOCAL keeps the scan settings to this transaction: other work on the connection is unaffected.
+      [, , , ...answers] = await this.prisma.$transaction([
+        this.prisma.$executeRawUnsafe('SET LOCAL hnsw.iterative_scan = relaxed_order'),
+        this.prisma.$executeRawUnsafe(`SET LOCAL hnsw.ef_search = ${efSearch}`),
+        // Bounded like the rest of a search; a statement cut short answers 503, not a held store.
+        this.prisma.$executeRawUnsafe(`SET LOCAL statement_timeout = ${searchStatementTimeoutMs}`),
+        ...queries,
+      ]);
+    } catch (error) {
+      if (/57014|statement timeout/.test((error as Error).message)) {
+        throw new IndexUnavailableError(`the search took longer than ${searchStatementTimeoutMs / 1000} s and was stopped; try a shorter query`);
+      }
+      throw error;
+    }
     const results = answers as IndexHit[][];
     const vector = request.vector ? results.shift()! : [];
     const keyword = terms.length > 0 ? results.shift()! : [];

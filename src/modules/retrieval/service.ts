@@ -1,4 +1,5 @@
 import { AppError, badRequest } from '../../errors.js';
+import { checkJson, textProblem } from '../../input-limits.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { findWorkspace } from '../workspaces/service.js';
@@ -11,6 +12,8 @@ export const searchLimits = {
   maxQueryCharacters: 10_000,
   defaultTopK: 5,
   maxTopK: 100,
+  /** Distinct analysed words of a query the keyword side ranks on; the rest are ignored. */
+  maxKeywordTerms: 32,
   /** Keys of a metadata filter, and values of one `in` list. */
   maxFilterKeys: 20,
   maxFilterValues: 100,
@@ -64,6 +67,8 @@ const isScalar = (value: unknown): value is FilterValue =>
 function checkFilter(filter: unknown): MetadataFilter | undefined {
   if (filter === undefined || filter === null) return undefined;
   if (typeof filter !== 'object' || Array.isArray(filter)) throw badRequest('filter', 'must be an object of metadata keys');
+  // NUL, unpaired surrogates, `__proto__` and depth, in the words every endpoint uses (GraphQL's JSON scalar checks none).
+  checkJson('filter', filter);
   const entries = Object.entries(filter);
   if (entries.length > searchLimits.maxFilterKeys) throw badRequest('filter', `may name at most ${searchLimits.maxFilterKeys} keys`);
   for (const [key, condition] of entries) {
@@ -122,6 +127,8 @@ export async function search(
   signal?: AbortSignal,
 ): Promise<SearchResult[]> {
   const { prisma, embedder, index, timeoutMs } = dependencies;
+  const textIssue = textProblem(input.query);
+  if (textIssue) throw badRequest('query', textIssue);
   const query = input.query.trim();
   if (query.length === 0) throw badRequest('query', 'must not be empty');
   if (input.query.length > searchLimits.maxQueryCharacters) {
@@ -154,7 +161,8 @@ export async function search(
       throw error;
     }
   }
-  const terms = mode === 'vector' ? [] : analyze(query);
+  // Keyword ranking costs matching chunks × terms: a pasted page must not hold the store.
+  const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
   let sides: { vector: IndexHit[]; keyword: IndexHit[] };
   try {
     sides = await withinTime(
@@ -177,7 +185,8 @@ export async function search(
   const results: SearchResult[] = [];
   for (const hit of wanted) {
     const chunk = byId.get(hit.chunkId);
-    if (!chunk) continue;
+    // Gone, or its document deleted between the two reads.
+    if (!chunk?.document) continue;
     results.push({
       documentId: chunk.documentId,
       filename: chunk.document.filename,
