@@ -67,7 +67,20 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
     // Lets a thread's event loop run between tasks, so it loads its session as soon as it starts.
     atomics: 'disabled',
   });
-  const run = (text: string) => pool.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
+  // Every task until it settles. A worker thread must never be ended while its session runs:
+  // onnxruntime-node then aborts the whole process ("terminate called after throwing an
+  // instance of 'Napi::Error'"). So aborts only stop a call from starting tasks, and close()
+  // waits for the tasks still running before it ends the threads.
+  const running = new Set<Promise<unknown>>();
+  const run = (text: string) => {
+    const task = pool.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
+    const tracked = task.then(
+      () => running.delete(tracked),
+      () => running.delete(tracked),
+    );
+    running.add(tracked);
+    return task;
+  };
 
   let closed = false;
   const embedder: Embedder = {
@@ -97,6 +110,7 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
         // spread over all workers, and a query arriving meanwhile queues behind only the texts
         // already running, not behind the rest of a document.
         const startNext = () => {
+          if (closed) return settle(new EmbedderError('permanent', 'the embedder is closed'));
           if (settled || started >= inputs.length) return;
           const index = started++;
           run(inputs[index]!).then(
@@ -118,6 +132,7 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
     async close() {
       if (closed) return;
       closed = true;
+      while (running.size > 0) await Promise.all(running);
       await pool.destroy();
     },
   };
