@@ -74,7 +74,7 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
   const running = new Set<Promise<unknown>>();
   const run = (text: string) => {
     const task = pool.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
-    const tracked = task.then(
+    const tracked: Promise<unknown> = task.then(
       () => running.delete(tracked),
       () => running.delete(tracked),
     );
