@@ -23,7 +23,8 @@ function embedderErrorOf(error: unknown, signal: AbortSignal | undefined): unkno
   }
   if (error instanceof APIError) {
     const status = error.status ?? 0;
-    const kind = status === 429 || status >= 500 ? 'transient' : 'permanent';
+    // The statuses the SDK itself retries: a request timeout, a conflict, a rate limit, a server error.
+    const kind = status === 408 || status === 409 || status === 429 || status >= 500 ? 'transient' : 'permanent';
     return new EmbedderError(kind, `the embedding server answered ${status}: ${error.message}`, { cause: error });
   }
   return new EmbedderError('permanent', `the embedding server answered something that is not embeddings: ${(error as Error).message}`, { cause: error });
@@ -56,6 +57,12 @@ export async function createOpenAIEmbedder(options: OpenAIEmbedderOptions): Prom
     apiKey: options.apiKey ?? 'unused',
     timeout: options.timeoutMs,
     maxRetries: options.maxRetries ?? 3,
+    // Configuration comes from src/config.ts only: without these the SDK would read
+    // OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_ADMIN_KEY and OPENAI_WEBHOOK_SECRET itself.
+    organization: null,
+    project: null,
+    adminAPIKey: null,
+    webhookSecret: null,
   });
   let dimensions = options.dimensions;
 
