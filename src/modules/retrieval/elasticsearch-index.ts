@@ -1,4 +1,4 @@
-import { Client, errors } from '@elastic/elasticsearch';
+import { Client, errors, type TransportRequestOptions } from '@elastic/elasticsearch';
 import { bm25 } from './pgvector-index.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
 
@@ -9,6 +9,17 @@ const numCandidates = (limit: number) => Math.min(10_000, Math.max(100, limit * 
 
 /** Ids fetched per page when a deletion has to find a document's or workspace's chunks. */
 const deletePage = 1_000;
+
+/** `work`, or a rejection as soon as `signal` aborts (`work` then settles unobserved). */
+function untilAborted<T>(signal: AbortSignal, work: Promise<T>): Promise<T> {
+  work.catch(() => {});
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener('abort', abort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
+}
 
 function unavailable(url: string, error: unknown): IndexUnavailableError {
   const reason = error instanceof errors.ResponseError ? `${error.statusCode} ${JSON.stringify(error.body)}` : (error as Error).message;
@@ -40,8 +51,13 @@ export async function openElasticsearchIndex(url: string, configured: IndexModel
   const index = options.indexName ?? 'kb_chunks';
   const client = new Client({ node: url, requestTimeout: options.timeoutMs, maxRetries: 2 });
   try {
-    // `GET /` answers 405 on this distribution, so ping() and info() cannot be used.
-    await client.cluster.health({ wait_for_status: 'yellow', timeout: `${Math.ceil(options.timeoutMs / 1000)}s` });
+    // `GET /` answers 405 on this distribution, so ping() and info() cannot be used. No retry:
+    // the client would retry a refused connection after 1-2 s, then 2-4 s, and the server should
+    // refuse to start at once (the server's own wait for yellow is bounded by `timeout`).
+    await client.cluster.health(
+      { wait_for_status: 'yellow', timeout: `${Math.ceil(options.timeoutMs / 1000)}s` },
+      { requestTimeout: options.timeoutMs + 2_000, maxRetries: 0 },
+    );
   } catch (error) {
     await client.close();
     throw new Error(`ELASTICSEARCH_URL (${url}) does not answer: ${(error as Error).message}`, { cause: error });
@@ -61,12 +77,14 @@ export async function openElasticsearchIndex(url: string, configured: IndexModel
       // Several processes (or test files) opening a new index at once: one of them made it.
       if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
     }
+    // When another process made it, its shard may not be started yet: the first search would fail.
+    await client.cluster.health({ index, wait_for_status: 'yellow', timeout: '30s' }, { requestTimeout: 35_000 });
   };
   await create(configured);
   const mapping = await client.indices.getMapping({ index });
   const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
   const builtWith = { model: String(meta?.model ?? configured.model), dimensions: Number(meta?.dimensions ?? configured.dimensions) };
-  return new ElasticsearchIndex(client, url, index, builtWith, create);
+  return new ElasticsearchIndex(client, url, index, builtWith, create, options.timeoutMs);
 }
 
 class ElasticsearchIndex implements VectorIndex {
@@ -79,6 +97,7 @@ class ElasticsearchIndex implements VectorIndex {
     private readonly index: string,
     builtWith: IndexModel,
     private readonly create: (model: IndexModel) => Promise<void>,
+    private readonly timeoutMs: number,
   ) {
     this.#builtWith = builtWith;
   }
@@ -104,9 +123,14 @@ class ElasticsearchIndex implements VectorIndex {
         },
       ];
     });
-    // wait_for: the batch is searchable when this returns, so a document marked ready after its
-    // last batch is found at once (about 200 ms per batch here, hidden behind the next embedding).
-    const response = await this.client.bulk({ operations, refresh: 'wait_for' }, { signal }).catch((error: unknown) => {
+    // The batch must be searchable when this returns: the document is marked ready right after its
+    // last batch, and upsert cannot tell which batch is the last. `refresh: true` refreshes the one
+    // shard at once: 30-50 ms per batch of 32 here, against 600-1,000 ms for `wait_for`, which
+    // waits for the next scheduled refresh (1 s). It makes one small segment per batch, at about
+    // the rate the scheduled refresh would while documents are embedded (a batch takes ~1.4 s to
+    // embed per worker), and merges fold them; `wait_for` would add up to a second to every
+    // document's time to ready and to every test that indexes.
+    const response = await this.client.bulk({ operations, refresh: true }, { signal }).catch((error: unknown) => {
       throw unavailable(this.url, error);
     });
     if (response.errors) {
@@ -115,7 +139,11 @@ class ElasticsearchIndex implements VectorIndex {
     }
   }
 
-  /** Deletes every chunk matching the filter: ids page by page, then a bulk delete, until none is left. */
+  /**
+   * Deletes every chunk matching the filter: ids page by page, then a bulk delete, until none is
+   * left. Each delete refreshes (as upsert does), so the next page does not find the same ids
+   * again and the chunks have left search when this returns.
+   */
   async #deleteWhere(field: 'document_id' | 'workspace_id', value: string) {
     try {
       for (;;) {
@@ -127,10 +155,14 @@ class ElasticsearchIndex implements VectorIndex {
         });
         const ids = found.hits.hits.map((hit) => hit._id!);
         if (ids.length === 0) return;
-        await this.client.bulk({ operations: ids.map((id) => ({ delete: { _index: this.index, _id: id } })), refresh: 'wait_for' });
+        const response = await this.client.bulk({ operations: ids.map((id) => ({ delete: { _index: this.index, _id: id } })), refresh: true });
+        // A chunk already gone answers 404 without an error; anything else is one.
+        const failed = response.errors ? response.items.find((item) => item.delete?.error)?.delete?.error : undefined;
+        if (failed) throw new IndexUnavailableError(`Elasticsearch did not delete a chunk: ${failed.type}: ${failed.reason}`);
         if (ids.length < deletePage) return;
       }
     } catch (error) {
+      if (error instanceof IndexUnavailableError) throw error;
       throw unavailable(this.url, error);
     }
   }
@@ -149,14 +181,15 @@ class ElasticsearchIndex implements VectorIndex {
     const mustNot = request.excludeDocumentIds.length > 0 ? [{ terms: { document_id: [...request.excludeDocumentIds] } }] : [];
     const restrict = { bool: { filter, must_not: mustNot } };
     const terms = [...new Set(request.terms ?? [])];
-    try {
-      const [vector, keyword] = await Promise.all([
+    const [vector, keyword] = await this.#read('search', signal, (requestOptions) =>
+      Promise.all([
         request.vector
           ? this.client.search(
               {
                 index: this.index,
                 _source: false,
                 size: request.limit,
+                track_total_hits: false,
                 knn: {
                   field: 'embedding',
                   query_vector: Array.from(request.vector),
@@ -167,7 +200,7 @@ class ElasticsearchIndex implements VectorIndex {
                   rescore_vector: { oversample: 2 },
                 },
               },
-              { signal },
+              requestOptions,
             )
           : undefined,
         terms.length > 0
@@ -176,19 +209,38 @@ class ElasticsearchIndex implements VectorIndex {
                 index: this.index,
                 _source: false,
                 size: request.limit,
+                // No hit count: Lucene can then skip documents that cannot reach the top.
+                track_total_hits: false,
                 query: { bool: { ...restrict.bool, must: [{ match: { terms: { query: terms.join(' '), operator: 'or' } } }] } },
               },
-              { signal },
+              requestOptions,
             )
           : undefined,
-      ]);
-      return {
-        // Elasticsearch scores cosine as (1 + cos) / 2; the service reports the cosine itself.
-        vector: (vector?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: 2 * (hit._score ?? 0) - 1 })),
-        keyword: (keyword?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: hit._score ?? 0 })),
-      };
+      ]),
+    );
+    return {
+      // Elasticsearch scores cosine as (1 + cos) / 2; the service reports the cosine itself.
+      vector: (vector?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: 2 * (hit._score ?? 0) - 1 })),
+      keyword: (keyword?.hits.hits ?? []).map((hit): IndexHit => ({ chunkId: hit._id!, score: hit._score ?? 0 })),
+    };
+  }
+
+  /**
+   * A read that ends within the timeout whatever the caller passes, with its failures (a
+   * timeout or an abort included: the signal the service passes carries its deadline) as
+   * IndexUnavailableError. One retry for a dropped keep-alive connection, but the client sleeps
+   * 1-2 s before it without heeding the signal: hence the race as well.
+   */
+  async #read<T>(what: string, signal: AbortSignal | undefined, work: (options: TransportRequestOptions) => Promise<T>): Promise<T> {
+    const deadline = AbortSignal.timeout(this.timeoutMs);
+    const aborted = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    try {
+      return await untilAborted(aborted, work({ signal: aborted, maxRetries: 1 }));
     } catch (error) {
-      if (signal?.aborted) throw signal.reason;
+      if (deadline.aborted) {
+        throw new IndexUnavailableError(`Elasticsearch at ${this.url} did not answer within ${this.timeoutMs / 1000} s`, { cause: error });
+      }
+      if (signal?.aborted) throw new IndexUnavailableError(`the ${what} was cancelled: ${String(signal.reason)}`, { cause: error });
       throw unavailable(this.url, error);
     }
   }
@@ -196,23 +248,25 @@ class ElasticsearchIndex implements VectorIndex {
   async countByDocument(workspaceId: string) {
     const counts = new Map<string, number>();
     let after: Record<string, string> | undefined;
-    try {
-      for (;;) {
-        const response = await this.client.search({
-          index: this.index,
-          size: 0,
-          query: { bool: { filter: [{ term: { workspace_id: workspaceId } }] } },
-          aggregations: { documents: { composite: { size: 1_000, sources: [{ document_id: { terms: { field: 'document_id' } } }], ...(after && { after }) } } },
-        });
-        const aggregation = response.aggregations?.documents as
-          | { buckets: { key: { document_id: string }; doc_count: number }[]; after_key?: Record<string, string> }
-          | undefined;
-        for (const bucket of aggregation?.buckets ?? []) counts.set(bucket.key.document_id, bucket.doc_count);
-        if (!aggregation?.after_key || aggregation.buckets.length === 0) return counts;
-        after = aggregation.after_key;
-      }
-    } catch (error) {
-      throw unavailable(this.url, error);
+    for (;;) {
+      // Each page within the timeout: a workspace of many documents takes several.
+      const response = await this.#read('count', undefined, (options) =>
+        this.client.search(
+          {
+            index: this.index,
+            size: 0,
+            query: { bool: { filter: [{ term: { workspace_id: workspaceId } }] } },
+            aggregations: { documents: { composite: { size: 1_000, sources: [{ document_id: { terms: { field: 'document_id' } } }], ...(after && { after }) } } },
+          },
+          options,
+        ),
+      );
+      const aggregation = response.aggregations?.documents as
+        | { buckets: { key: { document_id: string }; doc_count: number }[]; after_key?: Record<string, string> }
+        | undefined;
+      for (const bucket of aggregation?.buckets ?? []) counts.set(bucket.key.document_id, bucket.doc_count);
+      if (!aggregation?.after_key || aggregation.buckets.length === 0) return counts;
+      after = aggregation.after_key;
     }
   }
 
@@ -223,11 +277,9 @@ class ElasticsearchIndex implements VectorIndex {
   }
 
   async ping() {
-    try {
-      await this.client.cluster.health({ index: this.index, wait_for_status: 'yellow', timeout: '2s' });
-    } catch (error) {
-      throw unavailable(this.url, error);
-    }
+    await this.#read('ping', undefined, (options) =>
+      this.client.cluster.health({ index: this.index, wait_for_status: 'yellow', timeout: '2s' }, options),
+    );
   }
 
   async close() {
