@@ -67,7 +67,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
     };
     let queue: JobQueue | undefined;
-    const dependencies = { prisma: db.prisma, parsePool, embedder, index, notify: () => queue?.notify() };
+    const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       db.prisma,
       { parse: parseJob(dependencies, ingestionSettings), embed: embedJob(dependencies, ingestionSettings), index_delete: indexDeleteJob(dependencies) },

@@ -10,7 +10,7 @@ import { expectError, startTestServer, type TestServer, type TestUser } from './
  * (503), slow, answering garbage, or vectors of the wrong size. The service talks to it through
  * the `openai` SDK exactly as it would to a real one.
  */
-type Behaviour = 'healthy' | 'down' | 'slow' | 'garbage' | 'wrong-dimension';
+type Behaviour = 'healthy' | 'down' | 'slow' | 'garbage' | 'wrong-dimension' | 'refuses-poison';
 const dimensions = 8;
 
 function fakeVector(text: string, size = dimensions): number[] {
@@ -46,14 +46,16 @@ beforeAll(async () => {
           return void setTimeout(() => answer(200, { data: [], model: 'fake' }), 30_000).unref();
         case 'garbage':
           return answer(200, '{"data": "this is not a list of embeddings"');
-        default:
-          return answer(200, {
-            object: 'list',
-            model: 'fake-embed',
-            data: input.map((text, index) => ({ object: 'embedding', index, embedding: fakeVector(text, behaviour === 'wrong-dimension' ? 5 : dimensions) })),
-            usage: { prompt_tokens: 1, total_tokens: 1 },
-          });
+        case 'refuses-poison':
+          if (input.some((text) => text.includes('poison'))) return answer(400, { error: { message: 'input rejected by the content filter' } });
+          break;
       }
+      return answer(200, {
+        object: 'list',
+        model: 'fake-embed',
+        data: input.map((text, index) => ({ object: 'embedding', index, embedding: fakeVector(text, behaviour === 'wrong-dimension' ? 5 : dimensions) })),
+        usage: { prompt_tokens: 1, total_tokens: 1 },
+      });
     });
   });
   await new Promise<void>((resolve) => embeddingServer.listen(0, '127.0.0.1', resolve));
@@ -117,6 +119,45 @@ describe('an OpenAI-compatible embedding server', () => {
     behaviour = 'healthy';
     const [done] = await waitForDocuments(server, user.key, [id], 60_000);
     expect(done).toMatchObject({ status: 'ready', embedded_chunks: 1 });
+  });
+
+  /** Uploads while the server is down and waits until every document is parsed, its embedding held back. */
+  async function uploadHeldBack(names: string[]) {
+    behaviour = 'down';
+    const ids: string[] = [];
+    for (let first = 0; first < names.length; first += 20) {
+      const uploaded = await upload(server, user.key, workspaceId, names.slice(first, first + 20).map((name) => ({ name, bytes: `the text of ${name}` })));
+      expect(uploaded.status).toBe(202);
+      ids.push(...uploaded.body.map((document: { id: string }) => document.id));
+    }
+    const prisma = server.app.db.prisma;
+    await expect.poll(() => prisma.job.count({ where: { documentId: { in: ids }, kind: 'embed', attempts: { gte: 1 } } }), { timeout: 60_000 }).toBe(ids.length);
+    return ids;
+  }
+
+  it('embeds many short documents together: one call for many documents, each ready', async () => {
+    const ids = await uploadHeldBack(Array.from({ length: 40 }, (_, n) => `short-${n}.txt`));
+    const before = requests;
+    behaviour = 'healthy';
+    const documents = await waitForDocuments(server, user.key, ids, 60_000);
+    expect(documents.every((document) => document.status === 'ready' && document.embedded_chunks === 1)).toBe(true);
+    // One document per call would be 40 calls; batches of up to KB_EMBED_BATCH_SIZE (32) chunks need 2.
+    expect(requests - before).toBeLessThanOrEqual(8);
+    const scan = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/scan`, { key: user.key });
+    expect(scan.body.totals.indexed_chunks).toBe(scan.body.totals.embedded_chunks);
+  });
+
+  it('fails only the document the server refuses when it was embedded together with others', async () => {
+    const names = Array.from({ length: 9 }, (_, n) => `fine-${n}.txt`);
+    names.splice(4, 0, 'poison.txt');
+    const ids = await uploadHeldBack(names);
+    behaviour = 'refuses-poison';
+    const documents = await waitForDocuments(server, user.key, ids, 60_000);
+    behaviour = 'healthy';
+    const byName = new Map(documents.map((document) => [document.filename, document]));
+    expect(byName.get('poison.txt')).toMatchObject({ status: 'failed', embedded_chunks: 0 });
+    expect(byName.get('poison.txt')!.error).toMatch(/embedding model refused the document: .*400/);
+    for (const name of names.filter((name) => name !== 'poison.txt')) expect(byName.get(name)).toMatchObject({ status: 'ready', embedded_chunks: 1, error: null });
   });
 
   it('answers a search 503 within its timeout when the server hangs', async () => {

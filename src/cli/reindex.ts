@@ -61,7 +61,7 @@ export async function reindex(
       embedMaxAttempts: config.ingestion.embedMaxAttempts,
       embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
     };
-    const dependencies = { prisma, parsePool, embedder, index, notify: () => queue?.notify() };
+    const dependencies = { prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       prisma,
       { parse: parseJob(dependencies, settings), embed: embedJob(dependencies, settings), index_delete: indexDeleteJob(dependencies) },

@@ -14,7 +14,7 @@ export type IngestionDependencies = {
   embedder: Embedder;
   index: VectorIndex;
   /** Wakes the queue: a document moved on to its next stage. */
-  notify(): void;
+  wake(): void;
 };
 
 export type IngestionSettings = {
@@ -30,6 +30,9 @@ export type IngestionSettings = {
 };
 
 const CHUNK_WRITE_BATCH = 100;
+
+/** An embed claim takes waiting jobs up to this many embedder batches of chunks. */
+const EMBED_CLAIM_BATCHES = 2;
 
 function batches<Item>(items: readonly Item[], size: number): Item[][] {
   const result: Item[][] = [];
@@ -57,8 +60,8 @@ export function parseJob(dependencies: IngestionDependencies, settings: Ingestio
     maxAttempts: 3,
     backoffMs: exponentialBackoff(1_000, 60_000),
     fail: (job, reason) => failDocument(prisma, job, reason),
-    async run(job, { signal }) {
-      const documentId = job.document_id!;
+    async run([job], { signal }) {
+      const documentId = job!.document_id!;
       const document = await prisma.document.findUnique({ where: { id: documentId }, select: { contentType: true, sizeBytes: true } });
       const bytes = document && (await readSourceBytes(prisma, documentId));
       if (!document || !bytes) return;
@@ -72,7 +75,7 @@ export function parseJob(dependencies: IngestionDependencies, settings: Ingestio
           {
             bytes,
             type: document.contentType as DocumentType,
-            chunkOptions: { chunkTokens: Number(job.payload.chunkTokens), overlapTokens: Number(job.payload.overlapTokens) },
+            chunkOptions: { chunkTokens: Number(job!.payload.chunkTokens), overlapTokens: Number(job!.payload.overlapTokens) },
             limits: settings.parseLimits,
           },
           AbortSignal.any([signal, timeout]),
@@ -116,7 +119,7 @@ export function parseJob(dependencies: IngestionDependencies, settings: Ingestio
             },
           });
           await tx.job.update({
-            where: { id: job.id },
+            where: { id: job!.id },
             data: empty
               ? { status: 'done', leaseExpires: null, lastError: null }
               : { kind: 'embed', status: 'queued', attempts: 0, leaseExpires: null, lastError: null, runAfter: new Date() },
@@ -124,31 +127,52 @@ export function parseJob(dependencies: IngestionDependencies, settings: Ingestio
         },
         { timeout: 120_000 },
       );
-      if (!empty) dependencies.notify();
+      if (!empty) dependencies.wake();
     },
   };
 }
 
-type PendingChunk = { id: string; chunk_index: number; content: string; workspace_id: string };
+type PendingChunk = { id: string; document_id: string; chunk_index: number; content: string; workspace_id: string };
 
 /**
- * Stage two: embed the document's chunks that are not embedded yet, in batches, and write them
- * to the index; the document is ready when all are. The next batch is embedded while the last
- * one is written, so the embedder does not wait on the store. An embedder that is down delays
- * the document (retries with backoff) rather than failing it at once.
+ * Stage two: embed the documents' chunks that are not embedded yet and write them to the index;
+ * a document is ready when all its chunks are. Short documents are embedded together: the queue
+ * claims waiting embed jobs with the first one up to `embedClaimChunks` chunks, so a bulk upload
+ * of abstracts pays for a claim, an index write and a state change per batch, not per document.
+ * The next batch is embedded while the last one is written, so the embedder does not wait on the
+ * store. An embedder that is down delays the documents (retries with backoff) rather than
+ * failing them at once.
  */
 export function embedJob(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandler {
   const { prisma, embedder, index } = dependencies;
+  const claimChunks = settings.embedBatchSize * EMBED_CLAIM_BATCHES;
   return {
     maxAttempts: settings.embedMaxAttempts,
     backoffMs: exponentialBackoff(1_000, settings.embedMaxBackoffMs),
     fail: (job, reason) => failDocument(prisma, job, reason),
-    async run(job, { signal }) {
-      const documentId = job.document_id!;
+    async companions(first) {
+      // The oldest waiting embed jobs whose chunks, with the first job's, fill `claimChunks`.
+      const rows = await prisma.$queryRaw<{ id: string }[]>`
+        WITH first AS (SELECT greatest(chunk_count - embedded_chunks, 1) AS chunks FROM documents WHERE id = ${first.document_id}::uuid),
+        waiting AS (
+          SELECT j.id, j.run_after, j.created_at, greatest(d.chunk_count - d.embedded_chunks, 1) AS chunks
+            FROM jobs j JOIN documents d ON d.id = j.document_id
+           WHERE j.kind = 'embed' AND j.status = 'queued' AND j.run_after <= clock_timestamp()
+             AND j.id <> ${first.id}::uuid AND NOT coalesce((j.payload ->> 'solo')::boolean, false)
+           ORDER BY j.run_after, j.created_at
+           LIMIT ${claimChunks})
+        SELECT id FROM (
+          SELECT id, sum(chunks) OVER (ORDER BY run_after, created_at, id) AS running_total FROM waiting
+        ) AS totals
+        WHERE running_total + (SELECT chunks FROM first) <= ${claimChunks}`;
+      return rows.map((row) => row.id);
+    },
+    async run(jobs, { signal }) {
+      const documentIds = jobs.map((job) => job.document_id!);
       const pending = await prisma.$queryRaw<PendingChunk[]>`
-        SELECT c.id, c.chunk_index, c.content, d.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_id
-         WHERE c.document_id = ${documentId}::uuid AND c.embedded_at IS NULL
-         ORDER BY c.chunk_index`;
+        SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.document_id = ANY(${documentIds}::uuid[]) AND c.embedded_at IS NULL
+         ORDER BY array_position(${documentIds}::uuid[], c.document_id), c.chunk_index`;
       const embedBatch = async (batch: PendingChunk[]) => {
         try {
           return { batch, vectors: await embedder.embed(batch.map((chunk) => chunk.content), 'passage', signal) };
@@ -159,43 +183,54 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
           throw error;
         }
       };
+      /** Documents deleted while their chunks were embedded: their remaining chunks are skipped. */
+      const deleted = new Set<string>();
       const work = batches(pending, settings.embedBatchSize);
       let next = work.length > 0 ? embedBatch(work[0]!) : undefined;
       // Keep the promise handled: its failure is seen when it is awaited.
       next?.catch(() => {});
       for (let position = 0; next; position += 1) {
-        const { batch, vectors } = await next;
+        const embedded = await next;
         next = position + 1 < work.length ? embedBatch(work[position + 1]!) : undefined;
         next?.catch(() => {});
+        const batch = embedded.batch.filter((chunk) => !deleted.has(chunk.document_id));
+        if (batch.length === 0) continue;
+        const vectorOf = new Map(embedded.batch.map((chunk, offset) => [chunk.id, embedded.vectors[offset]!]));
         await index.upsert(
-          batch.map((chunk, offset) => ({
+          batch.map((chunk) => ({
             chunkId: chunk.id,
-            documentId,
+            documentId: chunk.document_id,
             workspaceId: chunk.workspace_id,
-            embedding: vectors[offset]!,
+            embedding: vectorOf.get(chunk.id)!,
             terms: analyze(chunk.content),
           })),
           signal,
         );
         const chunkIds = batch.map((chunk) => chunk.id);
+        const batchDocumentIds = [...new Set(batch.map((chunk) => chunk.document_id))];
         const [marked] = await prisma.$transaction([
-          prisma.$executeRaw`UPDATE chunks SET embedded_at = now() WHERE id = ANY(${chunkIds}::uuid[])`,
+          prisma.$queryRaw<{ document_id: string }[]>`
+            UPDATE chunks SET embedded_at = now() WHERE id = ANY(${chunkIds}::uuid[]) RETURNING document_id`,
           prisma.$executeRaw`
-            UPDATE documents SET embedded_chunks = (SELECT count(*) FROM chunks WHERE document_id = ${documentId}::uuid AND embedded_at IS NOT NULL)
-             WHERE id = ${documentId}::uuid`,
+            UPDATE documents d SET embedded_chunks = (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.embedded_at IS NOT NULL)
+             WHERE d.id = ANY(${batchDocumentIds}::uuid[])`,
         ]);
-        if (marked === 0) {
-          // Deleted while this batch was embedded: its index_delete job may already have run, so
-          // take back what was just written (an external index is not cleaned by the cascade).
+        const alive = new Set(marked.map((row) => row.document_id));
+        for (const documentId of batchDocumentIds) {
+          if (alive.has(documentId)) continue;
+          // Deleted while this batch was embedded (its chunks went with it): its index_delete job
+          // may already have run, so take back what was just written (an external index is not
+          // cleaned by the cascade).
+          deleted.add(documentId);
           await index.deleteDocument(documentId);
-          throw new DocumentDeletedError();
         }
+        if (deleted.size === documentIds.length) throw new DocumentDeletedError();
       }
       await prisma.$transaction([
         prisma.$executeRaw`
           UPDATE documents SET status = 'ready', error = NULL
-           WHERE id = ${documentId}::uuid AND embedded_chunks = chunk_count`,
-        prisma.job.updateMany({ where: { id: job.id }, data: { status: 'done', leaseExpires: null, lastError: null } }),
+           WHERE id = ANY(${documentIds}::uuid[]) AND embedded_chunks = chunk_count`,
+        prisma.job.updateMany({ where: { id: { in: jobs.map((job) => job.id) } }, data: { status: 'done', leaseExpires: null, lastError: null } }),
       ]);
     },
   };
@@ -210,11 +245,11 @@ export function indexDeleteJob(dependencies: Pick<IngestionDependencies, 'prisma
     fail: async (job, reason) => {
       await prisma.job.updateMany({ where: { id: job.id }, data: { status: 'failed', leaseExpires: null, lastError: reason } });
     },
-    async run(job) {
-      const { documentId, workspaceId } = job.payload as { documentId?: string; workspaceId?: string };
+    async run([job]) {
+      const { documentId, workspaceId } = job!.payload as { documentId?: string; workspaceId?: string };
       if (documentId) await index.deleteDocument(documentId);
       if (workspaceId) await index.deleteWorkspace(workspaceId);
-      await prisma.job.updateMany({ where: { id: job.id }, data: { status: 'done', leaseExpires: null, lastError: null } });
+      await prisma.job.updateMany({ where: { id: job!.id }, data: { status: 'done', leaseExpires: null, lastError: null } });
     },
   };
 }

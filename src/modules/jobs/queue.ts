@@ -10,6 +10,8 @@ export type ClaimedJob = {
   user_id: string | null;
   attempts: number;
   payload: Record<string, unknown>;
+  /** Why the last attempt failed; null after a success or when it never ended (the process stopped or died). */
+  last_error: string | null;
 };
 
 /** A failure no retry can mend (a corrupt file, an answer of the wrong shape): the job fails at once. */
@@ -26,7 +28,10 @@ export class DocumentDeletedError extends Error {
 }
 
 export type JobContext = {
-  /** Aborts when the queue stops, the document is deleted, or the job's own time runs out. */
+  /**
+   * Aborts when the queue stops, or when the documents of all the jobs run together are
+   * deleted (a job with a document: when that one is).
+   */
   signal: AbortSignal;
 };
 
@@ -36,8 +41,18 @@ export type JobHandler = {
   maxAttempts: number;
   /** Wait before the next attempt after `attempts` failures. */
   backoffMs(attempts: number): number;
-  /** Does the work and settles the job itself (done, or moved on to its next kind). */
-  run(job: ClaimedJob, context: JobContext): Promise<void>;
+  /**
+   * Jobs of kinds that run together: after claiming `first`, the ids of other waiting jobs of
+   * its kind to claim with it (those another worker took meanwhile are left out). Small jobs
+   * share their fixed costs this way: one embedder call, one index write and one state change
+   * for the chunks of many short documents.
+   */
+  companions?(first: ClaimedJob): Promise<string[]>;
+  /**
+   * Does the work of the jobs claimed together (one, unless the kind has companions) and
+   * settles each itself (done, or moved on to its next kind). A throw is the failure of all.
+   */
+  run(jobs: ClaimedJob[], context: JobContext): Promise<void>;
   /** Records a failure for good: the job, and its document when it has one. */
   fail(job: ClaimedJob, reason: string): Promise<void>;
 };
@@ -54,8 +69,10 @@ export type JobQueueOptions = {
 };
 
 export type JobQueue = {
-  /** Wakes idle workers: a job was just queued. */
+  /** A job was just queued (an upload): idle workers wake, and the next claim looks at every user's jobs. */
   notify(): void;
+  /** A job moved on to its next kind: idle workers wake. */
+  wake(): void;
   /** Stops at once the work on documents that no longer exist (just deleted, alone or with their workspace). */
   cancelDeleted(): Promise<void>;
   /** Kinds this process may claim, e.g. no `embed` while the index was built with another model. */
@@ -68,10 +85,22 @@ export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempts: 
   Math.min(maxMs, baseMs * 2 ** Math.max(0, attempts - 1));
 
 /**
+ * Kinds whose new jobs go before any other job (within one user's turn), in this order, while no
+ * worker of this process runs one: work that finishes documents before work that starts new
+ * ones, so a bulk upload's first documents become ready while the rest are parsed, and embed
+ * jobs wait together long enough to be embedded in full batches. The other workers take jobs by
+ * due time meanwhile, so one worker keeps the embedder fed while the others parse what it will
+ * embed next, and an embedder that keeps failing (each attempt waiting on its retries) does not
+ * hold back parsing. Jobs being retried and every other kind follow by due time.
+ */
+const firstKinds: JobKind[] = ['index_delete', 'embed'];
+
+/**
  * Works through `jobs`: claims a job (FOR UPDATE SKIP LOCKED, so workers in other processes
- * never take the same one), runs its kind's handler, and retries transient failures with the
- * kind's backoff until its attempts run out. A claim is a lease renewed while the job runs; when
- * a process dies, its leases run out and the jobs are claimed again.
+ * never take the same one) with, for kinds that run together, companions of its kind; runs its
+ * kind's handler, and retries transient failures with the kind's backoff until its attempts run
+ * out. A claim is a lease renewed while the job runs; when a process dies, its leases run out
+ * and the jobs are claimed again.
  */
 export function startJobQueue(
   prisma: PrismaClient,
@@ -105,55 +134,103 @@ export function startJobQueue(
 
   const claimable = () =>
     Prisma.sql`j.kind = ANY(${claimableKinds}::job_kind[]) AND ((j.status = 'queued' AND j.run_after <= clock_timestamp()) OR (j.status = 'running' AND j.lease_expires < clock_timestamp()))`;
+  /** Jobs being run by this process's workers, by kind. */
+  const runningKinds = new Map<JobKind, number>();
+  const jumpingKinds = () => firstKinds.filter((kind) => claimableKinds.includes(kind) && !runningKinds.get(kind));
+  const rank = (jumping: JobKind[]) =>
+    jumping.length === 0
+      ? Prisma.sql`0`
+      : Prisma.sql`CASE WHEN j.status = 'queued' AND j.attempts = 0 THEN coalesce(array_position(${jumping}::job_kind[], j.kind), ${jumping.length + 1}) ELSE ${jumping.length + 1} END`;
 
   /**
-   * Finding every user's oldest job scans all waiting jobs (33 ms with 5,000 queued on the
+   * Finding every user's first job scans all waiting jobs (33 ms with 5,000 queued on the
    * embedded store), too much to do for each of a bulk upload's documents. So when the last
-   * scan found one user waiting, claims take the oldest job in arrival order until the next
-   * scan, which comes after `singleUserScanMs` or at once when an upload wakes the queue.
+   * scan found one user waiting, claims take that user's first job in the same order until the
+   * next scan, which comes after `singleUserScanMs` or at once when an upload wakes
+   * the queue.
    */
   const singleUserScanMs = 2_000;
   let nextScanAt = 0;
 
-  async function claim(): Promise<ClaimedJob | undefined> {
-    let candidates: { id: string; user_id: string | null }[];
+  async function candidates(): Promise<{ id: string; user_id: string | null }[]> {
+    const jumping = jumpingKinds();
     if (Date.now() >= nextScanAt) {
-      candidates = await prisma.$queryRaw`
+      const found = await prisma.$queryRaw<{ id: string; user_id: string | null }[]>`
         SELECT id, user_id FROM (
           SELECT DISTINCT ON (j.user_id) j.id, j.user_id, j.run_after, j.created_at
             FROM jobs j
            WHERE j.status IN ('queued', 'running') AND ${claimable()}
-           ORDER BY j.user_id, j.run_after, j.created_at
+           ORDER BY j.user_id, ${rank(jumping)}, j.run_after, j.created_at
         ) AS first_per_user
         ORDER BY coalesce(array_position(${servedUsers}::uuid[], user_id), 0), run_after, created_at
         LIMIT 8`;
-      nextScanAt = candidates.length === 1 ? Date.now() + singleUserScanMs : 0;
-    } else {
-      // Two index scans (status, run_after), one per way a job becomes claimable.
-      candidates = await prisma.$queryRaw`
-        SELECT oldest.id, oldest.user_id FROM (
-          (SELECT j.id, j.user_id, j.run_after, j.created_at FROM jobs j
-            WHERE j.status = 'queued' AND j.run_after <= clock_timestamp() AND ${claimable()} ORDER BY j.run_after, j.created_at LIMIT 1)
-          UNION ALL
-          (SELECT j.id, j.user_id, j.run_after, j.created_at FROM jobs j
-            WHERE j.status = 'running' AND j.lease_expires < clock_timestamp() AND ${claimable()} ORDER BY j.run_after, j.created_at LIMIT 1)
-        ) AS oldest
-        ORDER BY oldest.run_after, oldest.created_at
-        LIMIT 1`;
-      if (candidates.length === 0) nextScanAt = 0;
+      nextScanAt = found.length === 1 ? Date.now() + singleUserScanMs : 0;
+      return found;
     }
-    for (const candidate of candidates) {
-      const rows = await prisma.$queryRaw<ClaimedJob[]>`
-        UPDATE jobs
-           SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
-         WHERE id = (SELECT j.id FROM jobs j WHERE j.id = ${candidate.id}::uuid AND ${claimable()} FOR UPDATE SKIP LOCKED)
-        RETURNING id, kind::text AS kind, document_id, user_id, attempts, payload`;
-      if (rows[0]) {
-        markServed(candidate.user_id);
-        return rows[0];
-      }
+    // Index scans: the first new job of each jumping kind (kind, status, run_after), the first
+    // due job of any kind (status, run_after), the first expired lease.
+    const newOfKind = jumping.map(
+        (kind) => Prisma.sql`
+          (SELECT j.id, j.user_id, j.kind, j.status, j.attempts, j.run_after, j.created_at FROM jobs j
+            WHERE j.kind = ${kind}::job_kind AND j.status = 'queued' AND j.attempts = 0 AND j.run_after <= clock_timestamp()
+            ORDER BY j.run_after, j.created_at LIMIT 1) UNION ALL`,
+      );
+    const found = await prisma.$queryRaw<{ id: string; user_id: string | null }[]>`
+      SELECT j.id, j.user_id FROM (
+        ${newOfKind.length > 0 ? Prisma.join(newOfKind, ' ') : Prisma.empty}
+        (SELECT j.id, j.user_id, j.kind, j.status, j.attempts, j.run_after, j.created_at FROM jobs j
+          WHERE j.status = 'queued' AND j.run_after <= clock_timestamp() AND ${claimable()} ORDER BY j.run_after, j.created_at LIMIT 1)
+        UNION ALL
+        (SELECT j.id, j.user_id, j.kind, j.status, j.attempts, j.run_after, j.created_at FROM jobs j
+          WHERE j.status = 'running' AND j.lease_expires < clock_timestamp() AND ${claimable()} ORDER BY j.run_after, j.created_at LIMIT 1)
+      ) AS j
+      ORDER BY ${rank(jumping)}, j.run_after, j.created_at
+      LIMIT 1`;
+    if (found.length === 0) nextScanAt = 0;
+    return found;
+  }
+
+  /** Claims the jobs with these ids that are still claimable (a given id may be taken meanwhile). */
+  const claimIds = (ids: string[]) =>
+    prisma.$queryRaw<ClaimedJob[]>`
+      UPDATE jobs
+         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
+       WHERE id IN (SELECT j.id FROM jobs j WHERE j.id = ANY(${ids}::uuid[]) AND ${claimable()} FOR UPDATE SKIP LOCKED)
+      RETURNING id, kind::text AS kind, document_id, user_id, attempts, payload, last_error`;
+
+  /**
+   * This process's workers claim one at a time, each claim counted in `runningKinds` before the
+   * next starts: two idle workers woken together must not both take the turn of a jumping kind.
+   */
+  let claiming: Promise<unknown> = Promise.resolve();
+  function claim(): Promise<ClaimedJob[]> {
+    const claimed = claiming.then(async () => {
+      const jobs = await claimNext();
+      if (jobs[0]) runningKinds.set(jobs[0].kind, (runningKinds.get(jobs[0].kind) ?? 0) + 1);
+      return jobs;
+    });
+    claiming = claimed.catch(() => {});
+    return claimed;
+  }
+
+  async function claimNext(): Promise<ClaimedJob[]> {
+    for (const candidate of await candidates()) {
+      const [first] = await claimIds([candidate.id]);
+      if (!first) continue;
+      markServed(candidate.user_id);
+      const handler = handlers[first.kind];
+      // A job that failed in company runs alone; so does one whose last attempt never ended (a
+      // crash, perhaps on this very job), lest it take others down with it.
+      const interrupted = first.attempts > 1 && first.last_error === null;
+      if (!handler.companions || first.payload.solo === true || interrupted) return [first];
+      const companionIds = await handler.companions(first).catch((error: unknown) => {
+        log.error(`could not look for ${first.kind} jobs to run with job ${first.id}`, error);
+        return [];
+      });
+      const companions = companionIds.length > 0 ? await claimIds(companionIds) : [];
+      return [first, ...companions];
     }
-    return undefined;
+    return [];
   }
 
   /** Work in progress in this process, by document, so a deletion can stop it at once. */
@@ -169,49 +246,93 @@ export function startJobQueue(
     }
   }
 
-  async function processJob(job: ClaimedJob) {
-    const handler = handlers[job.kind];
-    const deletion = new AbortController();
-    if (job.document_id) inProgress.set(job.document_id, deletion);
-    // Renewing the lease also notices a deletion made by another process: the job row goes
-    // with its document.
+  /** Puts a job back for another attempt after `backoffMs`, or fails it when its attempts are spent. */
+  async function retryOrFail(job: ClaimedJob, handler: JobHandler, message: string) {
+    if (job.attempts >= handler.maxAttempts) {
+      await handler.fail(job, `${job.kind} failed after ${job.attempts} attempts: ${message}`);
+      return;
+    }
+    log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
+    await prisma.job.updateMany({
+      where: { id: job.id },
+      data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
+    });
+  }
+
+  /** Runs jobs that `claim` counted in `runningKinds`. */
+  async function processJobs(claimed: ClaimedJob[]) {
+    try {
+      await processClaimed(claimed);
+    } finally {
+      runningKinds.set(claimed[0]!.kind, runningKinds.get(claimed[0]!.kind)! - 1);
+    }
+  }
+
+  async function processClaimed(claimed: ClaimedJob[]) {
+    const handler = handlers[claimed[0]!.kind];
+    // Interrupted too often (a crash each time, say): given up without running again.
+    const jobs: ClaimedJob[] = [];
+    for (const job of claimed) {
+      if (job.attempts > handler.maxAttempts) await handler.fail(job, `processing was interrupted ${job.attempts - 1} times; giving up`);
+      else jobs.push(job);
+    }
+    if (jobs.length === 0) return;
+
+    // One controller per job, aborted when its document is deleted; the jobs' common signal
+    // aborts when all of them are.
+    const deletions = new Map(jobs.map((job) => [job.id, new AbortController()]));
+    const allDeleted = new AbortController();
+    for (const job of jobs) {
+      const deletion = deletions.get(job.id)!;
+      if (job.document_id) inProgress.set(job.document_id, deletion);
+      deletion.signal.addEventListener('abort', () => {
+        if ([...deletions.values()].every((controller) => controller.signal.aborted)) allDeleted.abort(new DocumentDeletedError());
+      });
+    }
+    const jobIds = jobs.map((job) => job.id);
+    // Renewing the leases also notices deletions made by another process: a job row goes with
+    // its document.
     const renewal = setInterval(() => {
-      prisma.$executeRaw`
+      prisma.$queryRaw<{ id: string }[]>`
         UPDATE jobs SET lease_expires = ${leaseEnd}
-         WHERE id = ${job.id}::uuid AND status = 'running'`
-        .then((count) => {
-          if (count === 0) deletion.abort(new DocumentDeletedError());
+         WHERE id = ANY(${jobIds}::uuid[]) AND status = 'running'
+        RETURNING id`
+        .then((renewed) => {
+          const alive = new Set(renewed.map((row) => row.id));
+          for (const [jobId, deletion] of deletions) if (!alive.has(jobId)) deletion.abort(new DocumentDeletedError());
         })
         .catch((error: unknown) => log.error('could not renew a job lease', error));
     }, options.leaseMs / 3);
     try {
-      if (job.attempts > handler.maxAttempts) {
-        await handler.fail(job, `processing was interrupted ${job.attempts - 1} times; giving up`);
-        return;
-      }
-      await handler.run(job, { signal: AbortSignal.any([stopController.signal, deletion.signal]) });
+      await handler.run(jobs, { signal: AbortSignal.any([stopController.signal, allDeleted.signal]) });
     } catch (error) {
       if (stopping) {
-        await release(job);
+        await Promise.all(jobs.map(release));
         return;
       }
-      if (error instanceof DocumentDeletedError || deletion.signal.aborted) return;
-      if (job.document_id && (await prisma.document.count({ where: { id: job.document_id } })) === 0) return;
+      if (error instanceof DocumentDeletedError || allDeleted.signal.aborted) return;
       const message = error instanceof Error ? error.message : String(error);
-      if (error instanceof PermanentJobError) {
-        await handler.fail(job, message);
-      } else if (job.attempts >= handler.maxAttempts) {
-        await handler.fail(job, `${job.kind} failed after ${job.attempts} attempts: ${message}`);
-      } else {
-        log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
-        await prisma.job.updateMany({
-          where: { id: job.id },
-          data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
-        });
+      const documentIds = jobs.flatMap((job) => (job.document_id ? [job.document_id] : []));
+      const existing = new Set(
+        documentIds.length === 0
+          ? []
+          : (await prisma.document.findMany({ where: { id: { in: documentIds } }, select: { id: true } })).map((document) => document.id),
+      );
+      const survivors = jobs.filter((job) => !job.document_id || existing.has(job.document_id));
+      if (error instanceof PermanentJobError && survivors.length > 1) {
+        // Which of them the failure belongs to is not known: each runs again alone, this attempt not counted.
+        await prisma.$executeRaw`
+          UPDATE jobs SET status = 'queued', lease_expires = NULL, attempts = attempts - 1, payload = payload || '{"solo": true}'::jsonb
+           WHERE id = ANY(${survivors.map((job) => job.id)}::uuid[]) AND status = 'running'`;
+        return;
+      }
+      for (const job of survivors) {
+        if (error instanceof PermanentJobError) await handler.fail(job, message);
+        else await retryOrFail(job, handler, message);
       }
     } finally {
       clearInterval(renewal);
-      if (job.document_id) inProgress.delete(job.document_id);
+      for (const job of jobs) if (job.document_id) inProgress.delete(job.document_id);
     }
   }
 
@@ -224,15 +345,15 @@ export function startJobQueue(
 
   async function workLoop() {
     while (!stopping) {
-      let job: ClaimedJob | undefined;
+      let jobs: ClaimedJob[] = [];
       try {
-        job = await claim();
+        jobs = await claim();
       } catch (error) {
         if (stopping) break;
         log.error('could not claim a job', error);
       }
-      if (job) {
-        await processJob(job);
+      if (jobs.length > 0) {
+        await processJobs(jobs);
         continue;
       }
       await new Promise<void>((resolve) => {
@@ -259,6 +380,7 @@ export function startJobQueue(
       nextScanAt = 0;
       wakeAll();
     },
+    wake: wakeAll,
     cancelDeleted,
     setClaimable(kinds) {
       claimableKinds = [...kinds];
