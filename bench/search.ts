@@ -1,0 +1,714 @@
+/**
+ * `npm run bench:search [-- --index elasticsearch]`: where the time of one search goes, on a
+ * store of 100,000 chunks in one workspace (and 4 x 5,000 in others, so that the workspace
+ * filter matters), measured in one run with the service started in this process.
+ *
+ * Seeding bypasses HTTP: the user and workspaces are made through the API, the documents and
+ * chunks are written with prisma (`createMany`, documents `ready`), and the vectors and terms go
+ * in through the `VectorIndex` interface (`index.upsert` with `analyze(content)`), as the embed
+ * jobs write them. The chunks are real text and their vectors are close to what the model would
+ * give them, without embedding 120,000 chunks (about an hour here): the 5,183 SciFact abstracts
+ * are embedded once (cached in bench/results/.cache), and each chunk is contiguous runs of
+ * sentences of two or three abstracts, its vector the normalised mix of those abstracts'
+ * vectors, weighted by how much of the chunk's text each gave, plus a little Gaussian noise.
+ *
+ * Then the 300 SciFact test queries, each through every path below in turn, the order rotating
+ * from one query to the next:
+ *   (a) `POST /v1/kb/query`, hybrid, top_k 10, over HTTP (client-side latency);
+ *   (b) the embedder alone: `embedder.embed([query], 'query')`;
+ *   (c) the backend alone: `index.search` with the arguments the service builds (the workspace,
+ *       the query's vector, its analysed terms, limit = fusion depth, no excluded documents),
+ *       and the same call with only the vector and with only the terms;
+ *   (d) the two store reads the service adds around them, replicated here: the workspace's
+ *       documents that are not ready, and the read-back of the fused hits' chunks.
+ * p50/p95 of each; targets: API p50 <= 1.3 x (embedder p50 + backend p50), and API p50 < 50 ms
+ * on the embedded store.
+ *
+ * Knobs: BENCH_SEARCH_CHUNKS (100000), BENCH_SEARCH_OTHER_WORKSPACES (4),
+ * BENCH_SEARCH_OTHER_CHUNKS (5000 each), BENCH_SEARCH_CHUNKS_PER_DOC (10),
+ * BENCH_SEARCH_QUERIES (300), BENCH_SEARCH_CACHE (1: keep the seeded embedded store in
+ * bench/results/.cache keyed by these parameters and reuse it; 0: a fresh temporary store).
+ * `--index elasticsearch` keeps the index in ELASTICSEARCH_URL (required then) and the store in
+ * DATABASE_URL when set; no cache then.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import cliProgress from 'cli-progress';
+import { startApp, type RunningApp } from '../src/app.js';
+import { adminCommands } from '../src/cli/admin-commands.js';
+import { loadConfig, type Config } from '../src/config.js';
+import type { Embedder } from '../src/modules/embeddings/embedder.js';
+import { createEmbedder } from '../src/modules/embeddings/select.js';
+import { analyze } from '../src/modules/retrieval/analyzer.js';
+import { fuseConvex, fusionDepth } from '../src/modules/retrieval/fusion.js';
+import { openVectorIndex } from '../src/modules/retrieval/select.js';
+import { searchLimits } from '../src/modules/retrieval/service.js';
+import type { IndexHit, VectorIndex } from '../src/modules/retrieval/vector-index.js';
+
+const benchData = path.resolve(import.meta.dirname, '../../shared/bench-data');
+const scifactDir = path.join(benchData, 'scifact');
+const resultsDir = path.resolve(import.meta.dirname, 'results');
+const cacheDir = path.join(resultsDir, '.cache');
+
+const TARGET_RATIO = 1.3;
+const TARGET_API_P50_MS = 50;
+const TOP_K = 10;
+const WARMUP_QUERIES = 10;
+/** Per-dimension standard deviation of the noise added to a chunk's mixed vector (its norm is about 0.1). */
+const NOISE_SIGMA = 0.1 / Math.sqrt(384);
+/** Seeding: documents written per createMany, and chunks per index.upsert. */
+const DOCS_PER_WRITE = 50;
+const CHUNKS_PER_UPSERT = 500;
+/** Bump when the way chunks are made changes: cached stores of another version are not reused. */
+const GENERATOR_VERSION = 1;
+
+const log = (message: string) => process.stderr.write(`${message}\n`);
+const elapsedSeconds = (start: number) => (performance.now() - start) / 1000;
+const loadNow = () => os.loadavg().map((value) => value.toFixed(2)).join(' / ');
+
+function intFromEnv(name: string, fallback: number, minimum = 1): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < minimum) throw new Error(`${name} must be an integer >= ${minimum}, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function indexKindFromArgs(argv: string[]): 'pgvector' | 'elasticsearch' {
+  for (let position = 0; position < argv.length; position++) {
+    const arg = argv[position]!;
+    const value = arg === '--index' ? argv[++position] : arg.startsWith('--index=') ? arg.slice('--index='.length) : undefined;
+    if (arg !== '--index' && value === undefined) throw new Error(`unknown argument ${arg}; usage: bench/search.ts [--index pgvector|elasticsearch]`);
+    if (value === 'elasticsearch' || value === 'pgvector' || value === 'embedded') return value === 'elasticsearch' ? 'elasticsearch' : 'pgvector';
+    throw new Error(`--index must be pgvector or elasticsearch, got ${JSON.stringify(value)}`);
+  }
+  return 'pgvector';
+}
+
+function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+const mean = (values: readonly number[]) => (values.length === 0 ? NaN : values.reduce((sum, value) => sum + value, 0) / values.length);
+
+function progressBar(format: string) {
+  return new cliProgress.SingleBar(
+    { format, stream: process.stderr, hideCursor: true, noTTYOutput: true, notTTYSchedule: 10_000, fps: 2, etaBuffer: 2_000 },
+    cliProgress.Presets.shades_classic,
+  );
+}
+
+/** mulberry32: a small seeded generator, so a cached store and a fresh one hold the same chunks. */
+function random(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const gaussian = () => Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next());
+  const below = (n: number) => Math.floor(next() * n);
+  return { next, gaussian, below };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The abstracts and their vectors
+
+type Abstract = { id: string; text: string; sentences: string[] };
+
+async function readAbstracts(): Promise<Abstract[]> {
+  return (await readFile(path.join(scifactDir, 'corpus.jsonl'), 'utf8'))
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const record = JSON.parse(line) as { _id: string; title: string; text: string };
+      const sentences = record.text
+        .split(/(?<=[.!?])\s+(?=[A-Z0-9(\[])/)
+        .map((sentence) => sentence.trim())
+        .filter((sentence) => sentence !== '');
+      return { id: record._id, text: `${record.title}\n\n${record.text}`, sentences: sentences.length > 0 ? sentences : [record.title] };
+    });
+}
+
+/** One passage vector per abstract (title + text, as bench:scifact uploads them), cached by model and corpus. */
+async function abstractVectors(embedder: Embedder, abstracts: Abstract[]): Promise<Float32Array[]> {
+  const corpusHash = createHash('sha256')
+    .update(abstracts.map((abstract) => abstract.text).join('\u0000'))
+    .digest('hex')
+    .slice(0, 16);
+  const file = path.join(cacheDir, `scifact-vectors-${embedder.modelId}-${embedder.dimensions}-${corpusHash}.f32`);
+  const dimensions = embedder.dimensions;
+  if (existsSync(file)) {
+    const bytes = await readFile(file);
+    if (bytes.byteLength === abstracts.length * dimensions * 4) {
+      const all = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+      log(`abstract vectors: read from ${path.relative(process.cwd(), file)}`);
+      return abstracts.map((_, index) => all.slice(index * dimensions, (index + 1) * dimensions));
+    }
+  }
+  log(`abstract vectors: embedding the ${abstracts.length} abstracts once (cached afterwards in ${path.relative(process.cwd(), file)})`);
+  const bar = progressBar('embedding abstracts |{bar}| {value}/{total} | {duration_formatted} | eta {eta_formatted}');
+  bar.start(abstracts.length, 0);
+  const vectors: Float32Array[] = [];
+  const batch = 32;
+  for (let start = 0; start < abstracts.length; start += batch) {
+    vectors.push(...(await embedder.embed(abstracts.slice(start, start + batch).map((abstract) => abstract.text), 'passage')));
+    bar.update(vectors.length);
+  }
+  bar.stop();
+  const all = new Float32Array(abstracts.length * dimensions);
+  vectors.forEach((vector, index) => all.set(vector, index * dimensions));
+  await mkdir(cacheDir, { recursive: true });
+  await writeFile(file, new Uint8Array(all.buffer));
+  return vectors;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic chunks
+
+type SyntheticChunk = { content: string; vector: Float32Array; sources: number };
+
+/**
+ * Chunks made from runs of sentences of 2 or 3 abstracts; every chunk text is distinct. Each
+ * abstract gives about 1/k of its sentences (so a chunk is about one abstract long), and the
+ * vector is the mix of the abstracts' vectors weighted by characters given, plus noise.
+ */
+function chunkMaker(abstracts: Abstract[], vectors: Float32Array[], seed: number, seen: Set<string>) {
+  const rng = random(seed);
+  const dimensions = vectors[0]!.length;
+  return (): SyntheticChunk => {
+    for (;;) {
+      const count = rng.next() < 0.5 ? 2 : 3;
+      const picked = new Set<number>();
+      while (picked.size < count) picked.add(rng.below(abstracts.length));
+      const parts: { text: string; source: number }[] = [];
+      for (const source of picked) {
+        const sentences = abstracts[source]!.sentences;
+        const length = Math.max(1, Math.min(sentences.length, Math.round((sentences.length / count) * (0.6 + 0.8 * rng.next()))));
+        const start = rng.below(sentences.length - length + 1);
+        parts.push({ text: sentences.slice(start, start + length).join(' '), source });
+      }
+      const content = parts.map((part) => part.text).join(' ');
+      const key = createHash('sha1').update(content).digest('base64');
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const vector = new Float32Array(dimensions);
+      for (const part of parts) {
+        const weight = part.text.length / content.length;
+        const source = vectors[part.source]!;
+        for (let d = 0; d < dimensions; d++) vector[d]! += weight * source[d]!;
+      }
+      let norm = 0;
+      for (let d = 0; d < dimensions; d++) {
+        vector[d]! += NOISE_SIGMA * rng.gaussian();
+        norm += vector[d]! * vector[d]!;
+      }
+      norm = Math.sqrt(norm);
+      for (let d = 0; d < dimensions; d++) vector[d]! /= norm;
+      return { content, vector, sources: count };
+    }
+  };
+}
+
+type Plan = { mainChunks: number; otherWorkspaces: number; otherChunks: number; chunksPerDoc: number };
+type Seeded = { key: string; userId: string; mainWorkspaceId: string; otherWorkspaceIds: string[]; chunks: number; documents: number; seconds: number; chunksPerSecond: number; load: string };
+
+class Api {
+  constructor(
+    readonly baseUrl: string,
+    readonly key: string,
+  ) {}
+
+  async json<T>(method: string, pathname: string, body?: unknown): Promise<T> {
+    const response = await fetch(new URL(pathname, this.baseUrl), {
+      method,
+      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+}
+
+async function seed(app: RunningApp, index: VectorIndex, plan: Plan, abstracts: Abstract[], vectors: Float32Array[]): Promise<Seeded> {
+  const prisma = app.db.prisma;
+  const created = await adminCommands['users.create'](prisma, { email: `bench-search-${randomUUID()}@example.com`, name: 'Search benchmark', credits: 0, active: true });
+  const api = new Api(app.url, created.api_key.raw_key);
+  const workspace = async (name: string) => (await api.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
+  const mainWorkspaceId = await workspace('search bench: main');
+  const otherWorkspaceIds: string[] = [];
+  for (let n = 0; n < plan.otherWorkspaces; n++) otherWorkspaceIds.push(await workspace(`search bench: other ${n + 1}`));
+
+  // Batches of documents of every workspace, shuffled: the workspaces grow side by side, as they would.
+  const seen = new Set<string>();
+  type Task = { workspaceId: string; documents: number; maker: () => SyntheticChunk; label: string };
+  const tasks: Task[] = [];
+  const plans = [
+    { workspaceId: mainWorkspaceId, chunks: plan.mainChunks, seed: 1, label: 'main' },
+    ...otherWorkspaceIds.map((workspaceId, n) => ({ workspaceId, chunks: plan.otherChunks, seed: 100 + n, label: `other${n + 1}` })),
+  ];
+  for (const workspacePlan of plans) {
+    const maker = chunkMaker(abstracts, vectors, workspacePlan.seed, seen);
+    const documents = Math.ceil(workspacePlan.chunks / plan.chunksPerDoc);
+    for (let first = 0; first < documents; first += DOCS_PER_WRITE) {
+      tasks.push({ workspaceId: workspacePlan.workspaceId, documents: Math.min(DOCS_PER_WRITE, documents - first), maker, label: workspacePlan.label });
+    }
+  }
+  const order = random(7);
+  for (let position = tasks.length - 1; position > 0; position--) {
+    const other = order.below(position + 1);
+    [tasks[position], tasks[other]] = [tasks[other]!, tasks[position]!];
+  }
+  const chunkTotal = plans.reduce((sum, p) => sum + p.chunks, 0);
+  const remaining = new Map(plans.map((p) => [p.workspaceId, p.chunks]));
+  const bar = progressBar('seeding |{bar}| {value}/{total} chunks | {rate} chunks/s | {duration_formatted} | eta {eta_formatted}');
+  bar.start(chunkTotal, 0, { rate: '-' });
+  const start = performance.now();
+  let written = 0;
+  let documentCount = 0;
+  let serial = 0;
+  for (const task of tasks) {
+    const documents: { id: string; filename: string; size: number; chunks: { id: string; chunkIndex: number; content: string; vector: Float32Array }[] }[] = [];
+    for (let d = 0; d < task.documents; d++) {
+      const left = remaining.get(task.workspaceId)!;
+      const count = Math.min(plan.chunksPerDoc, left);
+      if (count <= 0) break;
+      remaining.set(task.workspaceId, left - count);
+      const chunks = Array.from({ length: count }, (_, chunkIndex) => {
+        const made = task.maker();
+        return { id: randomUUID(), chunkIndex, content: made.content, vector: made.vector };
+      });
+      documents.push({ id: randomUUID(), filename: `${task.label}-${++serial}.txt`, size: chunks.reduce((sum, chunk) => sum + Buffer.byteLength(chunk.content), 0), chunks });
+    }
+    if (documents.length === 0) continue;
+    await prisma.document.createMany({
+      data: documents.map((document) => ({
+        id: document.id,
+        workspaceId: task.workspaceId,
+        filename: document.filename,
+        contentType: 'text/plain',
+        sizeBytes: document.size,
+        sha256: createHash('sha256').update(document.id).digest('hex'),
+        status: 'ready' as const,
+        chunkCount: document.chunks.length,
+        embeddedChunks: document.chunks.length,
+      })),
+    });
+    const chunkRows = documents.flatMap((document) => document.chunks.map((chunk) => ({ ...chunk, documentId: document.id })));
+    const embeddedAt = new Date();
+    await prisma.chunk.createMany({
+      data: chunkRows.map((chunk) => ({
+        id: chunk.id,
+        documentId: chunk.documentId,
+        chunkIndex: chunk.chunkIndex,
+        content: chunk.content,
+        tokenCount: Math.round(chunk.content.split(/\s+/).length * 1.3),
+        embeddedAt,
+      })),
+    });
+    for (let first = 0; first < chunkRows.length; first += CHUNKS_PER_UPSERT) {
+      await index.upsert(
+        chunkRows.slice(first, first + CHUNKS_PER_UPSERT).map((chunk) => ({
+          chunkId: chunk.id,
+          documentId: chunk.documentId,
+          workspaceId: task.workspaceId,
+          embedding: chunk.vector,
+          terms: analyze(chunk.content),
+        })),
+      );
+    }
+    written += chunkRows.length;
+    documentCount += documents.length;
+    bar.update(written, { rate: (written / elapsedSeconds(start)).toFixed(0) });
+  }
+  const seconds = elapsedSeconds(start);
+  bar.stop();
+  return {
+    key: created.api_key.raw_key,
+    userId: created.user.id,
+    mainWorkspaceId,
+    otherWorkspaceIds,
+    chunks: written,
+    documents: documentCount,
+    seconds,
+    chunksPerSecond: written / seconds,
+    load: loadNow(),
+  };
+}
+
+async function directorySize(directory: string): Promise<number> {
+  const { readdir } = await import('node:fs/promises');
+  let total = 0;
+  for (const entry of await readdir(directory, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += (await stat(path.join(entry.parentPath, entry.name))).size;
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (character) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[character]!);
+
+function textTable(headers: string[], rows: string[][]): string {
+  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => row[column]!.length)));
+  const line = (cells: string[]) => cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
+}
+
+function htmlTable(headers: string[], rows: string[][]): string {
+  return `<table><thead><tr>${headers.map((header) => `<th>${escapeHtml(header)}</th>`).join('')}</tr></thead><tbody>${rows
+    .map((row) => `<tr>${row.map((cell, column) => (column === 0 ? `<th scope="row">${escapeHtml(cell)}</th>` : `<td>${escapeHtml(cell)}</td>`)).join('')}</tr>`)
+    .join('\n')}</tbody></table>`;
+}
+
+/** p50 and p95 bars per path. */
+function latencyChart(rows: { label: string; p50: number; p95: number }[], limitMs: number): string {
+  const width = 680;
+  const labelWidth = 270;
+  const valueWidth = 90;
+  const barHeight = 11;
+  const gap = 10;
+  const top = 30;
+  const plotWidth = width - labelWidth - valueWidth;
+  const height = top + rows.length * (2 * barHeight + gap) + 20;
+  const maximum = Math.max(limitMs, ...rows.map((row) => row.p95)) || 1;
+  const x = (value: number) => labelWidth + (value / maximum) * plotWidth;
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="search latency">`,
+    `<text x="0" y="16" font-size="13" font-weight="600">latency per path, ms (dark: p50, light: p95)</text>`,
+  ];
+  rows.forEach((row, index) => {
+    const y = top + index * (2 * barHeight + gap);
+    parts.push(
+      `<text x="${labelWidth - 6}" y="${y + barHeight + 4}" font-size="12" text-anchor="end">${escapeHtml(row.label)}</text>`,
+      `<rect x="${labelWidth}" y="${y}" width="${Math.max(1, x(row.p50) - labelWidth).toFixed(1)}" height="${barHeight}" fill="#4e79a7"><title>p50 ${row.p50.toFixed(2)} ms</title></rect>`,
+      `<rect x="${labelWidth}" y="${y + barHeight}" width="${Math.max(1, x(row.p95) - labelWidth).toFixed(1)}" height="${barHeight}" fill="#a0cbe8"><title>p95 ${row.p95.toFixed(2)} ms</title></rect>`,
+      `<text x="${(Math.max(x(row.p50), x(row.p95)) + 4).toFixed(1)}" y="${y + barHeight + 4}" font-size="11">${row.p50.toFixed(1)} / ${row.p95.toFixed(1)}</text>`,
+    );
+  });
+  const lineX = x(limitMs).toFixed(1);
+  const bottom = top + rows.length * (2 * barHeight + gap) - gap / 2;
+  parts.push(
+    `<line x1="${lineX}" y1="${top - 4}" x2="${lineX}" y2="${bottom}" stroke="#c0392b" stroke-width="1.5" stroke-dasharray="4 3"/>`,
+    `<text x="${lineX}" y="${bottom + 14}" font-size="11" fill="#c0392b" text-anchor="middle">API p50 target ${limitMs} ms</text>`,
+    '</svg>',
+  );
+  return parts.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const paths = ['api', 'embedder', 'backend', 'vectorOnly', 'keywordOnly', 'notReady', 'readBack'] as const;
+type PathName = (typeof paths)[number];
+const pathLabels: Record<PathName, string> = {
+  api: `(a) API: POST /v1/kb/query, hybrid, top_k ${TOP_K}, over HTTP`,
+  embedder: "(b) embedder alone: embed([query], 'query')",
+  backend: `(c) backend alone: index.search, vector + terms, limit ${fusionDepth}`,
+  vectorOnly: '    index.search, vector only',
+  keywordOnly: '    index.search, terms only',
+  notReady: "(d) store: the workspace's not-ready documents",
+  readBack: `    store: read-back of the top ${TOP_K}+10 fused chunks`,
+};
+
+async function main() {
+  const indexKind = indexKindFromArgs(process.argv.slice(2));
+  const { DATABASE_URL: databaseUrl, ELASTICSEARCH_URL: elasticsearchUrl, ...environment } = process.env;
+  if (indexKind === 'elasticsearch' && !elasticsearchUrl) {
+    throw new Error('--index elasticsearch needs ELASTICSEARCH_URL (for instance the URL that .ci/start-elasticsearch.sh prints on its last line)');
+  }
+  const plan: Plan = {
+    mainChunks: intFromEnv('BENCH_SEARCH_CHUNKS', 100_000),
+    otherWorkspaces: intFromEnv('BENCH_SEARCH_OTHER_WORKSPACES', 4, 0),
+    otherChunks: intFromEnv('BENCH_SEARCH_OTHER_CHUNKS', 5_000),
+    chunksPerDoc: intFromEnv('BENCH_SEARCH_CHUNKS_PER_DOC', 10),
+  };
+  const queryLimit = intFromEnv('BENCH_SEARCH_QUERIES', 300);
+  // Elasticsearch keeps the vectors outside the store directory: nothing to cache then.
+  const useCache = intFromEnv('BENCH_SEARCH_CACHE', 1, 0) > 0 && indexKind === 'pgvector';
+
+  const baseEnvironment = {
+    ...environment,
+    ...(indexKind === 'elasticsearch' ? { ELASTICSEARCH_URL: elasticsearchUrl, ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}) } : {}),
+    HOST: '127.0.0.1',
+    PORT: '0',
+    KB_LOG_LEVEL: 'silent',
+  };
+  // The model decides the vectors; the cache key needs it before the store is opened.
+  const probeConfig = loadConfig({ ...baseEnvironment, KB_DATA_DIR: os.tmpdir() });
+  const modelKey = probeConfig.openai.baseUrl ? `openai:${probeConfig.openai.embeddingModel}` : probeConfig.embeddings.localModel;
+  const cacheKey = createHash('sha256')
+    .update(JSON.stringify({ plan, modelKey, version: GENERATOR_VERSION, noise: NOISE_SIGMA }))
+    .digest('hex')
+    .slice(0, 12);
+  const storeDir = useCache ? path.join(cacheDir, `search-store-${cacheKey}`) : await mkdtemp(path.join(os.tmpdir(), 'kb-bench-search-'));
+  const manifestPath = path.join(storeDir, 'bench-manifest.json');
+  let manifest: Seeded | undefined;
+  if (useCache && existsSync(manifestPath)) manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as Seeded;
+  else if (useCache) await rm(storeDir, { recursive: true, force: true });
+  await mkdir(storeDir, { recursive: true });
+  const config: Config = loadConfig({ ...baseEnvironment, KB_DATA_DIR: storeDir });
+  const storeLabel = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : 'embedded store (PGlite)';
+  const indexLabel = indexKind === 'elasticsearch' ? 'Elasticsearch' : config.databaseUrl ? 'pgvector' : 'pgvector in PGlite';
+
+  const cores = os.availableParallelism();
+  const machine = `${cores} cores (${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, ${os.platform()} ${os.arch()}`;
+  const loadAtStart = loadNow();
+  log(`search benchmark on ${machine}; load average ${loadAtStart}`);
+  log(`store: ${storeLabel}; index: ${indexLabel}; ${plan.mainChunks} chunks + ${plan.otherWorkspaces} x ${plan.otherChunks}; store ${useCache ? `cached in ${path.relative(process.cwd(), storeDir)}${manifest ? ' (reused)' : ' (new)'}` : `in ${storeDir}`}`);
+
+  const abstracts = await readAbstracts();
+  const queriesAll = (await readFile(path.join(scifactDir, 'queries_test.jsonl'), 'utf8'))
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => (JSON.parse(line) as { _id: string; text: string }).text);
+  const queries = queriesAll.slice(0, queryLimit);
+
+  const app = await startApp(config);
+  let embedder: Embedder | undefined;
+  let index: VectorIndex | undefined;
+  let seeded: Seeded | undefined;
+  const cleanUp = async () => {
+    if (!useCache && seeded && (config.databaseUrl || indexKind === 'elasticsearch')) {
+      // An external store or index outlives this run: take out what it added.
+      const api = new Api(app.url, seeded.key);
+      for (const workspaceId of [seeded.mainWorkspaceId, ...seeded.otherWorkspaceIds]) {
+        await api.json('DELETE', `/v1/kb/workspaces/${workspaceId}`).catch(() => {});
+        if (indexKind === 'elasticsearch') await index?.deleteWorkspace(workspaceId).catch((error: unknown) => log(`could not remove workspace ${workspaceId} from Elasticsearch: ${String(error)}`));
+      }
+    }
+    await index?.close().catch(() => {});
+    await embedder?.close().catch(() => {});
+    await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
+    if (!useCache) await rm(storeDir, { recursive: true, force: true });
+  };
+  const interrupted = () => {
+    log('interrupted; cleaning up');
+    void cleanUp().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupted);
+
+  try {
+    // The measuring side's own embedder and index, made from the same configuration as the
+    // service's (which are not exposed): same model and threads, same store connection or
+    // Elasticsearch server. The service's embedder is idle while this one is measured.
+    embedder = await createEmbedder(config);
+    index = await openVectorIndex(config, app.db, embedder);
+
+    if (manifest) {
+      const ok = await new Api(app.url, manifest.key).json('GET', '/v1/kb/workspaces').then(
+        () => true,
+        () => false,
+      );
+      const count = ok ? await app.db.prisma.chunk.count() : 0;
+      if (!ok || count !== manifest.chunks) throw new Error(`the cached store in ${storeDir} is not usable (${count} chunks); delete that directory and run again`);
+      seeded = manifest;
+      log(`seeded store reused: ${manifest.chunks} chunks (seeded in ${manifest.seconds.toFixed(0)} s when it was made)`);
+    } else {
+      const vectors = await abstractVectors(embedder, abstracts);
+      log(`seeding ${plan.mainChunks + plan.otherWorkspaces * plan.otherChunks} chunks; load average ${loadNow()}`);
+      seeded = await seed(app, index, plan, abstracts, vectors);
+      log(`seeded ${seeded.chunks} chunks (${seeded.documents} documents) in ${seeded.seconds.toFixed(1)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s`);
+      if (useCache) await writeFile(manifestPath, JSON.stringify(seeded, null, 1));
+    }
+    const storeBytes = config.databaseUrl ? null : await directorySize(path.join(storeDir, 'pglite'));
+    const api = new Api(app.url, seeded.key);
+    const workspaceId = seeded.mainWorkspaceId;
+    const prisma = app.db.prisma;
+
+    // What the service builds for a hybrid search of top_k 10 (service.ts).
+    const limit = Math.max(fusionDepth, TOP_K);
+    const termsOf = (query: string) => [...new Set(analyze(query.trim()))].slice(0, searchLimits.maxKeywordTerms);
+    log(`embedding the ${queries.length} queries once, for the backend calls (not timed); load average ${loadNow()}`);
+    const queryVectors: Float32Array[] = [];
+    for (const query of queries) queryVectors.push((await embedder.embed([query.trim()], 'query'))[0]!);
+
+    const steps: Record<PathName, (position: number) => Promise<unknown>> = {
+      api: (position) => api.json('POST', '/v1/kb/query', { query: queries[position]!, workspace_id: workspaceId, top_k: TOP_K, mode: 'hybrid' }),
+      embedder: (position) => embedder!.embed([queries[position]!.trim()], 'query'),
+      backend: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
+      vectorOnly: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: [], limit, excludeDocumentIds: [] }),
+      keywordOnly: (position) => index!.search({ workspaceIds: [workspaceId], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
+      notReady: () => prisma.document.findMany({ where: { workspaceId, status: { not: 'ready' } }, select: { id: true } }),
+      readBack: async (position) => {
+        const ids = hybridTop.get(position) ?? [];
+        return prisma.chunk.findMany({
+          where: { id: { in: ids }, document: { workspaceId, status: 'ready' } },
+          select: { id: true, documentId: true, chunkIndex: true, content: true, metadata: true, document: { select: { filename: true } } },
+        });
+      },
+    };
+    // The fused hits of each query (from its backend call), for the read-back.
+    const hybridTop = new Map<number, string[]>();
+    const timings: Record<PathName, number[]> = Object.fromEntries(paths.map((name) => [name, []])) as unknown as Record<PathName, number[]>;
+    const errors: Record<PathName, string[]> = Object.fromEntries(paths.map((name) => [name, []])) as unknown as Record<PathName, string[]>;
+    let sameTop10 = 0;
+    let compared = 0;
+    let apiResultCount = 0;
+    const sides = { vector: [] as number[], keyword: [] as number[] };
+
+    log(`warm-up: ${WARMUP_QUERIES} queries through every path`);
+    for (let position = 0; position < Math.min(WARMUP_QUERIES, queries.length); position++) {
+      const hits = (await steps.backend(position).catch(() => ({ vector: [], keyword: [] }))) as { vector: IndexHit[]; keyword: IndexHit[] };
+      hybridTop.set(position, fuseConvex(hits.vector, hits.keyword).slice(0, TOP_K + 10).map((hit) => hit.chunkId));
+      for (const name of paths) await steps[name](position).catch(() => {});
+    }
+    hybridTop.clear();
+
+    const loadBeforeQueries = loadNow();
+    const bar = progressBar('queries |{bar}| {value}/{total} | {duration_formatted}');
+    bar.start(queries.length, 0);
+    for (let position = 0; position < queries.length; position++) {
+      // The read-back needs this query's fused hits: the backend goes before it in every order.
+      const order: PathName[] = paths.map((_, step) => paths[(position + step) % paths.length]!).filter((name) => name !== 'readBack');
+      order.splice(order.indexOf('backend') + 1, 0, 'readBack');
+      let apiResults: { document_id: string; chunk_index: number }[] = [];
+      let apiFailed = false;
+      for (const name of order) {
+        const started = performance.now();
+        let answer: unknown;
+        try {
+          answer = await steps[name](position);
+        } catch (error) {
+          // A failed call (a 503 when a statement ran past its limit) counts with the time it took.
+          timings[name].push(performance.now() - started);
+          errors[name].push((error as Error).message.slice(0, 300));
+          if (name === 'api') apiFailed = true;
+          continue;
+        }
+        timings[name].push(performance.now() - started);
+        if (name === 'backend') {
+          const hits = answer as { vector: IndexHit[]; keyword: IndexHit[] };
+          sides.vector.push(hits.vector.length);
+          sides.keyword.push(hits.keyword.length);
+          hybridTop.set(position, fuseConvex(hits.vector, hits.keyword).slice(0, TOP_K + 10).map((hit) => hit.chunkId));
+        }
+        if (name === 'api') apiResults = (answer as { results: { document_id: string; chunk_index: number }[] }).results;
+      }
+      apiResultCount += apiResults.length;
+      // Is the backend call the same work as the service's? Their top 10 should match.
+      const fused = hybridTop.get(position)?.slice(0, TOP_K);
+      if (fused && !apiFailed) {
+        compared++;
+        const fusedRows = await prisma.chunk.findMany({ where: { id: { in: fused } }, select: { id: true, documentId: true, chunkIndex: true } });
+        const keyOf = new Map(fusedRows.map((row) => [row.id, `${row.documentId}#${row.chunkIndex}`]));
+        if (fused.map((id) => keyOf.get(id)).join() === apiResults.map((result) => `${result.document_id}#${result.chunk_index}`).join()) sameTop10++;
+      }
+      bar.update(position + 1);
+    }
+    bar.stop();
+    const loadAfterQueries = loadNow();
+
+    // ----- report
+    const p50 = (name: PathName) => percentile(timings[name], 50);
+    const p95 = (name: PathName) => percentile(timings[name], 95);
+    const ratio = p50('api') / (p50('embedder') + p50('backend'));
+    const ratioVerdict = ratio <= TARGET_RATIO ? 'PASS' : 'MISS';
+    const apiVerdict = p50('api') < TARGET_API_P50_MS ? 'PASS' : 'MISS';
+    const headers = ['path', 'p50 ms', 'p95 ms', 'mean ms', 'failed'];
+    const rows = paths.map((name) => [pathLabels[name], p50(name).toFixed(2), p95(name).toFixed(2), mean(timings[name]).toFixed(2), String(errors[name].length)]);
+    const failures = paths.filter((name) => errors[name].length > 0).map((name) => `${name}: ${errors[name].length} failed, first: ${errors[name][0]}`);
+    const unexplained = p50('api') - p50('embedder') - p50('backend') - p50('notReady') - p50('readBack');
+    const notes = [
+      `${ratioVerdict}: API p50 / (embedder p50 + backend p50) = ${p50('api').toFixed(2)} / (${p50('embedder').toFixed(2)} + ${p50('backend').toFixed(2)}) = ${ratio.toFixed(2)} against the target <= ${TARGET_RATIO}.`,
+      `${apiVerdict}: API p50 ${p50('api').toFixed(2)} ms against the target < ${TARGET_API_P50_MS} ms${config.databaseUrl || indexKind === 'elasticsearch' ? ' (the target is for the embedded store; this run is not on it)' : ' on the embedded store'}.`,
+      `API p50 minus the p50s of (b), (c) and (d): ${unexplained.toFixed(2)} ms left for HTTP, authentication (an API-key lookup and a last_used_at write per request), rate limits, GraphQL, the workspace check and the fusion.`,
+      `Data: ${seeded.chunks.toLocaleString('en-US')} chunks in ${seeded.documents.toLocaleString('en-US')} ready documents of ${plan.chunksPerDoc} chunks: ${plan.mainChunks.toLocaleString('en-US')} in the searched workspace, ${plan.otherWorkspaces} other workspaces of ${plan.otherChunks.toLocaleString('en-US')} (same user). Each chunk is runs of sentences of 2 or 3 SciFact abstracts (about one abstract long, every text distinct); its vector is the normalised mix of those abstracts' ${embedder.modelId} passage vectors weighted by characters given, plus Gaussian noise (sigma ${NOISE_SIGMA.toFixed(4)} per dimension, norm about 0.1). Terms: analyze(content), as the embed jobs write them.`,
+      seeded === manifest
+        ? `Seeding: reused the store cached in ${path.relative(process.cwd(), storeDir)} (it took ${seeded.seconds.toFixed(0)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s, when made).`
+        : `Seeding: ${seeded.seconds.toFixed(1)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s: createMany of ${DOCS_PER_WRITE} documents and their chunks, then index.upsert of up to ${CHUNKS_PER_UPSERT} chunks at a time into the live index (HNSW built incrementally).`,
+      storeBytes === null ? '' : `Embedded store on disk: ${(storeBytes / 2 ** 20).toFixed(0)} MB.`,
+      `Queries: ${queries.length} SciFact test queries, each through (a) to (d) one after another, the order rotating by one path per query (the read-back always right after the backend call whose hits it reads), after ${WARMUP_QUERIES} warm-up queries through every path. The backend calls get the query's vector embedded beforehand (not timed), its analysed terms (at most ${searchLimits.maxKeywordTerms}), limit ${limit}, excludeDocumentIds []: the arguments service.ts builds for hybrid top_k ${TOP_K}. (d) repeats the two prisma reads service.ts makes besides the index; they are not part of the ratio's denominator.`,
+      failures.length > 0 ? `Failed calls (counted in the percentiles with the time they took): ${failures.join('; ')}` : 'No call failed.',
+      `Same results: the API's top ${TOP_K} equals the convex fusion of the backend call's two sides for ${sameTop10} of ${compared} queries where both answered. Hits per side: vector ${mean(sides.vector).toFixed(1)}, keyword ${mean(sides.keyword).toFixed(1)} on average (limit ${limit}); API results ${(apiResultCount / queries.length).toFixed(1)} per query.`,
+      `Load average at start ${loadAtStart}; before the queries ${loadBeforeQueries}, after ${loadAfterQueries}.`,
+    ].filter((note) => note !== '');
+
+    process.stdout.write(`\nSearch latency (${indexLabel}, ${storeLabel}, ${embedder.modelId}; ${seeded.chunks.toLocaleString('en-US')} chunks)\n\n`);
+    process.stdout.write(`${textTable(headers, rows)}\n\n`);
+    process.stdout.write(`${notes.map((note) => `- ${note}`).join('\n')}\n`);
+
+    const suffix = indexKind === 'elasticsearch' ? '-elasticsearch' : '';
+    const date = new Date().toISOString().slice(0, 10);
+    await mkdir(resultsDir, { recursive: true });
+    const jsonPath = path.join(resultsDir, `search${suffix}.json`);
+    await writeFile(
+      jsonPath,
+      `${JSON.stringify(
+        {
+          date,
+          machine,
+          store: storeLabel,
+          index: indexLabel,
+          embedder: embedder.modelId,
+          plan,
+          seeded: { chunks: seeded.chunks, documents: seeded.documents, seconds: seeded.seconds, chunksPerSecond: seeded.chunksPerSecond, reused: seeded === manifest, storeBytes },
+          queries: queries.length,
+          topK: TOP_K,
+          limit,
+          load: { start: loadAtStart, queries: [loadBeforeQueries, loadAfterQueries] },
+          latencyMs: Object.fromEntries(paths.map((name) => [name, { p50: p50(name), p95: p95(name), mean: mean(timings[name]) }])),
+          ratio,
+          targets: { ratio: TARGET_RATIO, apiP50Ms: TARGET_API_P50_MS },
+          verdicts: { ratio: ratioVerdict, apiP50: apiVerdict },
+          sameTop10,
+          compared,
+          errors,
+          timingsMs: timings,
+          notes,
+        },
+        null,
+        1,
+      )}\n`,
+    );
+    const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Search latency benchmark</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 70rem; }
+  h1 { font-size: 1.4rem; margin-bottom: 0.2rem; }
+  .meta { color: #555; margin-top: 0; }
+  svg text { font-family: system-ui, sans-serif; }
+  table { border-collapse: collapse; margin-top: 1rem; }
+  th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.7rem; text-align: right; }
+  th[scope="row"], thead th:first-child { text-align: left; font-weight: normal; white-space: pre; }
+  ul { color: #444; }
+</style>
+</head>
+<body>
+<h1>Search latency</h1>
+<p class="meta">${escapeHtml(date)} · ${escapeHtml(machine)} · ${escapeHtml(storeLabel)} · index ${escapeHtml(indexLabel)} · ${escapeHtml(embedder.modelId)} · ${seeded.chunks.toLocaleString('en-US')} chunks</p>
+<figure>${latencyChart(
+      paths.map((name) => ({ label: pathLabels[name].trim(), p50: p50(name), p95: p95(name) })),
+      TARGET_API_P50_MS,
+    )}</figure>
+${htmlTable(headers, rows)}
+<ul>
+${notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('\n')}
+</ul>
+</body>
+</html>
+`;
+    const htmlPath = path.join(resultsDir, `search${suffix}.html`);
+    await writeFile(htmlPath, html);
+    process.stdout.write(`\nresults: ${path.relative(process.cwd(), jsonPath)}, ${path.relative(process.cwd(), htmlPath)}\n`);
+  } finally {
+    process.off('SIGINT', interrupted);
+    await cleanUp();
+  }
+}
+
+main().catch((error: unknown) => {
+  log(error instanceof Error ? (error.stack ?? error.message) : String(error));
+  process.exitCode = 1;
+});
