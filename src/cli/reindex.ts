@@ -51,7 +51,7 @@ export async function reindex(
           FROM documents d JOIN workspaces w ON w.id = d.workspace_id
          WHERE d.status = 'processing' AND d.chunk_count > 0
         ON CONFLICT (document_id) DO UPDATE
-          SET kind = 'embed', status = 'queued', attempts = 0, run_after = now(), lease_expires = NULL, last_error = NULL
+          SET kind = 'embed', status = 'queued', attempts = 0, run_after = now(), lease_expires = NULL, last_error = NULL, payload = jobs.payload - 'solo'
           WHERE jobs.kind <> 'parse'`,
     ]);
     const settings = {
