@@ -10,7 +10,7 @@ import { createRateLimits } from './http/rate-limits.js';
 import { createHttpServer, createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createParsePool } from './modules/ingestion/parse-pool.js';
-import { embedJob, indexDeleteJob, parseJob } from './modules/ingestion/jobs.js';
+import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
 import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
@@ -59,18 +59,11 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const mismatch = modelMismatch({ embedder, index });
     if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
     const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
-    const ingestionSettings = {
-      parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
-      parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
-      embedBatchSize: config.embeddings.batchSize,
-      embedMaxAttempts: config.ingestion.embedMaxAttempts,
-      embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
-    };
-    let queue: JobQueue | undefined;
+        let queue: JobQueue | undefined;
     const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       db.prisma,
-      { parse: parseJob(dependencies, ingestionSettings), embed: embedJob(dependencies, ingestionSettings), index_delete: indexDeleteJob(dependencies) },
+      ingestionHandlers(dependencies, ingestionSettings(config)),
       {
         concurrency,
         leaseMs: config.ingestion.leaseSeconds * 1000,

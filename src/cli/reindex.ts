@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { createEmbedder } from '../modules/embeddings/select.js';
-import { embedJob, indexDeleteJob, parseJob } from '../modules/ingestion/jobs.js';
+import { ingestionHandlers, ingestionSettings } from '../modules/ingestion/jobs.js';
 import { createParsePool } from '../modules/ingestion/parse-pool.js';
 import { startJobQueue, type JobQueue } from '../modules/jobs/queue.js';
 import { openVectorIndex } from '../modules/retrieval/select.js';
@@ -54,17 +54,10 @@ export async function reindex(
           SET kind = 'embed', status = 'queued', attempts = 0, run_after = now(), lease_expires = NULL, last_error = NULL, payload = jobs.payload - 'solo'
           WHERE jobs.kind <> 'parse'`,
     ]);
-    const settings = {
-      parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
-      parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
-      embedBatchSize: config.embeddings.batchSize,
-      embedMaxAttempts: config.ingestion.embedMaxAttempts,
-      embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
-    };
-    const dependencies = { prisma, parsePool, embedder, index, wake: () => queue?.wake() };
+        const dependencies = { prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       prisma,
-      { parse: parseJob(dependencies, settings), embed: embedJob(dependencies, settings), index_delete: indexDeleteJob(dependencies) },
+      ingestionHandlers(dependencies, ingestionSettings(config)),
       { concurrency: config.ingestion.concurrency, leaseMs: config.ingestion.leaseSeconds * 1000, pollMs: 500, releaseStaleClaims: false },
       log,
     );

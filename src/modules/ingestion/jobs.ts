@@ -1,7 +1,8 @@
+import type { Config } from '../../config.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { readSourceBytes } from '../documents/service.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/queue.js';
+import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
@@ -28,6 +29,22 @@ export type IngestionSettings = {
   /** Longest wait between two attempts of the embed stage. */
   embedMaxBackoffMs: number;
 };
+
+/** The ingestion settings of the configuration. */
+export function ingestionSettings(config: Config): IngestionSettings {
+  return {
+    parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
+    parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
+    embedBatchSize: config.embeddings.batchSize,
+    embedMaxAttempts: config.ingestion.embedMaxAttempts,
+    embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,
+  };
+}
+
+/** The handler of every ingestion job kind, for the queue. */
+export function ingestionHandlers(dependencies: IngestionDependencies, settings: IngestionSettings): Record<JobKind, JobHandler> {
+  return { parse: parseJob(dependencies, settings), embed: embedJob(dependencies, settings), index_delete: indexDeleteJob(dependencies) };
+}
 
 const CHUNK_WRITE_BATCH = 100;
 
