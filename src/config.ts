@@ -37,6 +37,8 @@ const environmentSchema = z.object({
   KB_EMBED_THREADS: z.coerce.number().int().min(1).max(64).default(2),
   KB_EMBED_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(32),
   KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
+  KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
+  KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),
   KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
@@ -86,6 +88,10 @@ export type Config = {
   };
   /** A search whose backend (embedder or index) does not answer in time is a 503. */
   searchTimeoutSeconds: number;
+  /** Searches a user may make per minute (REST and GraphQL together, each alias counted); more is a 429. */
+  searchesPerMinute: number;
+  /** Memory the pgvector index's keyword side may hold before it drops the least recently searched workspaces. */
+  keywordMemoryBytes: number;
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
@@ -153,6 +159,8 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       batchSize: env.KB_EMBED_BATCH_SIZE,
     },
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
+    keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
+    searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,

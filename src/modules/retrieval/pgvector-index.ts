@@ -1,5 +1,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
+import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
+import { rankBm25 } from './term-postings.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
 
 /**
@@ -18,6 +20,14 @@ const efSearch = 200;
 /** Longest a search statement may run; below the transaction's own limit of 5 s. */
 const searchStatementTimeoutMs = 4_000;
 
+/** How often (at most) a process drops change-log rows no reader needs any more. */
+const logCleanupEveryMs = 10 * 60_000;
+
+export type PgvectorIndexOptions = {
+  /** Memory the keyword side may hold across workspaces before it drops the least recently searched. */
+  keywordMemoryBytes: number;
+};
+
 export class PgvectorMissingError extends Error {
   override name = 'PgvectorMissingError';
 }
@@ -26,13 +36,14 @@ const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).join(',')
 
 /**
  * The index inside the store (embedded PGlite or PostgreSQL), in tables this module creates:
- * - `chunk_index`: per chunk its vector (HNSW, cosine), its analysed terms with their counts
- *   (GIN), and its workspace and document. Rows go with their chunk (ON DELETE CASCADE), so a
- *   deleted document or workspace leaves the index in the same transaction.
- * - `chunk_index_stats`: per workspace the chunk and term counts BM25 needs, kept by triggers.
+ * - `chunk_index`: per chunk its vector (HNSW, cosine), its analysed terms with their counts,
+ *   and its workspace and document. Rows go with their chunk (ON DELETE CASCADE), so a deleted
+ *   document or workspace leaves the index in the same transaction.
+ * - `chunk_index_log`: which chunks changed, by which transaction; the keyword side, ranked in
+ *   memory (pgvector-keywords.ts), follows it.
  * - `chunk_index_model`: the model and dimensions the vectors were made with.
  */
-export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexModel): Promise<VectorIndex> {
+export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexModel, options: PgvectorIndexOptions): Promise<VectorIndex> {
   try {
     await prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
   } catch (error) {
@@ -63,7 +74,7 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
   const [recorded] = await prisma.$queryRaw<IndexModel[]>`SELECT model, dimensions FROM chunk_index_model`;
   if (!recorded) throw new Error('chunk_index_model has no row');
   await createTables(prisma, recorded.dimensions);
-  return new PgvectorIndex(prisma, { model: recorded.model, dimensions: recorded.dimensions });
+  return new PgvectorIndex(prisma, { model: recorded.model, dimensions: recorded.dimensions }, options);
 }
 
 async function createTables(prisma: PrismaClient, dimensions: number) {
@@ -77,36 +88,20 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
        freqs integer[] NOT NULL,
        term_count integer NOT NULL
      )`,
-    'CREATE INDEX IF NOT EXISTS chunk_index_workspace ON chunk_index (workspace_id)',
+    // Loading a workspace's keyword side reads its chunks in chunk id order, page by page.
+    'CREATE INDEX IF NOT EXISTS chunk_index_workspace_chunk ON chunk_index (workspace_id, chunk_id)',
+    'DROP INDEX IF EXISTS chunk_index_workspace',
     'CREATE INDEX IF NOT EXISTS chunk_index_document ON chunk_index (document_id)',
-    'CREATE INDEX IF NOT EXISTS chunk_index_terms ON chunk_index USING gin (terms)',
+    // Keywords are ranked in memory now; the GIN index only cost every insert.
+    'DROP INDEX IF EXISTS chunk_index_terms',
     'CREATE INDEX IF NOT EXISTS chunk_index_embedding ON chunk_index USING hnsw (embedding vector_cosine_ops)',
-    `CREATE TABLE IF NOT EXISTS chunk_index_stats (
-       workspace_id uuid PRIMARY KEY,
-       chunks bigint NOT NULL,
-       terms bigint NOT NULL
-     )`,
-    `CREATE OR REPLACE FUNCTION chunk_index_count_added() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN
-       INSERT INTO chunk_index_stats (workspace_id, chunks, terms)
-       SELECT workspace_id, count(*), sum(term_count) FROM added GROUP BY workspace_id ORDER BY workspace_id
-       ON CONFLICT (workspace_id) DO UPDATE
-         SET chunks = chunk_index_stats.chunks + excluded.chunks, terms = chunk_index_stats.terms + excluded.terms;
-       RETURN NULL;
-     END $$`,
-    `CREATE OR REPLACE FUNCTION chunk_index_count_removed() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN
-       UPDATE chunk_index_stats s SET chunks = s.chunks - r.chunks, terms = s.terms - r.terms
-         FROM (SELECT workspace_id, count(*) AS chunks, sum(term_count) AS terms FROM removed GROUP BY workspace_id) r
-        WHERE s.workspace_id = r.workspace_id;
-       RETURN NULL;
-     END $$`,
+    // Per-workspace totals for BM25 were kept here by triggers; the in-memory keyword side counts them now.
     'DROP TRIGGER IF EXISTS chunk_index_added ON chunk_index',
-    `CREATE TRIGGER chunk_index_added AFTER INSERT ON chunk_index REFERENCING NEW TABLE AS added
-       FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_count_added()`,
     'DROP TRIGGER IF EXISTS chunk_index_removed ON chunk_index',
-    `CREATE TRIGGER chunk_index_removed AFTER DELETE ON chunk_index REFERENCING OLD TABLE AS removed
-       FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_count_removed()`,
+    'DROP FUNCTION IF EXISTS chunk_index_count_added()',
+    'DROP FUNCTION IF EXISTS chunk_index_count_removed()',
+    'DROP TABLE IF EXISTS chunk_index_stats',
+    ...changeLogStatements,
   ];
   await prisma.$transaction(async (tx) => {
     // Two processes starting on one new PostgreSQL database must not both create the tables.
@@ -119,12 +114,16 @@ class PgvectorIndex implements VectorIndex {
   readonly kind = 'pgvector' as const;
 
   #builtWith: IndexModel;
+  readonly #keywords: StoreTermMirror;
+  #logCleanedAt = 0;
 
   constructor(
     private readonly prisma: PrismaClient,
     builtWith: IndexModel,
+    options: PgvectorIndexOptions,
   ) {
     this.#builtWith = builtWith;
+    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes);
   }
 
   get builtWith() {
@@ -159,6 +158,13 @@ class PgvectorIndex implements VectorIndex {
                AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
          WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = r.chunk_id)`,
     ]);
+    if (Date.now() - this.#logCleanedAt > logCleanupEveryMs) {
+      // The rows are written; a cleanup that fails is tried again by a later write.
+      await cleanChangeLog(this.prisma).then(
+        () => (this.#logCleanedAt = Date.now()),
+        () => undefined,
+      );
+    }
   }
 
   // Rows go with their chunks (ON DELETE CASCADE); these are for callers that keep the chunks.
@@ -172,6 +178,22 @@ class PgvectorIndex implements VectorIndex {
 
   async search(request: IndexSearch) {
     const workspaceIds = [...request.workspaceIds];
+    const terms = [...new Set(request.terms ?? [])];
+    const [vector, keyword] = await Promise.all([
+      request.vector ? this.#nearest(request, request.vector) : [],
+      terms.length > 0 ? this.#keywordHits(workspaceIds, terms, request) : [],
+    ]);
+    return { vector, keyword };
+  }
+
+  async #keywordHits(workspaceIds: string[], terms: string[], request: IndexSearch): Promise<IndexHit[]> {
+    const postings = await this.#keywords.postingsFor(workspaceIds);
+    const only = request.documentIds ? new Set(request.documentIds) : undefined;
+    const excluded = new Set(request.excludeDocumentIds);
+    return rankBm25(postings, terms, request.limit, bm25, (documentId) => !excluded.has(documentId) && (!only || only.has(documentId)));
+  }
+
+  async #nearest(request: IndexSearch, query: Float32Array): Promise<IndexHit[]> {
     const documentFilter = request.documentIds
       ? Prisma.sql`AND c.document_id = ANY(${[...request.documentIds]}::uuid[])`
       : Prisma.empty;
@@ -179,64 +201,31 @@ class PgvectorIndex implements VectorIndex {
       request.excludeDocumentIds.length > 0
         ? Prisma.sql`AND NOT (c.document_id = ANY(${[...request.excludeDocumentIds]}::uuid[]))`
         : Prisma.empty;
-    const terms = [...new Set(request.terms ?? [])];
-    const queries: Prisma.PrismaPromise<IndexHit[]>[] = [];
-    if (request.vector) {
-      const vector = vectorLiteral(request.vector);
-      queries.push(this.prisma.$queryRaw<IndexHit[]>`
-        SELECT chunk_id AS "chunkId", score FROM (
-          SELECT c.chunk_id, 1 - (c.embedding <=> ${vector}::vector) AS score
-            FROM chunk_index c
-           WHERE c.workspace_id = ANY(${workspaceIds}::uuid[]) ${readyOnly} ${documentFilter}
-           ORDER BY c.embedding <=> ${vector}::vector
-           LIMIT ${request.limit}
-        ) AS nearest ORDER BY score DESC`);
-    }
-    if (terms.length > 0) {
-      queries.push(this.prisma.$queryRaw<IndexHit[]>`
-        WITH matched AS (
-          SELECT c.chunk_id, c.term_count, c.terms, c.freqs FROM chunk_index c
-           WHERE c.workspace_id = ANY(${workspaceIds}::uuid[]) AND c.terms && ${terms}::text[] ${readyOnly} ${documentFilter}
-        ), hits AS (
-          SELECT m.chunk_id, m.term_count, q.term, m.freqs[array_position(m.terms, q.term)]::float8 AS tf
-            FROM matched m CROSS JOIN unnest(${terms}::text[]) AS q(term)
-        ), present AS (
-          SELECT * FROM hits WHERE tf IS NOT NULL
-        ), frequency AS (
-          SELECT term, count(*)::float8 AS df FROM present GROUP BY term
-        ), corpus AS (
-          SELECT greatest(sum(chunks), 1)::float8 AS n, greatest(sum(terms), 1)::float8 / greatest(sum(chunks), 1) AS avgdl
-            FROM chunk_index_stats WHERE workspace_id = ANY(${workspaceIds}::uuid[])
-        )
-        SELECT p.chunk_id AS "chunkId",
-               sum(ln(1 + (k.n - f.df + 0.5) / (f.df + 0.5))
-                   * p.tf * ${bm25.k1 + 1}::float8 / (p.tf + ${bm25.k1}::float8 * (1 - ${bm25.b}::float8 + ${bm25.b}::float8 * p.term_count / k.avgdl))) AS score
-          FROM present p JOIN frequency f USING (term) CROSS JOIN corpus k
-         GROUP BY p.chunk_id
-         ORDER BY score DESC, p.chunk_id
-         LIMIT ${request.limit}`);
-    }
-    if (queries.length === 0) return { vector: [], keyword: [] };
-    let answers: unknown[];
+    const vector = vectorLiteral(query);
+    let rows: IndexHit[];
     try {
       // SET LOCAL keeps the scan settings to this transaction: other work on the connection is unaffected.
-      [, , , ...answers] = await this.prisma.$transaction([
+      [, , , rows] = await this.prisma.$transaction([
         this.prisma.$executeRawUnsafe('SET LOCAL hnsw.iterative_scan = relaxed_order'),
         this.prisma.$executeRawUnsafe(`SET LOCAL hnsw.ef_search = ${efSearch}`),
         // Bounded like the rest of a search; a statement cut short answers 503, not a held store.
         this.prisma.$executeRawUnsafe(`SET LOCAL statement_timeout = ${searchStatementTimeoutMs}`),
-        ...queries,
+        this.prisma.$queryRaw<IndexHit[]>`
+          SELECT chunk_id AS "chunkId", score FROM (
+            SELECT c.chunk_id, 1 - (c.embedding <=> ${vector}::vector) AS score
+              FROM chunk_index c
+             WHERE c.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) ${readyOnly} ${documentFilter}
+             ORDER BY c.embedding <=> ${vector}::vector
+             LIMIT ${request.limit}
+          ) AS nearest ORDER BY score DESC`,
       ]);
     } catch (error) {
       if (/57014|statement timeout/.test((error as Error).message)) {
-        throw new IndexUnavailableError(`the search took longer than ${searchStatementTimeoutMs / 1000} s and was stopped; try a shorter query`);
+        throw new IndexUnavailableError(`the vector search took longer than ${searchStatementTimeoutMs / 1000} s and was stopped; try again`);
       }
       throw error;
     }
-    const results = answers as IndexHit[][];
-    const vector = request.vector ? results.shift()! : [];
-    const keyword = terms.length > 0 ? results.shift()! : [];
-      return { vector: vector.map(toHit), keyword: keyword.map(toHit) };
+    return rows.map(toHit);
   }
 
   async countByDocument(workspaceId: string) {
@@ -248,10 +237,12 @@ class PgvectorIndex implements VectorIndex {
   async reset(model: IndexModel) {
     await this.prisma.$transaction([
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index'),
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_stats'),
+      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log'),
+      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log_marks'),
       this.prisma.$executeRaw`UPDATE chunk_index_model SET model = ${model.model}, dimensions = ${model.dimensions}, created_at = clock_timestamp()`,
     ]);
     await createTables(this.prisma, model.dimensions);
+    this.#keywords.clear();
     this.#builtWith = model;
   }
 

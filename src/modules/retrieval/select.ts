@@ -15,5 +15,5 @@ export async function openVectorIndex(config: Config, db: Database, embedder: Em
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
     return openElasticsearchIndex(config.elasticsearchUrl, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
-  return openPgvectorIndex(db.prisma, model);
+  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
 }

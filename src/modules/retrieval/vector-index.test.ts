@@ -4,15 +4,19 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
-import { analyze } from './analyzer.js';
+import pg from 'pg';
+import { analyze, termFrequencies } from './analyzer.js';
 import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { bm25, openPgvectorIndex } from './pgvector-index.js';
+import { cleanChangeLog } from './pgvector-keywords.js';
 import type { VectorIndex } from './vector-index.js';
 
 // The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus
 // statistics are this test's alone), or pgvector in the store: PostgreSQL when the leg has one
 // with pgvector, else the embedded store (the Elasticsearch leg's PostgreSQL has no pgvector).
 const elasticsearchUrl = process.env.ELASTICSEARCH_URL || undefined;
+/** PostgreSQL with pgvector, where a second connection can hold a transaction open meanwhile. */
+const postgresUrl = (!elasticsearchUrl && process.env.DATABASE_URL) || undefined;
 const indexName = `kb_test_${Math.random().toString(36).slice(2)}`;
 let dataDir: string;
 let db: Database;
@@ -34,8 +38,13 @@ function unit(axis: number, tilt = 0): Float32Array {
 const indexedTexts: string[] = [];
 
 async function workspaceWith(name: string, documents: { texts: string[]; vectors: Float32Array[] }[]) {
+  const workspace = await db.prisma.workspace.create({ data: { userId, name, nameKey: `${name}-${Math.random()}` } });
+  return { workspaceId: workspace.id, documentIds: await addDocuments(workspace.id, documents) };
+}
+
+async function addDocuments(workspaceId: string, documents: { texts: string[]; vectors: Float32Array[] }[], into: VectorIndex = index) {
   const prisma = db.prisma;
-  const workspace = await prisma.workspace.create({ data: { userId, name, nameKey: `${name}-${Math.random()}` } });
+  const workspace = { id: workspaceId };
   const documentIds: string[] = [];
   for (const [position, document] of documents.entries()) {
     const row = await prisma.document.create({
@@ -46,7 +55,7 @@ async function workspaceWith(name: string, documents: { texts: string[]; vectors
     const chunks = await prisma.chunk.createManyAndReturn({
       data: document.texts.map((content, chunkIndex) => ({ documentId: row.id, chunkIndex, content, tokenCount: 1 })),
     });
-    await index.upsert(
+    await into.upsert(
       chunks.map((chunk) => ({
         chunkId: chunk.id,
         documentId: row.id,
@@ -56,7 +65,21 @@ async function workspaceWith(name: string, documents: { texts: string[]; vectors
       })),
     );
   }
-  return { workspaceId: workspace.id, documentIds };
+  return documentIds;
+}
+
+/** Another process's view of the same index: a second instance over the same store or server. */
+const openIndex = () =>
+  elasticsearchUrl
+    ? openElasticsearchIndex(elasticsearchUrl, model, { timeoutMs: 10_000, indexName })
+    : openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
+
+/** The chunk texts a keyword search finds, best first. */
+async function keywordTexts(through: VectorIndex, workspaceId: string, query: string) {
+  const { keyword } = await through.search({ workspaceIds: [workspaceId], terms: analyze(query), limit: 50, excludeDocumentIds: [] });
+  const chunks = await db.prisma.chunk.findMany({ where: { id: { in: keyword.map((hit) => hit.chunkId) } }, select: { id: true, content: true } });
+  const byId = new Map(chunks.map((chunk) => [chunk.id, chunk.content]));
+  return keyword.map((hit) => byId.get(hit.chunkId) ?? `missing ${hit.chunkId}`);
 }
 
 beforeAll(async () => {
@@ -65,7 +88,7 @@ beforeAll(async () => {
   db = await openDatabase(config);
   index = elasticsearchUrl
     ? await openElasticsearchIndex(elasticsearchUrl, model, { timeoutMs: 10_000, indexName })
-    : await openPgvectorIndex(db.prisma, model);
+    : await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
   userId = (await db.prisma.user.create({ data: { email: `pgvector-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);
 
@@ -150,5 +173,106 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     await db.prisma.workspace.delete({ where: { id: workspaceId } });
     if (index.kind === 'elasticsearch') await index.deleteWorkspace(workspaceId);
     expect((await index.countByDocument(workspaceId)).size).toBe(0);
+  });
+  it('keeps another process current: chunks one adds or deletes are found or gone in the other', async () => {
+    const other = await openIndex();
+    try {
+      const { workspaceId, documentIds } = await workspaceWith('two-processes', [{ texts: ['harbour cranes unload ships'], vectors: [unit(70)] }]);
+      expect(await keywordTexts(other, workspaceId, 'harbour')).toEqual(['harbour cranes unload ships']);
+      await addDocuments(workspaceId, [{ texts: ['harbour pilots guide ships', 'tugboats in the harbour harbour'], vectors: [unit(71), unit(72)] }]);
+      const three = ['harbour cranes unload ships', 'harbour pilots guide ships', 'tugboats in the harbour harbour'];
+      expect((await keywordTexts(other, workspaceId, 'harbour')).sort()).toEqual(three);
+      expect((await keywordTexts(index, workspaceId, 'harbour')).sort()).toEqual(three);
+      await db.prisma.document.delete({ where: { id: documentIds[0]! } });
+      if (index.kind === 'elasticsearch') await index.deleteDocument(documentIds[0]!);
+      expect((await keywordTexts(other, workspaceId, 'harbour')).sort()).toEqual(three.slice(1));
+      expect((await keywordTexts(index, workspaceId, 'harbour')).sort()).toEqual(three.slice(1));
+      await addDocuments(workspaceId, [{ texts: ['harbour master office'], vectors: [unit(73)] }], other);
+      expect(await keywordTexts(index, workspaceId, 'office')).toEqual(['harbour master office']);
+      expect(await keywordTexts(other, workspaceId, 'office')).toEqual(['harbour master office']);
+    } finally {
+      await other.close();
+    }
+  });
+
+  if (postgresUrl) {
+    // Only a server with concurrent connections can commit transactions out of the order of their ids.
+    it('finds a chunk whose transaction began before, and committed after, a sync that saw a later one', async () => {
+      const other = await openIndex();
+      const client = new pg.Client({ connectionString: postgresUrl });
+      await client.connect();
+      try {
+        const { workspaceId, documentIds } = await workspaceWith('late-commit', [{ texts: ['early anchor text'], vectors: [unit(80)] }]);
+        const documentId = documentIds[0]!;
+        expect(await keywordTexts(other, workspaceId, 'anchor')).toEqual(['early anchor text']);
+        const late = await db.prisma.chunk.create({ data: { documentId, chunkIndex: 1, content: 'late walrus', tokenCount: 2 } });
+        await client.query('BEGIN');
+        await client.query('SELECT pg_current_xact_id()');
+        // A transaction with a later id commits first, and the other process syncs past it.
+        await addDocuments(workspaceId, [{ texts: ['prompt walrus'], vectors: [unit(82)] }]);
+        expect(await keywordTexts(other, workspaceId, 'walrus')).toEqual(['prompt walrus']);
+        const counts = termFrequencies(analyze('late walrus'));
+        await client.query(
+          `INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
+           VALUES ($1, $2, $3, $4::vector, $5, $6, $7)`,
+          [late.id, documentId, workspaceId, `[${Array.from(unit(81)).join(',')}]`, [...counts.keys()], [...counts.values()], 2],
+        );
+        await client.query('COMMIT');
+        expect((await keywordTexts(other, workspaceId, 'walrus')).sort()).toEqual(['late walrus', 'prompt walrus']);
+      } finally {
+        await client.query('ROLLBACK').catch(() => undefined);
+        await client.end();
+        await other.close();
+      }
+    });
+  }
+
+  if (!elasticsearchUrl) {
+    it('answers the same under a memory budget too small to keep any workspace in memory', async () => {
+      const tight = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 });
+      const first = await workspaceWith('budget-a', [{ texts: ['otter river'], vectors: [unit(100)] }]);
+      const second = await workspaceWith('budget-b', [{ texts: ['otter sea'], vectors: [unit(101)] }]);
+      for (let round = 0; round < 2; round++) {
+        expect(await keywordTexts(tight, first.workspaceId, 'otter')).toEqual(['otter river']);
+        expect(await keywordTexts(tight, second.workspaceId, 'otter')).toEqual(['otter sea']);
+      }
+      await addDocuments(first.workspaceId, [{ texts: ['otter pup'], vectors: [unit(102)] }]);
+      expect((await keywordTexts(tight, first.workspaceId, 'otter')).sort()).toEqual(['otter pup', 'otter river']);
+      // Both workspaces at once: each is searched together with the other, whatever the budget.
+      const { keyword } = await tight.search({ workspaceIds: [first.workspaceId, second.workspaceId], terms: analyze('otter'), limit: 10, excludeDocumentIds: [] });
+      expect(keyword).toHaveLength(3);
+    });
+
+    it('drops change-log rows only behind a cleanup mark older than the retention', async () => {
+      const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
+      const logged = async () => {
+        const [row] = await db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
+        return Number(row!.count);
+      };
+      expect(await logged()).toBe(1);
+      await cleanChangeLog(db.prisma);
+      expect(await logged()).toBe(1);
+      // As if the marks made so far had been made a day ago.
+      await db.prisma.$executeRaw`UPDATE chunk_index_log_marks SET marked_at = marked_at - interval '25 hours'`;
+      await cleanChangeLog(db.prisma);
+      expect(await logged()).toBe(0);
+      const other = await openIndex();
+      expect(await keywordTexts(other, workspaceId, 'lantern')).toEqual(['lantern light']);
+      await other.close();
+    });
+  }
+
+  it('serves nothing a reindex by another process emptied, then what is written after it', async () => {
+    const { workspaceId } = await workspaceWith('reindexed', [{ texts: ['quartz crystal'], vectors: [unit(95)] }]);
+    expect(await keywordTexts(index, workspaceId, 'quartz')).toEqual(['quartz crystal']);
+    const other = await openIndex();
+    try {
+      await other.reset(model);
+    } finally {
+      await other.close();
+    }
+    expect(await keywordTexts(index, workspaceId, 'quartz')).toEqual([]);
+    await addDocuments(workspaceId, [{ texts: ['quartz again'], vectors: [unit(96)] }]);
+    expect(await keywordTexts(index, workspaceId, 'quartz')).toEqual(['quartz again']);
   });
 });

@@ -1,0 +1,214 @@
+import type { PrismaClient } from '../../generated/prisma/client.js';
+import { TermPostings, type ChunkTerms } from './term-postings.js';
+
+/**
+ * DDL of the change log the in-memory keyword side follows: one row per chunk inserted into or
+ * deleted from `chunk_index`, written by statement triggers, with the writing transaction's id.
+ */
+export const changeLogStatements = [
+  `CREATE TABLE IF NOT EXISTS chunk_index_log (
+     seq bigserial PRIMARY KEY,
+     workspace_id uuid NOT NULL,
+     chunk_id uuid NOT NULL,
+     xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+   )`,
+  'CREATE INDEX IF NOT EXISTS chunk_index_log_workspace ON chunk_index_log (workspace_id, xid)',
+  'CREATE INDEX IF NOT EXISTS chunk_index_log_xid ON chunk_index_log (xid)',
+  // When a cleanup ran and the oldest transaction then running: log rows older than a mark an
+  // hour old are behind every reader that synced within the hour (see `cleanChangeLog`).
+  `CREATE TABLE IF NOT EXISTS chunk_index_log_marks (
+     marked_at timestamptz PRIMARY KEY DEFAULT clock_timestamp(),
+     horizon xid8 NOT NULL
+   )`,
+  `CREATE OR REPLACE FUNCTION chunk_index_log_added() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     INSERT INTO chunk_index_log (workspace_id, chunk_id) SELECT workspace_id, chunk_id FROM added;
+     RETURN NULL;
+   END $$`,
+  `CREATE OR REPLACE FUNCTION chunk_index_log_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     INSERT INTO chunk_index_log (workspace_id, chunk_id) SELECT workspace_id, chunk_id FROM removed;
+     RETURN NULL;
+   END $$`,
+  'DROP TRIGGER IF EXISTS chunk_index_log_added ON chunk_index',
+  `CREATE TRIGGER chunk_index_log_added AFTER INSERT ON chunk_index REFERENCING NEW TABLE AS added
+     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_added()`,
+  'DROP TRIGGER IF EXISTS chunk_index_log_removed ON chunk_index',
+  `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON chunk_index REFERENCING OLD TABLE AS removed
+     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
+];
+
+/** How long log rows are kept, and so how long a workspace held in memory may go unsynced. */
+const logRetentionHours = 24;
+const resyncAfterMs = (logRetentionHours / 2) * 3_600_000;
+/** Chunks read per statement when a workspace is loaded. */
+const loadPageSize = 5_000;
+
+type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null };
+
+/** A chunk row as the in-memory side takes it; terms and counts come space-separated (analysed terms hold no spaces). */
+function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
+  if (row.document_id === null || row.terms === null || row.freqs === null || row.term_count === null) return undefined;
+  return {
+    chunkId: row.chunk_id,
+    documentId: row.document_id,
+    terms: row.terms === '' ? [] : row.terms.split(' '),
+    counts: row.freqs === '' ? [] : row.freqs.split(' ').map(Number),
+    length: row.term_count,
+  };
+}
+
+type HeldWorkspace = {
+  postings: TermPostings;
+  /** Every transaction older than this had finished when the workspace was last synced. */
+  horizon: string;
+  /** The index's creation stamp at that sync: `kb reindex` makes a new index. */
+  generation: string;
+  syncedAt: number;
+  /** Syncs of one workspace run one after another. */
+  turn: Promise<unknown>;
+};
+
+/**
+ * The keyword side of the pgvector index, held in this process's memory per workspace and kept
+ * equal to `chunk_index` through its change log, so that several processes sharing a PostgreSQL
+ * database each see every change.
+ *
+ * A sync reads the log rows of transactions that may not have been finished at the previous sync
+ * (transaction id at or above that sync's horizon: the oldest transaction then running), and sets
+ * each chunk they name to what `chunk_index` holds now: present with its terms, or absent. Setting
+ * a chunk to its current state can be repeated in any order with the same result, so rows read
+ * twice do no harm, and a transaction that commits late is read at a later sync because its id
+ * stays at or above every horizon taken while it ran.
+ *
+ * Workspaces are loaded on first search and dropped, least recently searched first, when the
+ * whole exceeds the memory budget.
+ */
+export class StoreTermMirror {
+  readonly #held = new Map<string, HeldWorkspace>();
+
+  constructor(
+    private readonly prisma: PrismaClient,
+    private readonly budgetBytes: number,
+  ) {}
+
+  /** The workspaces' keyword sides, synced with the store. */
+  async postingsFor(workspaceIds: readonly string[]): Promise<TermPostings[]> {
+    const postings: TermPostings[] = [];
+    for (const workspaceId of workspaceIds) postings.push(await this.#synced(workspaceId));
+    this.#evictBeyondBudget(new Set(workspaceIds));
+    return postings;
+  }
+
+  /** Forgets everything held: the index was emptied in this process. */
+  clear() {
+    this.#held.clear();
+  }
+
+  /** Bytes held across workspaces, roughly. */
+  get approximateBytes() {
+    let bytes = 0;
+    for (const held of this.#held.values()) bytes += held.postings.approximateBytes;
+    return bytes;
+  }
+
+  async #synced(workspaceId: string): Promise<TermPostings> {
+    let held = this.#held.get(workspaceId);
+    if (held) {
+      // Most recently searched last, for eviction.
+      this.#held.delete(workspaceId);
+    } else {
+      held = { postings: new TermPostings(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() };
+    }
+    this.#held.set(workspaceId, held);
+    const workspace = held;
+    const turn = workspace.turn
+      .catch(() => undefined)
+      .then(() => (workspace.syncedAt === 0 || Date.now() - workspace.syncedAt > resyncAfterMs ? this.#load(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
+    workspace.turn = turn;
+    try {
+      await turn;
+    } catch (error) {
+      if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
+      throw error;
+    }
+    return workspace.postings;
+  }
+
+  /** Reads the workspace's chunks afresh, page by page. */
+  async #load(workspaceId: string, held: HeldWorkspace) {
+    const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string }[]>`
+      SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation`;
+    const postings = new TermPostings();
+    let after = '00000000-0000-0000-0000-000000000000';
+    for (;;) {
+      const rows = await this.prisma.$queryRaw<ChunkRow[]>`
+        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
+          FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
+         ORDER BY chunk_id LIMIT ${loadPageSize}`;
+      for (const row of rows) {
+        const chunk = chunkTerms(row);
+        if (chunk) postings.add(chunk);
+      }
+      if (rows.length < loadPageSize) break;
+      after = rows.at(-1)!.chunk_id;
+    }
+    // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
+    Object.assign(held, { postings, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
+  }
+
+  async #catchUp(workspaceId: string, held: HeldWorkspace) {
+    const rows = await this.prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; logged: string | null })[]>`
+      WITH mark AS (
+        SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation
+      ), changed AS (
+        SELECT DISTINCT chunk_id FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8
+      )
+      SELECT mark.horizon, mark.generation, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
+             array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count
+        FROM mark LEFT JOIN changed ON true LEFT JOIN chunk_index c ON c.chunk_id = changed.chunk_id`;
+    const [first] = rows;
+    if (!first) throw new Error('the keyword sync read no horizon');
+    if (first.generation !== held.generation) {
+      await this.#load(workspaceId, held);
+      return;
+    }
+    for (const row of rows) {
+      if (row.logged === null) continue;
+      const chunk = chunkTerms(row);
+      if (chunk) held.postings.add(chunk);
+      else held.postings.remove(row.logged);
+    }
+    held.horizon = first.horizon;
+    held.syncedAt = Date.now();
+  }
+
+  #evictBeyondBudget(inUse: ReadonlySet<string>) {
+    let bytes = this.approximateBytes;
+    for (const [workspaceId, held] of this.#held) {
+      if (bytes <= this.budgetBytes) break;
+      if (inUse.has(workspaceId)) continue;
+      bytes -= held.postings.approximateBytes;
+      this.#held.delete(workspaceId);
+    }
+  }
+}
+
+/**
+ * Drops log rows every reader is past: those of transactions older than the horizon marked by a
+ * cleanup at least `logRetentionHours` ago. A reader synced within half that time took its horizon
+ * after that mark, and horizons only grow, so it never needs the rows dropped; a reader idle for
+ * longer reloads its workspace instead of syncing.
+ */
+export async function cleanChangeLog(prisma: PrismaClient) {
+  const retention = `${logRetentionHours} hours`;
+  await prisma.$transaction([
+    prisma.$executeRaw`INSERT INTO chunk_index_log_marks (horizon) VALUES (pg_snapshot_xmin(pg_current_snapshot())) ON CONFLICT DO NOTHING`,
+    prisma.$executeRaw`
+      DELETE FROM chunk_index_log
+       WHERE xid < (SELECT horizon FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval ORDER BY marked_at DESC LIMIT 1)`,
+    prisma.$executeRaw`
+      DELETE FROM chunk_index_log_marks
+       WHERE marked_at < (SELECT max(marked_at) FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval)`,
+  ]);
+}

@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { termFrequencies } from './analyzer.js';
+import { rankBm25, TermPostings, type ChunkTerms } from './term-postings.js';
+
+const parameters = { k1: 0.9, b: 0.4 };
+
+/** A small deterministic generator, so a failure can be replayed. */
+function generator(seed: number) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+function chunk(chunkId: string, documentId: string, words: string[]): ChunkTerms {
+  const counts = termFrequencies(words);
+  return { chunkId, documentId, terms: [...counts.keys()], counts: [...counts.values()], length: words.length };
+}
+
+/** BM25 straight from the formula over plain arrays: what the postings must reproduce. */
+function naiveRanking(chunks: ChunkTerms[], query: string[], limit: number, allowed: (documentId: string) => boolean) {
+  const averageLength = Math.max(1, chunks.reduce((sum, c) => sum + c.length, 0)) / chunks.length;
+  const terms = [...new Set(query)];
+  const frequency = new Map(terms.map((term) => [term, chunks.filter((c) => c.terms.includes(term)).length]));
+  return chunks
+    .filter((c) => allowed(c.documentId))
+    .map((c) => {
+      let score = 0;
+      for (const term of terms) {
+        const position = c.terms.indexOf(term);
+        if (position < 0) continue;
+        const tf = c.counts[position]!;
+        const df = frequency.get(term)!;
+        const idf = Math.log(1 + (chunks.length - df + 0.5) / (df + 0.5));
+        score += (idf * tf * (parameters.k1 + 1)) / (tf + parameters.k1 * (1 - parameters.b + (parameters.b * c.length) / averageLength));
+      }
+      return { chunkId: c.chunkId, score };
+    })
+    .filter((hit) => hit.score > 0)
+    .sort((a, b) => b.score - a.score || (a.chunkId < b.chunkId ? -1 : 1))
+    .slice(0, limit);
+}
+
+const vocabulary = Array.from({ length: 60 }, (_, i) => `w${i}`);
+
+function randomChunks(random: () => number, count: number, prefix: string): ChunkTerms[] {
+  return Array.from({ length: count }, (_, i) => {
+    // Zipf-like: low-numbered words are common, high-numbered ones rare.
+    const words = Array.from({ length: 1 + Math.floor(random() * 30) }, () => vocabulary[Math.floor(vocabulary.length * random() ** 2)]!);
+    return chunk(`${prefix}-${String(i).padStart(5, '0')}`, `${prefix}-doc-${i % 37}`, words);
+  });
+}
+
+describe('in-memory BM25 postings', () => {
+  it('rank as the formula does across workspaces, with filters, limits and removals (compaction included)', () => {
+    const random = generator(20261123);
+    const first = randomChunks(random, 3_000, 'a');
+    const second = randomChunks(random, 500, 'b');
+    const left = new TermPostings();
+    const right = new TermPostings();
+    for (const c of first) left.add(c);
+    for (const c of second) right.add(c);
+    // Enough removals to rewrite the lists (over 1,024 dead and a quarter of the whole), and re-adds.
+    const removed = new Set(first.filter((_, i) => i % 3 !== 0).map((c) => c.chunkId));
+    for (const id of removed) expect(left.remove(id)).toBe(true);
+    expect(left.remove('a-absent')).toBe(false);
+    const readded = first.filter((c, i) => removed.has(c.chunkId) && i % 7 === 0);
+    for (const c of readded) left.add(c);
+    const held = [...first.filter((c) => !removed.has(c.chunkId)), ...readded, ...second];
+    expect(left.chunkCount + right.chunkCount).toBe(held.length);
+
+    const excluded = new Set(['a-doc-3', 'b-doc-5']);
+    const allowed = (documentId: string) => !excluded.has(documentId);
+    for (let trial = 0; trial < 40; trial++) {
+      const query = Array.from({ length: 1 + Math.floor(random() * 6) }, () => vocabulary[Math.floor(random() * vocabulary.length)]!);
+      const limit = 1 + Math.floor(random() * 120);
+      const ranked = rankBm25([left, right], query, limit, parameters, allowed);
+      const expected = naiveRanking(held, query, limit, allowed);
+      expect(ranked.map((hit) => hit.chunkId)).toEqual(expected.map((hit) => hit.chunkId));
+      ranked.forEach((hit, rank) => expect(hit.score).toBeCloseTo(expected[rank]!.score, 9));
+    }
+  });
+
+  it('replaces a chunk added twice, and answers nothing for an empty corpus or unknown terms', () => {
+    const postings = new TermPostings();
+    expect(rankBm25([postings], ['x'], 10, parameters, () => true)).toEqual([]);
+    postings.add(chunk('c1', 'd1', ['apple', 'apple', 'pear']));
+    postings.add(chunk('c1', 'd1', ['pear']));
+    postings.add(chunk('c2', 'd1', ['plum']));
+    expect(postings.chunkCount).toBe(2);
+    expect(postings.totalLength).toBe(2);
+    expect(rankBm25([postings], ['apple'], 10, parameters, () => true)).toEqual([]);
+    expect(rankBm25([postings], ['pear'], 10, parameters, () => true).map((hit) => hit.chunkId)).toEqual(['c1']);
+    expect(rankBm25([postings], ['nothing'], 10, parameters, () => true)).toEqual([]);
+  });
+
+  it('orders ties by chunk id', () => {
+    const postings = new TermPostings();
+    for (const id of ['c3', 'c1', 'c2']) postings.add(chunk(id, 'd', ['same', 'words']));
+    postings.add(chunk('c0', 'd', ['other']));
+    expect(rankBm25([postings], ['same'], 2, parameters, () => true).map((hit) => hit.chunkId)).toEqual(['c1', 'c2']);
+  });
+});

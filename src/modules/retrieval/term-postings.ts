@@ -1,0 +1,273 @@
+import type { IndexHit } from './vector-index.js';
+
+export type Bm25Parameters = { k1: number; b: number };
+
+/** A chunk's keyword side: its analysed terms with their counts, and its length in terms. */
+export type ChunkTerms = {
+  chunkId: string;
+  documentId: string;
+  terms: readonly string[];
+  counts: readonly number[];
+  length: number;
+};
+
+/** The chunks holding one term, by ordinal, with the term's count in each. */
+type Postings = { ordinals: Int32Array; counts: Uint16Array; size: number };
+
+const grow = <T extends Int32Array | Uint16Array | Uint8Array>(array: T, minimum: number, make: (length: number) => T): T => {
+  if (array.length >= minimum) return array;
+  const larger = make(Math.max(minimum, array.length * 2));
+  larger.set(array);
+  return larger;
+};
+
+/**
+ * One workspace's keyword side held in memory: for each analysed term, the chunks that hold it
+ * (postings in typed arrays, about 6 bytes a posting). Ranking reads only the postings of the
+ * query's terms, so its cost follows how many chunks share those terms, not a scan of the store.
+ *
+ * A removed chunk leaves its postings behind, marked dead, until dead chunks are a quarter of the
+ * whole; then the postings are rewritten without them.
+ */
+export class TermPostings {
+  #chunkIds: string[] = [];
+  #ordinalOf = new Map<string, number>();
+  #documentOf = new Int32Array(64);
+  #lengths = new Int32Array(64);
+  #live = new Uint8Array(64);
+  #documents: string[] = [];
+  #documentOrdinal = new Map<string, number>();
+  #postings = new Map<string, Postings>();
+  #liveChunks = 0;
+  #liveLength = 0;
+  /** Bytes of the postings' typed arrays, spare capacity included. */
+  #postingBytes = 0;
+
+  /** Chunks held (not removed). */
+  get chunkCount() {
+    return this.#liveChunks;
+  }
+
+  /** Sum of the held chunks' lengths, for BM25's average length. */
+  get totalLength() {
+    return this.#liveLength;
+  }
+
+  /** Bytes this holds, roughly: what a memory budget counts. */
+  get approximateBytes() {
+    return this.#postingBytes + this.#chunkIds.length * 140 + this.#postings.size * 160;
+  }
+
+  has(chunkId: string) {
+    return this.#ordinalOf.has(chunkId);
+  }
+
+  /** Adds a chunk, replacing the one with its id if held. */
+  add(chunk: ChunkTerms) {
+    this.remove(chunk.chunkId);
+    const ordinal = this.#chunkIds.length;
+    this.#chunkIds.push(chunk.chunkId);
+    this.#ordinalOf.set(chunk.chunkId, ordinal);
+    this.#documentOf = grow(this.#documentOf, ordinal + 1, (n) => new Int32Array(n));
+    this.#lengths = grow(this.#lengths, ordinal + 1, (n) => new Int32Array(n));
+    this.#live = grow(this.#live, ordinal + 1, (n) => new Uint8Array(n));
+    let document = this.#documentOrdinal.get(chunk.documentId);
+    if (document === undefined) {
+      document = this.#documents.length;
+      this.#documents.push(chunk.documentId);
+      this.#documentOrdinal.set(chunk.documentId, document);
+    }
+    this.#documentOf[ordinal] = document;
+    this.#lengths[ordinal] = chunk.length;
+    this.#live[ordinal] = 1;
+    this.#liveChunks += 1;
+    this.#liveLength += chunk.length;
+    chunk.terms.forEach((term, position) => {
+      let postings = this.#postings.get(term);
+      if (!postings) {
+        postings = { ordinals: new Int32Array(2), counts: new Uint16Array(2), size: 0 };
+        this.#postings.set(term, postings);
+        this.#postingBytes += 2 * 6;
+      }
+      const capacity = postings.ordinals.length;
+      postings.ordinals = grow(postings.ordinals, postings.size + 1, (n) => new Int32Array(n));
+      postings.counts = grow(postings.counts, postings.size + 1, (n) => new Uint16Array(n));
+      this.#postingBytes += (postings.ordinals.length - capacity) * 6;
+      postings.ordinals[postings.size] = ordinal;
+      postings.counts[postings.size] = Math.min(chunk.counts[position] ?? 1, 0xffff);
+      postings.size += 1;
+    });
+  }
+
+  /** Removes a chunk; false when it was not held. */
+  remove(chunkId: string): boolean {
+    const ordinal = this.#ordinalOf.get(chunkId);
+    if (ordinal === undefined) return false;
+    this.#ordinalOf.delete(chunkId);
+    this.#live[ordinal] = 0;
+    this.#liveChunks -= 1;
+    this.#liveLength -= this.#lengths[ordinal]!;
+    const dead = this.#chunkIds.length - this.#liveChunks;
+    if (dead > 1024 && dead * 4 > this.#chunkIds.length) this.#compact();
+    return true;
+  }
+
+  /** Rewrites every list without the removed chunks, and renumbers what is left. */
+  #compact() {
+    const renumbered = new Int32Array(this.#chunkIds.length).fill(-1);
+    const chunkIds: string[] = [];
+    const documents: string[] = [];
+    const documentOrdinal = new Map<string, number>();
+    const documentOf = new Int32Array(Math.max(64, this.#liveChunks));
+    const lengths = new Int32Array(documentOf.length);
+    for (let ordinal = 0; ordinal < this.#chunkIds.length; ordinal++) {
+      if (!this.#live[ordinal]) continue;
+      const next = chunkIds.length;
+      renumbered[ordinal] = next;
+      chunkIds.push(this.#chunkIds[ordinal]!);
+      const documentId = this.#documents[this.#documentOf[ordinal]!]!;
+      let document = documentOrdinal.get(documentId);
+      if (document === undefined) {
+        document = documents.length;
+        documents.push(documentId);
+        documentOrdinal.set(documentId, document);
+      }
+      documentOf[next] = document;
+      lengths[next] = this.#lengths[ordinal]!;
+    }
+    let postingBytes = 0;
+    for (const [term, postings] of this.#postings) {
+      let kept = 0;
+      for (let i = 0; i < postings.size; i++) {
+        const next = renumbered[postings.ordinals[i]!]!;
+        if (next < 0) continue;
+        postings.ordinals[kept] = next;
+        postings.counts[kept] = postings.counts[i]!;
+        kept += 1;
+      }
+      if (kept === 0) this.#postings.delete(term);
+      else {
+        postings.ordinals = postings.ordinals.slice(0, kept);
+        postings.counts = postings.counts.slice(0, kept);
+        postings.size = kept;
+        postingBytes += kept * 6;
+      }
+    }
+    this.#chunkIds = chunkIds;
+    this.#ordinalOf = new Map(chunkIds.map((chunkId, ordinal) => [chunkId, ordinal]));
+    this.#documents = documents;
+    this.#documentOrdinal = documentOrdinal;
+    this.#documentOf = documentOf;
+    this.#lengths = lengths;
+    this.#live = new Uint8Array(documentOf.length).fill(1, 0, chunkIds.length);
+    this.#postingBytes = postingBytes;
+  }
+
+  /** Held chunks that contain the term. */
+  documentFrequency(term: string): number {
+    const postings = this.#postings.get(term);
+    if (!postings) return 0;
+    let count = 0;
+    for (let i = 0; i < postings.size; i++) count += this.#live[postings.ordinals[i]!]!;
+    return count;
+  }
+
+  /**
+   * Adds each held chunk's BM25 score for the terms into `into` (chunk id to score), given the
+   * statistics of everything searched. `allowed` answers for a document whether its chunks count.
+   */
+  score(
+    terms: readonly { term: string; idf: number }[],
+    averageLength: number,
+    parameters: Bm25Parameters,
+    allowed: (documentId: string) => boolean,
+    keep: (chunkId: string, score: number) => void,
+  ) {
+    const admitted = new Uint8Array(this.#documents.length);
+    this.#documents.forEach((documentId, document) => {
+      admitted[document] = allowed(documentId) ? 1 : 0;
+    });
+    const scores = new Float64Array(this.#chunkIds.length);
+    const touched: number[] = [];
+    const { k1, b } = parameters;
+    for (const { term, idf } of terms) {
+      const postings = this.#postings.get(term);
+      if (!postings) continue;
+      for (let i = 0; i < postings.size; i++) {
+        const ordinal = postings.ordinals[i]!;
+        if (!this.#live[ordinal] || !admitted[this.#documentOf[ordinal]!]) continue;
+        const count = postings.counts[i]!;
+        if (scores[ordinal] === 0) touched.push(ordinal);
+        scores[ordinal]! += (idf * count * (k1 + 1)) / (count + k1 * (1 - b + (b * this.#lengths[ordinal]!) / averageLength));
+      }
+    }
+    for (const ordinal of touched) keep(this.#chunkIds[ordinal]!, scores[ordinal]!);
+  }
+}
+
+/** Better first: higher score, then the smaller chunk id (a stable order for ties). */
+const before = (a: IndexHit, b: IndexHit) => a.score > b.score || (a.score === b.score && a.chunkId < b.chunkId);
+
+/** The `limit` best hits offered, kept in a heap whose root is the worst of them. */
+class BestHits {
+  readonly #heap: IndexHit[] = [];
+  constructor(private readonly limit: number) {}
+
+  offer(chunkId: string, score: number) {
+    const heap = this.#heap;
+    const hit = { chunkId, score };
+    if (heap.length < this.limit) {
+      heap.push(hit);
+      let child = heap.length - 1;
+      while (child > 0) {
+        const parent = (child - 1) >> 1;
+        if (!before(heap[parent]!, heap[child]!)) break;
+        [heap[parent], heap[child]] = [heap[child]!, heap[parent]!];
+        child = parent;
+      }
+      return;
+    }
+    if (!before(hit, heap[0]!)) return;
+    heap[0] = hit;
+    let parent = 0;
+    for (;;) {
+      const left = parent * 2 + 1;
+      const right = left + 1;
+      let worst = parent;
+      if (left < heap.length && before(heap[worst]!, heap[left]!)) worst = left;
+      if (right < heap.length && before(heap[worst]!, heap[right]!)) worst = right;
+      if (worst === parent) break;
+      [heap[parent], heap[worst]] = [heap[worst]!, heap[parent]!];
+      parent = worst;
+    }
+  }
+
+  ranked(): IndexHit[] {
+    return [...this.#heap].sort((a, b) => (before(a, b) ? -1 : 1));
+  }
+}
+
+/**
+ * BM25 over the chunks of several workspaces at once, as Elasticsearch computes it: the corpus
+ * statistics (chunk count, average length, each term's document frequency) cover every chunk
+ * searched, before document filters, and the score keeps the (k1 + 1) factor.
+ */
+export function rankBm25(
+  workspaces: readonly TermPostings[],
+  queryTerms: readonly string[],
+  limit: number,
+  parameters: Bm25Parameters,
+  allowed: (documentId: string) => boolean,
+): IndexHit[] {
+  const chunkCount = workspaces.reduce((sum, workspace) => sum + workspace.chunkCount, 0);
+  if (chunkCount === 0 || limit <= 0) return [];
+  const averageLength = Math.max(1, workspaces.reduce((sum, workspace) => sum + workspace.totalLength, 0)) / chunkCount;
+  const weighted: { term: string; idf: number }[] = [];
+  for (const term of new Set(queryTerms)) {
+    const frequency = workspaces.reduce((sum, workspace) => sum + workspace.documentFrequency(term), 0);
+    if (frequency > 0) weighted.push({ term, idf: Math.log(1 + (chunkCount - frequency + 0.5) / (frequency + 0.5)) });
+  }
+  const best = new BestHits(limit);
+  for (const workspace of workspaces) workspace.score(weighted, averageLength, parameters, allowed, (chunkId, score) => best.offer(chunkId, score));
+  return best.ranked();
+}
