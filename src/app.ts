@@ -45,7 +45,7 @@ export async function ensureFirstAdmin(db: Database) {
 
 export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
   const log = options.log ?? createLogger(config.logLevel);
-  const db = await openDatabase(config);
+  const db = await openDatabase(config, log);
   try {
     const concurrency = config.ingestion.concurrency;
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
@@ -59,7 +59,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const mismatch = modelMismatch({ embedder, index });
     if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
     const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
-        let queue: JobQueue | undefined;
+    let queue: JobQueue | undefined;
     const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       db.prisma,

@@ -5,6 +5,8 @@ import pg from 'pg';
 import lockfile from 'proper-lockfile';
 import type { Config } from '../config.js';
 import { PrismaClient } from '../generated/prisma/client.js';
+import type { Logger } from '../logger.js';
+import { maintainOnce, startEmbeddedMaintenance } from './embedded-maintenance.js';
 import { EmbeddedStoreThread } from './embedded-store-thread.js';
 import { applyMigrations, type SqlRunner } from './migrations.js';
 
@@ -15,6 +17,11 @@ export interface Database {
   readonly prisma: PrismaClient;
   /** Answers when the store can run a query; used by /readyz. */
   ping(): Promise<void>;
+  /**
+   * Analyses and vacuums the tables that are due, now. The embedded store also does it every few
+   * seconds by itself; PostgreSQL's autovacuum does it there, so this does nothing.
+   */
+  maintain(): Promise<{ analyzed: string[]; vacuumed: string[] }>;
   close(): Promise<void>;
 }
 
@@ -24,16 +31,19 @@ export class StoreLockedError extends Error {
   }
 }
 
+/** How often the embedded store checks whether a table needs ANALYZE or VACUUM (see embedded-maintenance.ts). */
+const maintenanceCheckMs = 15_000;
+
 /** Opens the configured store and brings its schema up to date. */
-export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Promise<Database> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config.dataDir);
+export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>, logger?: Logger): Promise<Database> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config.dataDir, logger);
 }
 
 export function embeddedStoreDirectory(dataDir: string) {
   return path.join(dataDir, 'pglite');
 }
 
-async function openEmbedded(dataDir: string): Promise<Database> {
+async function openEmbedded(dataDir: string, logger?: Logger): Promise<Database> {
   const directory = embeddedStoreDirectory(dataDir);
   await mkdir(directory, { recursive: true });
   // PGlite corrupts its files if two processes open them; the lock makes the second one fail
@@ -51,10 +61,19 @@ async function openEmbedded(dataDir: string): Promise<Database> {
     const pool = new pg.Pool({ stream: () => store.socket(), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
     // Transactions queue for that one connection, behind a document's chunk writes among others:
     // they may wait longer to start than Prisma's default of 2 s.
-    return await openWithPool('pglite', pool, { maxWait: 30_000 }, async () => {
+    const database = await openWithPool('pglite', pool, { maxWait: 30_000 }, async () => {
       await store.close();
       await release();
     });
+    const maintenance = startEmbeddedMaintenance(pool, maintenanceCheckMs, (error) => logger?.error('embedded store maintenance (ANALYZE, VACUUM) failed', error));
+    return {
+      ...database,
+      maintain: () => maintainOnce(pool),
+      close: async () => {
+        await maintenance.stop();
+        await database.close();
+      },
+    };
   } catch (error) {
     await store.close();
     await release();
@@ -102,6 +121,7 @@ async function openWithPool(
     kind,
     prisma,
     ping: async () => void (await pool.query('SELECT 1')),
+    maintain: async () => ({ analyzed: [], vacuumed: [] }),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();

@@ -1,0 +1,52 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { openDatabase, type Database } from '../src/db/database.js';
+
+// The embedded store on every leg of the matrix: it is the one without autovacuum.
+let dataDir: string;
+let db: Database;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-maintenance-'));
+  db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: '' }));
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const estimatedRows = async (table: string) => {
+  const [row] = await db.prisma.$queryRaw<{ tuples: number }[]>`SELECT reltuples::float8 AS tuples FROM pg_class WHERE relname = ${table}`;
+  return row!.tuples;
+};
+
+describe('the embedded store', () => {
+  it('analyses a table once enough of it changed, and vacuums it once enough of it is dead', async () => {
+    // The check made at open analysed the empty tables; settle it before counting.
+    await db.maintain();
+    const user = await db.prisma.user.create({ data: { email: `maintenance-${Math.random()}@example.com`, name: 'Upkeep' } });
+    const workspace = await db.prisma.workspace.create({ data: { userId: user.id, name: 'w', nameKey: 'w' } });
+    const document = await db.prisma.document.create({
+      data: { workspaceId: workspace.id, filename: 'a.txt', contentType: 'text/plain', sizeBytes: 1, sha256: 'x', status: 'ready' },
+    });
+    await db.prisma.chunk.createMany({ data: Array.from({ length: 2_000 }, (_, chunkIndex) => ({ documentId: document.id, chunkIndex, content: `chunk ${chunkIndex}`, tokenCount: 2 })) });
+
+    const first = await db.maintain();
+    expect(first.analyzed).toContain('chunks');
+    expect(await estimatedRows('chunks')).toBe(2_000);
+    expect((await db.maintain()).analyzed).not.toContain('chunks');
+
+    // 150 changes of 2,000 rows is under 50 + 10%: not yet.
+    await db.prisma.chunk.updateMany({ where: { chunkIndex: { lt: 150 } }, data: { tokenCount: 3 } });
+    expect((await db.maintain()).analyzed).not.toContain('chunks');
+
+    await db.prisma.chunk.deleteMany({ where: { chunkIndex: { gte: 500 } } });
+    const afterDelete = await db.maintain();
+    expect(afterDelete.vacuumed).toContain('chunks');
+    expect(await estimatedRows('chunks')).toBe(500);
+  });
+});
