@@ -23,6 +23,7 @@ import { loadConfig } from '../src/config.js';
 import { chunkDocument, type ChunkOptions } from '../src/modules/ingestion/chunk.js';
 import { detectDocumentType, type DocumentType } from '../src/modules/ingestion/detect.js';
 import { parseDocument } from '../src/modules/ingestion/parse.js';
+import { elapsedSeconds, intFromEnv, log, machineDescription, progressBar, sleep } from './helpers.js';
 import { PeakRss } from './memory.js';
 import { htmlReport, textTable, type Measurement, type Report } from './report.js';
 
@@ -34,32 +35,14 @@ const resultsDir = path.resolve(import.meta.dirname, 'results');
 const PDF_LIMIT_SECONDS = 60;
 const PDF_LABEL = 'lyft_2021.pdf';
 
-const positiveIntFromEnv = (name: string, fallback: number) => {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-  return value;
-};
 
-const corpusSize = positiveIntFromEnv('BENCH_CORPUS_DOCS', 5000);
-const parallelUploads = positiveIntFromEnv('BENCH_PARALLEL_UPLOADS', 4);
+const corpusSize = intFromEnv('BENCH_CORPUS_DOCS', 5000);
+const parallelUploads = intFromEnv('BENCH_PARALLEL_UPLOADS', 4);
 
 type SourceFile = { name: string; bytes: Uint8Array };
 
-const elapsedSeconds = (start: number) => (performance.now() - start) / 1000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Lets timers run (progress bars, RSS sampling) during a loop that would otherwise not yield. */
 const yieldToTimers = () => new Promise((resolve) => setImmediate(resolve));
-const log = (message: string) => process.stderr.write(`${message}\n`);
-
-function progressBar(format: string) {
-  // When stderr is not a terminal, print a progress line every few seconds instead of redrawing.
-  return new cliProgress.SingleBar(
-    { format, stream: process.stderr, hideCursor: true, noTTYOutput: true, notTTYSchedule: 5_000, fps: 10, etaBuffer: 200 },
-    cliProgress.Presets.shades_classic,
-  );
-}
 
 async function readCorpus(limit: number): Promise<SourceFile[]> {
   const lines = (await readFile(corpusPath, 'utf8')).split('\n').filter((line) => line.trim() !== '');
@@ -82,7 +65,7 @@ function typeOf(file: SourceFile): DocumentType {
 
 async function parseInProcess(label: string, files: SourceFile[], unit: Measurement['unit'], chunkOptions: ChunkOptions): Promise<Measurement> {
   const types = files.map(typeOf);
-  const bar = progressBar(`${label} parse+chunk |{bar}| {value}/{total} docs | {chunks} chunks | {duration_formatted}`);
+  const bar = progressBar(`${label} parse+chunk |{bar}| {value}/{total} docs | {chunks} chunks | {duration_formatted}`, { fps: 10 });
   bar.start(files.length, 0, { chunks: 0 });
   const memory = new PeakRss();
   let chunks = 0;
@@ -164,7 +147,7 @@ const isSettled = (document: DocumentBody) => document.status === 'ready' || doc
 
 async function pdfEndToEnd(client: Client, file: SourceFile): Promise<{ measurement: Measurement; document: DocumentBody }> {
   const workspaceId = await client.createWorkspace('bench: pdf');
-  const bar = progressBar(`${PDF_LABEL} end to end |{bar}| {status} | {duration_formatted}`);
+  const bar = progressBar(`${PDF_LABEL} end to end |{bar}| {status} | {duration_formatted}`, { fps: 10 });
   bar.start(1, 0, { status: 'uploading' });
   const memory = new PeakRss();
   const start = performance.now();
@@ -282,11 +265,11 @@ async function main() {
   const { DATABASE_URL: _ignored, ...environment } = process.env;
   const config = loadConfig({ ...environment, HOST: '127.0.0.1', PORT: '0', KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'silent' });
   const chunkOptions: ChunkOptions = { chunkTokens: config.ingestion.chunkTokens, overlapTokens: config.ingestion.overlapTokens };
-  const batchFiles = Math.min(positiveIntFromEnv('BENCH_BATCH_FILES', 20), config.uploads.maxFiles);
+  const batchFiles = Math.min(intFromEnv('BENCH_BATCH_FILES', 20), config.uploads.maxFiles);
   const corpusLabel = `SciFact ${corpusSize.toLocaleString('en-US')} abstracts`;
 
   const cores = os.availableParallelism();
-  const machine = `${cores} cores (${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, ${os.platform()} ${os.arch()}`;
+  const machine = machineDescription();
   log(`ingestion benchmark on ${machine}`);
   log(`chunks: ${chunkOptions.chunkTokens} tokens, ${chunkOptions.overlapTokens} overlap; uploads: ${batchFiles} files per request, ${parallelUploads} at once`);
 

@@ -1,5 +1,7 @@
 /** Formatting of the ingestion benchmark's results: a text table and a self-contained HTML page. */
 
+import { escapeHtml } from './helpers.js';
+
 export type Mode = 'in-process' | 'end to end';
 
 export type Measurement = {
@@ -53,8 +55,6 @@ export function textTable(report: Report): string {
   return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...body.map(line)].join('\n');
 }
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (character) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[character]!);
 
 type Bar = { label: string; value: number; color: string };
 

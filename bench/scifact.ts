@@ -44,6 +44,7 @@ import type { Embedder } from '../src/modules/embeddings/embedder.js';
 import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { fuseConvex, fuseReciprocalRank, fusionDepth, vectorWeight } from '../src/modules/retrieval/fusion.js';
 import type { IndexHit } from '../src/modules/retrieval/vector-index.js';
+import { elapsedSeconds, escapeHtml, machineDescription, htmlTable, indexKindFromArgs, intFromEnv, loadNow, log, mean, percentile, progressBar, sleep, textTable } from './helpers.js';
 import { PeakRss } from './memory.js';
 
 const benchData = path.resolve(import.meta.dirname, '../../shared/bench-data');
@@ -55,47 +56,6 @@ const TARGET_HYBRID_NDCG = 0.73;
 const TARGET_INGEST_RATIO = 0.85;
 const TOP_K = 100;
 const WARMUP_QUERIES = 5;
-
-const log = (message: string) => process.stderr.write(`${message}\n`);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const elapsedSeconds = (start: number) => (performance.now() - start) / 1000;
-
-function positiveIntFromEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
-function indexKindFromArgs(argv: string[]): 'pgvector' | 'elasticsearch' {
-  for (let position = 0; position < argv.length; position++) {
-    const arg = argv[position]!;
-    const value = arg === '--index' ? argv[++position] : arg.startsWith('--index=') ? arg.slice('--index='.length) : undefined;
-    if (arg !== '--index' && value === undefined) throw new Error(`unknown argument ${arg}; usage: bench/scifact.ts [--index pgvector|elasticsearch]`);
-    if (value === 'elasticsearch' || value === 'pgvector' || value === 'embedded') return value === 'elasticsearch' ? 'elasticsearch' : 'pgvector';
-    throw new Error(`--index must be pgvector or elasticsearch, got ${JSON.stringify(value)}`);
-  }
-  return 'pgvector';
-}
-
-/** Nearest-rank percentile. */
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
-
-const mean = (values: readonly number[]) => (values.length === 0 ? NaN : values.reduce((sum, value) => sum + value, 0) / values.length);
-
-const loadNow = () => os.loadavg().map((value) => value.toFixed(2)).join(' / ');
-
-function progressBar(format: string) {
-  return new cliProgress.SingleBar(
-    { format, stream: process.stderr, hideCursor: true, noTTYOutput: true, notTTYSchedule: 5_000, fps: 5, etaBuffer: 200 },
-    cliProgress.Presets.shades_classic,
-  );
-}
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -268,22 +228,6 @@ type Mode = (typeof modes)[number];
 
 type MethodResult = { method: string; ndcg10: number; recall100: number; p50Ms: number | null; p95Ms: number | null; published: string };
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (character) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[character]!);
-
-function textTable(headers: string[], rows: string[][], rightAligned: (column: number) => boolean = (column) => column > 0): string {
-  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => row[column]!.length)));
-  const line = (cells: string[]) =>
-    cells.map((cell, column) => (rightAligned(column) ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join('  ');
-  return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
-}
-
-function htmlTable(headers: string[], rows: string[][]): string {
-  return `<table><thead><tr>${headers.map((header) => `<th>${escapeHtml(header)}</th>`).join('')}</tr></thead><tbody>${rows
-    .map((row) => `<tr>${row.map((cell, column) => (column === 0 ? `<th scope="row">${escapeHtml(cell)}</th>` : `<td>${escapeHtml(cell)}</td>`)).join('')}</tr>`)
-    .join('\n')}</tbody></table>`;
-}
-
 /** Horizontal bars of nDCG@10, measured and published, with the hybrid target as a dashed line. */
 function ndcgChart(bars: { label: string; value: number; kind: 'measured' | 'published' }[], target: number): string {
   const width = 640;
@@ -322,15 +266,15 @@ function ndcgChart(bars: { label: string; value: number; kind: 'measured' | 'pub
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
-  const indexKind = indexKindFromArgs(process.argv.slice(2));
+  const indexKind = indexKindFromArgs(process.argv.slice(2), 'bench/scifact.ts');
   const { DATABASE_URL: databaseUrl, ELASTICSEARCH_URL: elasticsearchUrl, ...environment } = process.env;
   if (indexKind === 'elasticsearch' && !elasticsearchUrl) {
     throw new Error('--index elasticsearch needs ELASTICSEARCH_URL (for instance the URL that .ci/start-elasticsearch.sh prints on its last line)');
   }
-  const docLimit = positiveIntFromEnv('BENCH_SCIFACT_DOCS', 0);
-  const queryLimit = positiveIntFromEnv('BENCH_SCIFACT_QUERIES', 0);
-  const parallelUploads = Math.max(1, positiveIntFromEnv('BENCH_PARALLEL_UPLOADS', 4));
-  const perDocPass = positiveIntFromEnv('BENCH_SCIFACT_PER_DOC_PASS', 1) > 0;
+  const docLimit = intFromEnv('BENCH_SCIFACT_DOCS', 0, 0);
+  const queryLimit = intFromEnv('BENCH_SCIFACT_QUERIES', 0, 0);
+  const parallelUploads = Math.max(1, intFromEnv('BENCH_PARALLEL_UPLOADS', 4, 0));
+  const perDocPass = intFromEnv('BENCH_SCIFACT_PER_DOC_PASS', 1, 0) > 0;
 
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'kb-bench-scifact-'));
   const config: Config = loadConfig({
@@ -341,7 +285,7 @@ async function main() {
     KB_DATA_DIR: dataDir,
     KB_LOG_LEVEL: 'silent',
   });
-  const batchFiles = Math.max(1, Math.min(positiveIntFromEnv('BENCH_BATCH_FILES', 20), config.uploads.maxFiles));
+  const batchFiles = Math.max(1, Math.min(intFromEnv('BENCH_BATCH_FILES', 20, 0), config.uploads.maxFiles));
   const storeLabel = config.databaseUrl ? 'PostgreSQL (DATABASE_URL)' : 'embedded store (PGlite)';
   const indexLabel = indexKind === 'elasticsearch' ? 'Elasticsearch' : config.databaseUrl ? 'pgvector' : 'pgvector in PGlite';
 
@@ -365,7 +309,7 @@ async function main() {
   const baselines = await readBaselines();
 
   const cores = os.availableParallelism();
-  const machine = `${cores} cores (${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}), ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, ${os.platform()} ${os.arch()}`;
+  const machine = machineDescription();
   const loadAtStart = loadNow();
   log(`SciFact benchmark on ${machine}; load average ${loadAtStart}`);
   log(`store: ${storeLabel}; index: ${indexLabel}; ${abstracts.length} abstracts${subset ? ' (SUBSET)' : ''}; ${evaluated.length} queries evaluated`);

@@ -10,6 +10,9 @@ export type Viewer = {
   credential: { kind: 'api_key'; apiKeyId: string } | { kind: 'jwt' };
 };
 
+/** `last_used_at` is kept to this precision: a key used many times a second is not written each time. */
+const lastUsedPrecisionMs = 60_000;
+
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const invalidCredential = () => new AppError('unauthorized', 'invalid, expired or revoked credential');
 
@@ -35,10 +38,13 @@ async function authenticateApiKey(rawKey: string, prisma: PrismaClient): Promise
   const keyHash = hashKey(rawKey);
   const key = await prisma.apiKey.findUnique({
     where: { keyHash },
-    select: { id: true, userId: true, keyHash: true, scopes: true, revokedAt: true },
+    select: { id: true, userId: true, keyHash: true, scopes: true, revokedAt: true, lastUsedAt: true },
   });
   if (!key || key.revokedAt !== null || !hashesEqual(key.keyHash, keyHash)) throw invalidCredential();
-  await prisma.apiKey.update({ where: { id: key.id }, data: { lastUsedAt: new Date() } });
+  const now = new Date();
+  if (!key.lastUsedAt || now.getTime() - key.lastUsedAt.getTime() >= lastUsedPrecisionMs) {
+    await prisma.apiKey.update({ where: { id: key.id }, data: { lastUsedAt: now } });
+  }
   return {
     userId: key.userId,
     scopes: new Set(key.scopes.filter(isScope)),

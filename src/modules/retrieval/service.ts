@@ -101,6 +101,22 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
   return rows.map((row) => row.id);
 }
 
+/** Documents of the workspace that are not ready: their chunks may be indexed already, but are not served. */
+export async function documentsNotReady(prisma: PrismaClient, workspaceId: string): Promise<string[]> {
+  const rows = await prisma.$queryRaw<{ id: string }[]>`SELECT id::text FROM documents WHERE workspace_id = ${workspaceId}::uuid AND status <> 'ready'`;
+  return rows.map((row) => row.id);
+}
+
+type ReadChunk = { id: string; documentId: string; chunkIndex: number; content: string; metadata: unknown; filename: string };
+
+/** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
+export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: readonly string[]): Promise<ReadChunk[]> {
+  return prisma.$queryRaw<ReadChunk[]>`
+    SELECT c.id::text, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content, c.metadata, d.filename
+      FROM chunks c JOIN documents d ON d.id = c.document_id
+     WHERE c.id = ANY(${[...chunkIds]}::uuid[]) AND d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'`;
+}
+
 /** Rejects with a 503 when `work` has not settled within `ms`. */
 async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -140,62 +156,86 @@ export async function search(
   }
   const mode = input.mode ?? 'hybrid';
   const filter = checkFilter(input.filter);
-  const workspace = await findWorkspace(prisma, userId, input.workspaceId, { select: { id: true } });
-
-  const mismatch = modelMismatch(dependencies);
-  if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
-
-  const documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
-  if (documentIds?.length === 0) return [];
-  const notReady = await prisma.document.findMany({ where: { workspaceId: workspace.id, status: { not: 'ready' } }, select: { id: true } });
 
   const deadline = AbortSignal.timeout(timeoutMs);
-  const aborted = signal ? AbortSignal.any([signal, deadline]) : deadline;
-  let vector: Float32Array | undefined;
-  if (mode !== 'keyword') {
+  const abandon = new AbortController();
+  const aborted = AbortSignal.any([deadline, abandon.signal, ...(signal ? [signal] : [])]);
+  // The query is embedded in the model's threads while the store answers the checks below; a
+  // check that fails abandons it, and an embedding error is reported after them (404 before 503).
+  const embedding =
+    mode !== 'keyword' && !modelMismatch(dependencies)
+      ? withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector)
+      : undefined;
+  embedding?.catch(() => undefined);
+  let workspace: { id: string };
+  let documentIds: string[] | undefined;
+  let notReady: string[];
+  try {
+    workspace = await findWorkspace(prisma, userId, input.workspaceId, { select: { id: true } });
+    const mismatch = modelMismatch(dependencies);
+    if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
+    documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
+    notReady = documentIds?.length === 0 ? [] : await documentsNotReady(prisma, workspace.id);
+  } catch (error) {
+    abandon.abort();
+    throw error;
+  }
+  if (documentIds?.length === 0) {
+    abandon.abort();
+    return [];
+  }
+
+  // Keyword ranking costs matching chunks × terms: a pasted page must not hold the store.
+  const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
+  const scope = { workspaceIds: [workspace.id], limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady };
+  const side = async (request: { vector?: Float32Array; terms?: string[] }): Promise<IndexHit[]> => {
+    if (!request.vector && !request.terms?.length) return [];
     try {
-      [vector] = await withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model');
+      const sides = await withinTime(index.search({ ...scope, ...request }, aborted), timeoutMs, 'the search index');
+      return request.vector ? sides.vector : sides.keyword;
     } catch (error) {
+      if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
+      throw error;
+    }
+  };
+  // The keyword side needs no vector: it is ranked while the query is still being embedded.
+  const keywordSide = side({ terms });
+  keywordSide.catch(() => undefined);
+
+  let vector: Float32Array | undefined;
+  if (embedding) {
+    try {
+      vector = await embedding;
+    } catch (error) {
+      abandon.abort();
       if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
       if (deadline.aborted && !signal?.aborted) throw new AppError('service_unavailable', `the embedding model did not answer within ${timeoutMs / 1000} s; try again`);
       throw error;
     }
   }
-  // Keyword ranking costs matching chunks × terms: a pasted page must not hold the store.
-  const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
-  let sides: { vector: IndexHit[]; keyword: IndexHit[] };
-  try {
-    sides = await withinTime(
-      index.search({ workspaceIds: [workspace.id], vector, terms, limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady.map((document) => document.id) }, aborted),
-      timeoutMs,
-      'the search index',
-    );
-  } catch (error) {
-    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
-    throw error;
-  }
-  const ranked = mode === 'hybrid' ? fuseConvex(sides.vector, sides.keyword) : mode === 'vector' ? sides.vector : sides.keyword;
-  // A few more than asked: a hit whose document was deleted a moment ago is dropped below.
-  const wanted = ranked.slice(0, topK + 10);
-  const chunks = await prisma.chunk.findMany({
-    where: { id: { in: wanted.map((hit) => hit.chunkId) }, document: { workspaceId: workspace.id, status: 'ready' } },
-    select: { id: true, documentId: true, chunkIndex: true, content: true, metadata: true, document: { select: { filename: true } } },
-  });
-  const byId = new Map(chunks.map((chunk) => [chunk.id, chunk]));
+  const [vectorHits, keywordHits] = await Promise.all([side({ vector }), keywordSide]);
+  const ranked = mode === 'hybrid' ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
+
+  // The best hits' chunks, read a page at a time: a hit whose document was deleted a moment ago
+  // is dropped and the next one takes its place.
   const results: SearchResult[] = [];
-  for (const hit of wanted) {
-    const chunk = byId.get(hit.chunkId);
-    // Gone, or its document deleted between the two reads.
-    if (!chunk?.document) continue;
-    results.push({
-      documentId: chunk.documentId,
-      filename: chunk.document.filename,
-      chunkIndex: chunk.chunkIndex,
-      content: chunk.content,
-      score: hit.score,
-      metadata: chunk.metadata,
-    });
-    if (results.length === topK) break;
+  for (let next = 0; results.length < topK && next < ranked.length; ) {
+    // Exactly what is missing at first; with a margin after a page that lost hits.
+    const page = ranked.slice(next, next + topK - results.length + (next > 0 ? 10 : 0));
+    next += page.length;
+    const byId = new Map((await readBack(prisma, workspace.id, page.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
+    for (const hit of page) {
+      const chunk = byId.get(hit.chunkId);
+      if (!chunk || results.length === topK) continue;
+      results.push({
+        documentId: chunk.documentId,
+        filename: chunk.filename,
+        chunkIndex: chunk.chunkIndex,
+        content: chunk.content,
+        score: hit.score,
+        metadata: chunk.metadata,
+      });
+    }
   }
   return results;
 }
