@@ -76,7 +76,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
     const retrieval = { prisma: db.prisma, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
-    const app: AppServices = { config, db, rateLimits: createRateLimits(), ingestion, retrieval };
+    const app: AppServices = { config, db, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;

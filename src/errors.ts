@@ -49,7 +49,14 @@ export class AppError extends Error {
 }
 
 export const badRequest = (field: string, problem: string) => new AppError('bad_request', `${field}: ${problem}`, { field });
-export const notFound = (what: string) => new AppError('not_found', `${what} not found`);
+/** A subject this long (a pasted document as an id) is cut, not echoed whole. */
+const longestSubjectShown = 120;
+
+export const notFound = (what: string) => {
+  const characters = [...what];
+  const shown = characters.length > longestSubjectShown ? `${characters.slice(0, 100).join('')}... (${characters.length} characters)` : what;
+  return new AppError('not_found', `${shown} not found`);
+};
 export const authenticationRequired = () =>
   new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
 export const missingScope = (scope: string) => new AppError('forbidden', `this credential lacks the ${scope} scope`);

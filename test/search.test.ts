@@ -141,6 +141,8 @@ describe('POST /v1/kb/query', () => {
       { ...base, top_k: '5' },
       { ...base, mode: 'fuzzy' },
       { ...base, surprise: true },
+      { ...base, workspace_id: 12345 },
+      { ...base, workspace_id: [workspaceId] },
       { query: 'reactor' },
       [base],
     ];
@@ -153,6 +155,9 @@ describe('POST /v1/kb/query', () => {
     expectError(await query(base, stranger.key), 404, 'not_found');
     expectError(await query({ ...base, workspace_id: 'not-a-uuid' }), 404, 'not_found');
     expectError(await query({ ...base, workspace_id: '00000000-0000-4000-8000-000000000000' }), 404, 'not_found');
+    // An id as long as a page is not echoed back whole.
+    const long = expectError(await query({ ...base, workspace_id: 'w'.repeat(50_000) }), 404, 'not_found');
+    expect(long.message.length).toBeLessThan(200);
   });
 
   it('refuses NUL, unpaired surrogates and __proto__ in the query or filter through GraphQL as through REST', async () => {
@@ -247,4 +252,34 @@ describe('POST /v1/kb/query', () => {
       .poll(async () => (await server.request('GET', `/v1/kb/workspaces/${workspace}/scan`, { key: user.key })).body.totals.indexed_chunks, { timeout: 30_000 })
       .toBe(keep!.chunk_count);
   });
+});
+
+describe('the search rate limit', () => {
+  it('counts REST searches and every aliased GraphQL search against one budget, and refuses with 429 what does not fit', async () => {
+    const limited = await startTestServer({ KB_SEARCH_RATE_PER_MINUTE: '5' });
+    try {
+      const caller = await limited.createUser();
+      const workspace = (await limited.request('POST', '/v1/kb/workspaces', { key: caller.key, json: { name: 'limited' } })).body.id;
+      const search = (path = '/v1/kb/query') => limited.request('POST', path, { key: caller.key, json: { query: 'anything', workspace_id: workspace } });
+      expect((await search()).status).toBe(200);
+      expect((await search('/query')).status).toBe(200);
+      // Three aliased searches do not fit in the three left after one more: refused whole.
+      expect((await search()).status).toBe(200);
+      const aliases = ['a', 'b', 'c'].map((alias) => `${alias}: search(input: { query: "x", workspaceId: "${workspace}" }) { score }`).join(' ');
+      const refused = await limited.graphql(caller.key, `{ ${aliases} }`);
+      expect(refused.errors?.[0]?.extensions?.code).toBe('rate_limited');
+      expect(refused.errors?.[0]?.message).toMatch(/this operation makes 3 calls, 2 remain/);
+      const two = await limited.graphql(caller.key, `{ ${aliases.split(' c: ')[0]} }`);
+      expect(two.errors).toBeUndefined();
+      const last = await search();
+      expectError(last, 429, 'rate_limited');
+      expect(Number(last.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // Another user's budget is untouched.
+      const other = await limited.createUser();
+      const theirs = (await limited.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: 'theirs' } })).body.id;
+      expect((await limited.request('POST', '/v1/kb/query', { key: other.key, json: { query: 'x', workspace_id: theirs } })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  }, 120_000);
 });

@@ -1,7 +1,7 @@
 import type { GraphQLField } from 'graphql';
 import type { Scope } from '../auth/scopes.js';
 
-export type RateLimitName = 'apiKeys';
+export type RateLimitName = 'apiKeys' | 'search';
 
 /**
  * What a root field needs before it may run: the scope declared with `authScopes: { scope }`

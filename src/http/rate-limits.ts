@@ -10,16 +10,19 @@ export type RateLimits = {
   consume(name: RateLimitName, userId: string, points?: number): Promise<void>;
 };
 
-const budgets: Record<RateLimitName, { keyPrefix: string; points: number; duration: number }> = {
-  apiKeys: { keyPrefix: 'api-keys', points: 100, duration: 60 },
-};
+type Budget = { keyPrefix: string; points: number; duration: number };
 
 /**
  * Named limits, counted per user in this process. The API-key endpoints share one budget of
- * 100 calls a minute, as the contract says; a GraphQL operation uses one per limited field it
- * calls (aliases and fragments included).
+ * 100 calls a minute, as the contract says. Searches have their own (`KB_SEARCH_RATE_PER_MINUTE`):
+ * each runs the embedding model and both sides of the index. A GraphQL operation uses one per
+ * limited field it calls (aliases and fragments included).
  */
-export function createRateLimits(): RateLimits {
+export function createRateLimits(settings: { searchesPerMinute: number }): RateLimits {
+  const budgets: Record<RateLimitName, Budget> = {
+    apiKeys: { keyPrefix: 'api-keys', points: 100, duration: 60 },
+    search: { keyPrefix: 'search', points: settings.searchesPerMinute, duration: 60 },
+  };
   const limiters = Object.fromEntries(
     Object.entries(budgets).map(([name, options]) => [name, new RateLimiterMemory(options)]),
   ) as Record<RateLimitName, RateLimiterMemory>;

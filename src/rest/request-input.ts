@@ -10,7 +10,7 @@ import { checkJson } from '../input-limits.js';
  * A GraphQL name ending in `[]` marks a list: GraphQL would accept a lone value there and wrap
  * it, but a REST client sending one has made a mistake worth a 400.
  */
-export function bodyInput<Input>(body: unknown, fields: Record<string, string>, options: { optional?: boolean } = {}): Input {
+export function bodyInput<Input>(body: unknown, fields: Record<string, string>, options: { optional?: boolean; ids?: readonly string[] } = {}): Input {
   if (body === undefined) {
     if (options.optional) return undefined as Input;
     throw badRequest('body', 'a JSON object is required');
@@ -24,6 +24,12 @@ export function bodyInput<Input>(body: unknown, fields: Record<string, string>, 
     checkJson(key, value);
     const isList = target.endsWith('[]');
     if (isList && value !== null && !Array.isArray(value)) throw badRequest(key, 'must be an array');
+    // GraphQL's ID type would take the number 123 as the id "123"; a JSON body names ids as strings.
+    if (options.ids?.includes(key) && value !== null) {
+      if (isList ? (value as unknown[]).some((item) => typeof item !== 'string') : typeof value !== 'string') {
+        throw badRequest(key, isList ? 'must be an array of id strings' : 'must be an id string');
+      }
+    }
     input[isList ? target.slice(0, -2) : target] = value;
   }
   return input as Input;

@@ -145,7 +145,7 @@ export const routes: Route[] = [
     operation: operations.RestCreateChatSession,
     readsBody: 'json',
     variables: ({ body }) => ({
-      input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true }) ?? null,
+      input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true, ids: ['workspace_ids'] }) ?? null,
     }),
     response: { status: 201 },
   }),
@@ -239,7 +239,7 @@ const searchRoute = (path: string) =>
     operation: operations.RestSearch,
     readsBody: 'json',
     variables: ({ body }) => ({
-      input: bodyInput<SearchInput>(body, { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }),
+      input: bodyInput<SearchInput>(body, { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }, { ids: ['workspace_id'] }),
     }),
     response: { status: 200, pick: (results) => ({ results }) },
   });

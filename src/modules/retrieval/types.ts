@@ -43,6 +43,7 @@ builder.queryField('search', (t) =>
     type: [SearchResultRef],
     description: "Searches a workspace's ready documents for the chunks that best match the query.",
     authScopes: { scope: 'kb:read' },
+    extensions: { rateLimit: 'search' },
     args: { input: t.arg({ type: SearchInput, required: true }) },
     resolve: (_root, { input }, context) =>
       search(context.retrieval, viewerOf(context).userId, { ...input, workspaceId: String(input.workspaceId) }, context.signal),
