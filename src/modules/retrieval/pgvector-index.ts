@@ -20,6 +20,9 @@ const efSearch = 200;
 /** Longest a search statement may run; below the transaction's own limit of 5 s. */
 const searchStatementTimeoutMs = 4_000;
 
+/** Chunks written per transaction by `upsert`. */
+const upsertSliceRows = 100;
+
 /** How often (at most) a process drops change-log rows no reader needs any more. */
 const logCleanupEveryMs = 10 * 60_000;
 
@@ -147,17 +150,22 @@ class PgvectorIndex implements VectorIndex {
         term_count: chunk.terms.length,
       };
     });
-    const chunkIds = rows.map((row) => row.chunk_id);
-    await this.prisma.$transaction([
-      this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${chunkIds}::uuid[])`,
-      // Chunks deleted meanwhile (their document was) are skipped rather than failing the batch.
-      this.prisma.$executeRaw`
-        INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
-        SELECT r.chunk_id, r.document_id, r.workspace_id, r.embedding::vector, r.terms, r.freqs, r.term_count
-          FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-               AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
-         WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = r.chunk_id)`,
-    ]);
+    // A transaction per slice: each HNSW insert costs milliseconds (more as the graph grows), and
+    // a transaction must end within Prisma's 5 s. Writing a chunk again replaces it, so a retry
+    // after a slice failed redoes the whole call safely.
+    for (let first = 0; first < rows.length; first += upsertSliceRows) {
+      const slice = rows.slice(first, first + upsertSliceRows);
+      await this.prisma.$transaction([
+        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${slice.map((row) => row.chunk_id)}::uuid[])`,
+        // Chunks deleted meanwhile (their document was) are skipped rather than failing the batch.
+        this.prisma.$executeRaw`
+          INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
+          SELECT r.chunk_id, r.document_id, r.workspace_id, r.embedding::vector, r.terms, r.freqs, r.term_count
+            FROM jsonb_to_recordset(${JSON.stringify(slice)}::jsonb)
+                 AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
+           WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = r.chunk_id)`,
+      ]);
+    }
     if (Date.now() - this.#logCleanedAt > logCleanupEveryMs) {
       // The rows are written; a cleanup that fails is tried again by a later write.
       await cleanChangeLog(this.prisma).then(
