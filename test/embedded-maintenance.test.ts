@@ -49,4 +49,17 @@ describe('the embedded store', () => {
     expect(afterDelete.vacuumed).toContain('chunks');
     expect(await estimatedRows('chunks')).toBe(500);
   });
+
+  it('analyses a table with an HNSW index but never vacuums it (that would hold the store for many seconds)', async () => {
+    const prisma = db.prisma;
+    await prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
+    await prisma.$executeRawUnsafe('CREATE TABLE graph_rows (id serial PRIMARY KEY, v vector(2))');
+    await prisma.$executeRawUnsafe('CREATE INDEX graph_rows_v ON graph_rows USING hnsw (v vector_cosine_ops)');
+    await prisma.$executeRawUnsafe('INSERT INTO graph_rows (v) SELECT ARRAY[random() + 0.01, random()]::vector FROM generate_series(1, 600)');
+    expect((await db.maintain()).analyzed).toContain('graph_rows');
+    await prisma.$executeRawUnsafe('DELETE FROM graph_rows WHERE id > 100');
+    const after = await db.maintain();
+    expect(after.analyzed).toContain('graph_rows');
+    expect(after.vacuumed).not.toContain('graph_rows');
+  });
 });

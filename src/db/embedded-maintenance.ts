@@ -13,10 +13,14 @@ export type Queryable = { query<Row>(sql: string): Promise<{ rows: Row[] }> };
  * The change counters live in memory and restart at zero with the process (statistics themselves
  * are kept on disk), so a table is also analysed when it never was, or when its file has grown by
  * more than a fifth since its last analysis: that survives a restart.
+ *
+ * A table with an HNSW index is analysed but never vacuumed here: vacuuming the graph held the
+ * store's one connection for 35 s at 11,000 chunks (3,000 of them deleted), and every search and
+ * write would wait that long. Its dead rows stay until then (docs/retrieval.md).
  */
 export const maintenanceThresholds = { base: 50, analyzeScale: 0.1, vacuumScale: 0.2 } as const;
 
-type TableState = { name: string; tuples: number; changed: number; dead: number; pages: number; analyzedPages: number };
+type TableState = { name: string; tuples: number; changed: number; dead: number; pages: number; analyzedPages: number; hnsw: boolean };
 
 /** Tables of the public schema due for ANALYZE and for VACUUM, by the thresholds above. */
 export async function tablesDue(pool: Queryable): Promise<{ analyze: string[]; vacuum: string[] }> {
@@ -25,7 +29,9 @@ export async function tablesDue(pool: Queryable): Promise<{ analyze: string[]; v
   const { rows } = await pool.query<TableState>(`
     SELECT s.relname AS name, c.reltuples::float8 AS tuples, s.n_mod_since_analyze::float8 AS changed,
            s.n_dead_tup::float8 AS dead, c.relpages::float8 AS "analyzedPages",
-           (pg_relation_size(c.oid) / current_setting('block_size')::int)::float8 AS pages
+           (pg_relation_size(c.oid) / current_setting('block_size')::int)::float8 AS pages,
+           EXISTS (SELECT 1 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
+                    WHERE i.indrelid = c.oid AND am.amname = 'hnsw') AS hnsw
       FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
      WHERE s.schemaname = 'public'`);
   const { base, analyzeScale, vacuumScale } = maintenanceThresholds;
@@ -36,7 +42,7 @@ export async function tablesDue(pool: Queryable): Promise<{ analyze: string[]; v
     const neverAnalyzed = table.tuples < 0;
     const grown = table.pages > 8 + 1.2 * table.analyzedPages;
     if (neverAnalyzed || grown || table.changed > base + analyzeScale * tuples) analyze.push(table.name);
-    if (table.dead > base + vacuumScale * tuples) vacuum.push(table.name);
+    if (!table.hnsw && table.dead > base + vacuumScale * tuples) vacuum.push(table.name);
   }
   return { analyze, vacuum };
 }
