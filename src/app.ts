@@ -22,6 +22,8 @@ export type RunningApp = {
   url: string;
   db: Database;
   server: Server;
+  /** Settles when what the index prepares at start (see VectorIndex.warm) is done or failed. */
+  warmed: Promise<void>;
   close(): Promise<void>;
 };
 
@@ -84,16 +86,35 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       server.once('error', reject);
       server.listen(config.port, config.host, () => resolve());
     });
+    // Searches should not wait for what can be prepared now (pgvector: keyword postings).
+    const stopWarming = new AbortController();
+    const warmed = { workspaces: 0, chunks: 0, started: performance.now() };
+    const warming = (index.warm?.(stopWarming.signal, (_workspaceId, chunks) => {
+      warmed.workspaces += 1;
+      warmed.chunks += chunks;
+    }) ?? Promise.resolve()).then(
+      () => {
+        if (warmed.workspaces === 0) return;
+        const seconds = ((performance.now() - warmed.started) / 1000).toFixed(1);
+        log.info(`search: keyword postings of ${warmed.workspaces} workspaces (${warmed.chunks} chunks) loaded in ${seconds} s`);
+      },
+      (error: unknown) => {
+        if (!stopWarming.signal.aborted) log.error('search: loading keyword postings at start failed; searches will load them', error);
+      },
+    );
     const address = server.address() as AddressInfo;
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     return {
       url: `http://${host}:${address.port}`,
       db,
       server,
+      warmed: warming,
       close: async () => {
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
+        stopWarming.abort();
+        await warming;
         await ingestion.stop();
         await parsePool.close();
         await index.close();

@@ -254,6 +254,10 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = model;
   }
 
+  warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
+    return this.#keywords.warm(signal, onLoaded);
+  }
+
   async ping() {
     await this.prisma.$queryRaw`SELECT 1 FROM chunk_index LIMIT 1`;
   }

@@ -41,8 +41,10 @@ export const changeLogStatements = [
 /** How long log rows are kept, and so how long a workspace held in memory may go unsynced. */
 const logRetentionHours = 24;
 const resyncAfterMs = (logRetentionHours / 2) * 3_600_000;
-/** Chunks read per statement when a workspace is loaded. */
+/** Chunks read per statement when a workspace is loaded through the index. */
 const loadPageSize = 5_000;
+/** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
+const loadPageBlocks = 1_024;
 
 type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null };
 
@@ -135,26 +137,65 @@ export class StoreTermMirror {
     return workspace.postings;
   }
 
-  /** Reads the workspace's chunks afresh, page by page. */
+  /**
+   * Reads the workspace's chunks afresh, a page per statement so other work on the store runs
+   * between pages. A workspace holding most of the table is read in the table's physical order,
+   * a range of blocks at a time: through the index it would be one random read per chunk
+   * (measured at 100,000 chunks: 4 s in block ranges against over 20 s through the index). A
+   * smaller one is read through the index, in chunk id order.
+   */
   async #load(workspaceId: string, held: HeldWorkspace) {
-    const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string }[]>`
-      SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation`;
+    const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string; rows: number; total: number; blocks: number }[]>`
+      SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
+             (SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)::float8 AS rows,
+             (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
+             (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
     const postings = new TermPostings();
-    let after = '00000000-0000-0000-0000-000000000000';
-    for (;;) {
-      const rows = await this.prisma.$queryRaw<ChunkRow[]>`
-        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
-          FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
-         ORDER BY chunk_id LIMIT ${loadPageSize}`;
+    const take = (rows: ChunkRow[]) => {
       for (const row of rows) {
         const chunk = chunkTerms(row);
         if (chunk) postings.add(chunk);
       }
-      if (rows.length < loadPageSize) break;
-      after = rows.at(-1)!.chunk_id;
+    };
+    if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
+      // Rows written after the size was read are in the log above the horizon.
+      for (let block = 0; block < mark!.blocks; block += loadPageBlocks) {
+        take(
+          await this.prisma.$queryRaw<ChunkRow[]>`
+            SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
+              FROM chunk_index
+             WHERE ctid >= ${`(${block},0)`}::tid AND ctid < ${`(${block + loadPageBlocks},0)`}::tid AND workspace_id = ${workspaceId}::uuid`,
+        );
+      }
+    } else if (mark!.rows > 0) {
+      let after = '00000000-0000-0000-0000-000000000000';
+      for (;;) {
+        const rows = await this.prisma.$queryRaw<ChunkRow[]>`
+          SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
+            FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
+           ORDER BY chunk_id LIMIT ${loadPageSize}`;
+        take(rows);
+        if (rows.length < loadPageSize) break;
+        after = rows.at(-1)!.chunk_id;
+      }
     }
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
     Object.assign(held, { postings, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
+  }
+
+  /**
+   * Loads the workspaces with the most chunks first, until the memory budget is used: a server
+   * calls this at start, so the first searches do not wait for the load.
+   */
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
+    const workspaces = await this.prisma.$queryRaw<{ workspace_id: string; chunks: number }[]>`
+      SELECT workspace_id::text, count(*)::int AS chunks FROM chunk_index GROUP BY workspace_id ORDER BY count(*) DESC`;
+    for (const { workspace_id: workspaceId, chunks } of workspaces) {
+      if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
+      const started = performance.now();
+      await this.postingsFor([workspaceId]);
+      onLoaded?.(workspaceId, chunks, performance.now() - started);
+    }
   }
 
   async #catchUp(workspaceId: string, held: HeldWorkspace) {

@@ -82,21 +82,32 @@ export class TermPostings {
     this.#live[ordinal] = 1;
     this.#liveChunks += 1;
     this.#liveLength += chunk.length;
-    chunk.terms.forEach((term, position) => {
+    // A plain loop with the growth written out: this runs once per posting, millions of times
+    // when a large workspace is loaded.
+    const { terms, counts } = chunk;
+    for (let position = 0; position < terms.length; position++) {
+      const term = terms[position]!;
       let postings = this.#postings.get(term);
       if (!postings) {
         postings = { ordinals: new Int32Array(2), counts: new Uint16Array(2), size: 0 };
         this.#postings.set(term, postings);
         this.#postingBytes += 2 * 6;
       }
-      const capacity = postings.ordinals.length;
-      postings.ordinals = grow(postings.ordinals, postings.size + 1, (n) => new Int32Array(n));
-      postings.counts = grow(postings.counts, postings.size + 1, (n) => new Uint16Array(n));
-      this.#postingBytes += (postings.ordinals.length - capacity) * 6;
+      if (postings.size === postings.ordinals.length) {
+        const capacity = postings.size * 2;
+        const ordinals = new Int32Array(capacity);
+        ordinals.set(postings.ordinals);
+        const grown = new Uint16Array(capacity);
+        grown.set(postings.counts);
+        postings.ordinals = ordinals;
+        postings.counts = grown;
+        this.#postingBytes += postings.size * 6;
+      }
+      const count = counts[position] ?? 1;
       postings.ordinals[postings.size] = ordinal;
-      postings.counts[postings.size] = Math.min(chunk.counts[position] ?? 1, 0xffff);
+      postings.counts[postings.size] = count > 0xffff ? 0xffff : count;
       postings.size += 1;
-    });
+    }
   }
 
   /** Removes a chunk; false when it was not held. */

@@ -243,6 +243,18 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       expect(keyword).toHaveLength(3);
     });
 
+    it('loads alike a workspace holding most of the table (read in physical order) and one holding little (read through the index)', async () => {
+      const texts = Array.from({ length: 600 }, (_, i) => `bulk cargo manifest ${i}`);
+      const majority = await workspaceWith('majority', [{ texts, vectors: texts.map((_, i) => unit(110 + (i % 50), 0.001 * i)) }]);
+      const minority = await workspaceWith('minority', [{ texts: ['bulk carrier'], vectors: [unit(170)] }]);
+      await db.maintain();
+      const fresh = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
+      const { keyword } = await fresh.search({ workspaceIds: [majority.workspaceId], terms: analyze('bulk manifest 599'), limit: 1000, excludeDocumentIds: [] });
+      expect(keyword).toHaveLength(600);
+      expect((await keywordTexts(fresh, majority.workspaceId, 'manifest 599'))[0]).toBe('bulk cargo manifest 599');
+      expect(await keywordTexts(fresh, minority.workspaceId, 'bulk')).toEqual(['bulk carrier']);
+    });
+
     it('drops change-log rows only behind a cleanup mark older than the retention', async () => {
       const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
       const logged = async () => {

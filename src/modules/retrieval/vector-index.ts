@@ -51,6 +51,12 @@ export interface VectorIndex {
   reset(model: IndexModel): Promise<void>;
   /** Answers when the index can serve searches; for /readyz. */
   ping(): Promise<void>;
+  /**
+   * Prepares what searches would otherwise prepare on first use (pgvector: the keyword postings
+   * of the largest workspaces, within their memory budget). Called at start, not awaited; stops
+   * between workspaces once `signal` aborts.
+   */
+  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void): Promise<void>;
   close(): Promise<void>;
 }
 
