@@ -49,13 +49,17 @@ export class AppError extends Error {
 }
 
 export const badRequest = (field: string, problem: string) => new AppError('bad_request', `${field}: ${problem}`, { field });
-/** A subject this long (a pasted document as an id) is cut, not echoed whole. */
-const longestSubjectShown = 120;
+/** An id this long (a pasted document sent as an id) is cut in messages, not echoed whole. */
+const longestIdShown = 120;
 
-export const notFound = (what: string) => {
-  const characters = [...what];
-  const shown = characters.length > longestSubjectShown ? `${characters.slice(0, 100).join('')}... (${characters.length} characters)` : what;
-  return new AppError('not_found', `${shown} not found`);
+/** `workspace <id> not found`; an id over 120 characters shows its first 100 and its length. */
+export const notFound = (kind: string, id?: string) => {
+  let shown = id;
+  if (id !== undefined) {
+    const characters = [...id];
+    if (characters.length > longestIdShown) shown = `${characters.slice(0, 100).join('')}... (${characters.length} characters)`;
+  }
+  return new AppError('not_found', shown === undefined ? `${kind} not found` : `${kind} ${shown} not found`);
 };
 export const authenticationRequired = () =>
   new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');

@@ -157,7 +157,10 @@ describe('POST /v1/kb/query', () => {
     expectError(await query({ ...base, workspace_id: '00000000-0000-4000-8000-000000000000' }), 404, 'not_found');
     // An id as long as a page is not echoed back whole.
     const long = expectError(await query({ ...base, workspace_id: 'w'.repeat(50_000) }), 404, 'not_found');
-    expect(long.message.length).toBeLessThan(200);
+    expect(long.message).toBe(`workspace ${'w'.repeat(100)}... (50000 characters) not found`);
+    // Up to 120 characters an id is shown whole.
+    const whole = expectError(await query({ ...base, workspace_id: 'y'.repeat(120) }), 404, 'not_found');
+    expect(whole.message).toBe(`workspace ${'y'.repeat(120)} not found`);
   });
 
   it('refuses NUL, unpaired surrogates and __proto__ in the query or filter through GraphQL as through REST', async () => {

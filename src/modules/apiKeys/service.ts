@@ -30,11 +30,11 @@ export function listApiKeys<Query extends Prisma.ApiKeyFindManyArgs>(prisma: Pri
 
 /** Revokes at once: authentication reads the key on every request, so nothing caches it. */
 export async function revokeApiKey(prisma: PrismaClient, userId: string, id: string) {
-  const keyId = requireUuid(id, `API key ${id}`);
+  const keyId = requireUuid(id, 'API key');
   const { count } = await prisma.apiKey.updateMany({
     where: { id: keyId, userId, revokedAt: null },
     data: { revokedAt: new Date() },
   });
-  if (count === 0) throw notFound(`API key ${id}`);
+  if (count === 0) throw notFound('API key', id);
   return { id: keyId };
 }

@@ -16,9 +16,9 @@ export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirst
   id: string,
   query?: Query,
 ) {
-  const sessionId = requireUuid(id, `chat session ${id}`);
+  const sessionId = requireUuid(id, 'chat session');
   const session = await prisma.chatSession.findFirst({ ...query, where: { id: sessionId, userId } });
-  if (!session) throw notFound(`chat session ${id}`);
+  if (!session) throw notFound('chat session', id);
   return session;
 }
 
@@ -26,11 +26,11 @@ export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirst
 async function requireOwnWorkspaces(prisma: PrismaClient, userId: string, workspaceIds: readonly string[]) {
   const unique = [...new Set(workspaceIds.map((id) => id.toLowerCase()))];
   const invalid = unique.find((id) => !isUuid(id));
-  if (invalid !== undefined) throw notFound(`workspace ${invalid}`);
+  if (invalid !== undefined) throw notFound('workspace', invalid);
   const owned = await prisma.workspace.findMany({ where: { userId, id: { in: unique } }, select: { id: true } });
   const ownedIds = new Set(owned.map((workspace) => workspace.id));
   const missing = unique.find((id) => !ownedIds.has(id));
-  if (missing !== undefined) throw notFound(`workspace ${missing}`);
+  if (missing !== undefined) throw notFound('workspace', missing);
   return unique;
 }
 
@@ -46,9 +46,9 @@ export async function createSession<Query extends Omit<Prisma.ChatSessionCreateA
 }
 
 export async function deleteSession(prisma: PrismaClient, userId: string, id: string) {
-  const sessionId = requireUuid(id, `chat session ${id}`);
+  const sessionId = requireUuid(id, 'chat session');
   const { count } = await prisma.chatSession.deleteMany({ where: { id: sessionId, userId } });
-  if (count === 0) throw notFound(`chat session ${id}`);
+  if (count === 0) throw notFound('chat session', id);
   return { id: sessionId };
 }
 

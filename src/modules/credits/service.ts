@@ -5,7 +5,7 @@ export type SubscriptionStatus = 'active' | 'inactive';
 
 async function userIdByEmail(prisma: PrismaClient, email: string) {
   const user = await prisma.user.findUnique({ where: { email: email.trim().toLowerCase() }, select: { id: true } });
-  if (!user) throw notFound(`user ${email}`);
+  if (!user) throw notFound('user', email);
   return user.id;
 }
 

@@ -102,13 +102,13 @@ export async function findDocument<Query extends Omit<Prisma.DocumentFindFirstAr
   id: string,
   options: { workspaceId?: string; query?: Query } = {},
 ) {
-  const documentId = requireUuid(id, `document ${id}`);
-  const workspaceId = options.workspaceId === undefined ? undefined : requireUuid(options.workspaceId, `document ${id}`);
+  const documentId = requireUuid(id, 'document');
+  const workspaceId = options.workspaceId === undefined ? undefined : requireUuid(options.workspaceId, 'document', id);
   const document = await prisma.document.findFirst({
     ...options.query,
     where: { id: documentId, workspace: { userId, ...(workspaceId && { id: workspaceId }) } },
   });
-  if (!document) throw notFound(`document ${id}`);
+  if (!document) throw notFound('document', id);
   return document;
 }
 
@@ -139,7 +139,7 @@ export async function chunkContext(prisma: PrismaClient, documentId: string, chu
     where: { documentId, chunkIndex: { gte: Math.max(0, chunkIndex - before), lte: chunkIndex + after } },
     orderBy: { chunkIndex: 'asc' },
   });
-  if (!chunks.some((chunk) => chunk.chunkIndex === chunkIndex)) throw notFound(`chunk ${chunkIndex}`);
+  if (!chunks.some((chunk) => chunk.chunkIndex === chunkIndex)) throw notFound('chunk', String(chunkIndex));
   return chunks.map((chunk) => ({ ...chunk, isTarget: chunk.chunkIndex === chunkIndex }));
 }
 

@@ -30,9 +30,9 @@ export async function findWorkspace<Query extends Omit<Prisma.WorkspaceFindFirst
   id: string,
   query?: Query,
 ) {
-  const workspaceId = requireUuid(id, `workspace ${id}`);
+  const workspaceId = requireUuid(id, 'workspace');
   const workspace = await prisma.workspace.findFirst({ ...query, where: { id: workspaceId, userId } });
-  if (!workspace) throw notFound(`workspace ${id}`);
+  if (!workspace) throw notFound('workspace', id);
   return workspace;
 }
 
@@ -67,10 +67,10 @@ export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateA
  * of its index entries is queued.
  */
 export async function deleteWorkspace(prisma: PrismaClient, userId: string, id: string) {
-  const workspaceId = requireUuid(id, `workspace ${id}`);
+  const workspaceId = requireUuid(id, 'workspace');
   await prisma.$transaction(async (tx) => {
     const { count } = await tx.workspace.deleteMany({ where: { id: workspaceId, userId } });
-    if (count === 0) throw notFound(`workspace ${id}`);
+    if (count === 0) throw notFound('workspace', id);
     await queueIndexDelete(tx, userId, { workspaceId });
   });
   return { id: workspaceId };
