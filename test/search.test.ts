@@ -151,6 +151,14 @@ describe('POST /v1/kb/query', () => {
       const error = expectError(response, 400, 'bad_request');
       expect(error.message.length).toBeGreaterThan(5);
     }
+    // In the REST body's words, not GraphQL's type names.
+    const worded: [unknown, string][] = [
+      [{ ...base, query: null }, 'query: must not be null'],
+      [{ ...base, workspace_id: null }, 'workspace_id: must not be null'],
+      [{ ...base, mode: 'HYBRID' }, 'mode: is not an accepted value: "HYBRID"; did you mean "hybrid"?'],
+      [{ ...base, mode: 5 }, 'mode: must be a string'],
+    ];
+    for (const [body, message] of worded) expect(expectError(await query(body), 400, 'bad_request').message).toBe(message);
     const stranger = await server.createUser();
     expectError(await query(base, stranger.key), 404, 'not_found');
     expectError(await query({ ...base, workspace_id: 'not-a-uuid' }), 404, 'not_found');

@@ -36,10 +36,10 @@ export async function authenticate(
 async function authenticateApiKey(rawKey: string, prisma: PrismaClient): Promise<Viewer> {
   if (!apiKeyPattern.test(rawKey)) throw invalidCredential();
   const keyHash = hashKey(rawKey);
-  const key = await prisma.apiKey.findUnique({
-    where: { keyHash },
-    select: { id: true, userId: true, keyHash: true, scopes: true, revokedAt: true, lastUsedAt: true },
-  });
+  // Raw SQL like the search path's other reads: every authenticated request runs it.
+  const [key] = await prisma.$queryRaw<{ id: string; userId: string; keyHash: string; scopes: string[]; revokedAt: Date | null; lastUsedAt: Date | null }[]>`
+    SELECT id::text, user_id::text AS "userId", key_hash AS "keyHash", scopes, revoked_at AS "revokedAt", last_used_at AS "lastUsedAt"
+      FROM api_keys WHERE key_hash = ${keyHash}`;
   if (!key || key.revokedAt !== null || !hashesEqual(key.keyHash, keyHash)) throw invalidCredential();
   const now = new Date();
   if (!key.lastUsedAt || now.getTime() - key.lastUsedAt.getTime() >= lastUsedPrecisionMs) {

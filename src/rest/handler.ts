@@ -167,6 +167,10 @@ function describeCoercion(detail: string) {
   if (/^Boolean cannot represent/.test(detail)) return 'must be a boolean';
   if (/^Expected type "\w+" to be an object/.test(detail)) return 'must be a JSON object';
   if (/^Expected value of non-null type/.test(detail)) return 'must not be null';
+  if (/^Expected non-nullable type "[^"]+" not to be null/.test(detail)) return 'must not be null';
+  if (/^Enum "\w+" cannot represent non-string value/.test(detail)) return 'must be a string';
+  const notInEnum = /^Value "(.*)" does not exist in "\w+" enum\.(?: Did you mean the enum value "(.*)"\?)?/s.exec(detail);
+  if (notInEnum) return `is not an accepted value: "${notInEnum[1]}"${notInEnum[2] ? `; did you mean "${notInEnum[2]}"?` : ''}`;
   return detail;
 }
 

@@ -212,12 +212,15 @@ class PgvectorIndex implements VectorIndex {
     const vector = vectorLiteral(query);
     let rows: IndexHit[];
     try {
-      // SET LOCAL keeps the scan settings to this transaction: other work on the connection is unaffected.
-      [, , , rows] = await this.prisma.$transaction([
-        this.prisma.$executeRawUnsafe('SET LOCAL hnsw.iterative_scan = relaxed_order'),
-        this.prisma.$executeRawUnsafe(`SET LOCAL hnsw.ef_search = ${efSearch}`),
-        // Bounded like the rest of a search; a statement cut short answers 503, not a held store.
-        this.prisma.$executeRawUnsafe(`SET LOCAL statement_timeout = ${searchStatementTimeoutMs}`),
+      // Settings local to this transaction (set_config's third argument): other work on the connection is unaffected.
+      // One statement sets all three (a round trip to the store each would cost more than the
+      // settings). The statement timeout bounds the search like the rest of it: a statement cut
+      // short answers 503, not a held store.
+      [, rows] = await this.prisma.$transaction([
+        this.prisma.$queryRawUnsafe(
+          `SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', '${efSearch}', true),
+                  set_config('statement_timeout', '${searchStatementTimeoutMs}', true)`,
+        ),
         this.prisma.$queryRaw<IndexHit[]>`
           SELECT chunk_id AS "chunkId", score FROM (
             SELECT c.chunk_id, 1 - (c.embedding <=> ${vector}::vector) AS score
