@@ -265,7 +265,9 @@ class PgvectorIndex implements VectorIndex {
     await this.prisma.$queryRaw`SELECT 1 FROM chunk_index LIMIT 1`;
   }
 
-  async close() {}
+  async close() {
+    this.#keywords.close();
+  }
 }
 
 const toHit = (row: IndexHit): IndexHit => ({ chunkId: row.chunkId, score: Number(row.score) });

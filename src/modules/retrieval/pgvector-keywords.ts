@@ -38,9 +38,11 @@ export const changeLogStatements = [
      FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
 ];
 
-/** How long log rows are kept, and so how long a workspace held in memory may go unsynced. */
+/** How long log rows are kept after a cleanup marks them as old. */
 const logRetentionHours = 24;
-const resyncAfterMs = (logRetentionHours / 2) * 3_600_000;
+const retention = `${logRetentionHours} hours`;
+/** Workspaces held in memory and not searched for this long are synced in the background. */
+const refreshIdleAfterMs = 60 * 60_000;
 /** Chunks read per statement when a workspace is loaded through the index. */
 const loadPageSize = 5_000;
 /** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
@@ -88,11 +90,33 @@ type HeldWorkspace = {
  */
 export class StoreTermMirror {
   readonly #held = new Map<string, HeldWorkspace>();
+  readonly #refresher: NodeJS.Timeout;
 
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
-  ) {}
+  ) {
+    // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
+    // of it and its next search needs no reload.
+    this.#refresher = setInterval(() => this.#refreshIdle(), refreshIdleAfterMs / 4);
+    this.#refresher.unref();
+  }
+
+  /** Stops the background syncs. */
+  close() {
+    clearInterval(this.#refresher);
+  }
+
+  #refreshIdle() {
+    for (const [workspaceId, held] of this.#held) {
+      if (held.syncedAt === 0 || Date.now() - held.syncedAt < refreshIdleAfterMs) continue;
+      // Not a search: the workspace keeps its place in the eviction order. A failure waits for the next search.
+      held.turn = held.turn
+        .catch(() => undefined)
+        .then(() => this.#catchUp(workspaceId, held))
+        .catch(() => undefined);
+    }
+  }
 
   /** The workspaces' keyword sides, synced with the store. */
   async postingsFor(workspaceIds: readonly string[]): Promise<TermPostings[]> {
@@ -126,7 +150,7 @@ export class StoreTermMirror {
     const workspace = held;
     const turn = workspace.turn
       .catch(() => undefined)
-      .then(() => (workspace.syncedAt === 0 || Date.now() - workspace.syncedAt > resyncAfterMs ? this.#load(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
+      .then(() => (workspace.syncedAt === 0 ? this.#load(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
     workspace.turn = turn;
     try {
       await turn;
@@ -199,18 +223,22 @@ export class StoreTermMirror {
   }
 
   async #catchUp(workspaceId: string, held: HeldWorkspace) {
-    const rows = await this.prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; logged: string | null })[]>`
+    // `stale`: the log's cleanup may have dropped rows this sync needs (see cleanChangeLog); the
+    // workspace is read afresh then, as after a reindex (a new `generation`).
+    const rows = await this.prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; stale: boolean | null; logged: string | null })[]>`
       WITH mark AS (
-        SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation
+        SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
+               (SELECT horizon FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval
+                 ORDER BY marked_at DESC LIMIT 1) > ${held.horizon}::xid8 AS stale
       ), changed AS (
         SELECT DISTINCT chunk_id FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8
       )
-      SELECT mark.horizon, mark.generation, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
+      SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
              array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count
         FROM mark LEFT JOIN changed ON true LEFT JOIN chunk_index c ON c.chunk_id = changed.chunk_id`;
     const [first] = rows;
     if (!first) throw new Error('the keyword sync read no horizon');
-    if (first.generation !== held.generation) {
+    if (first.generation !== held.generation || first.stale) {
       await this.#load(workspaceId, held);
       return;
     }
@@ -236,13 +264,13 @@ export class StoreTermMirror {
 }
 
 /**
- * Drops log rows every reader is past: those of transactions older than the horizon marked by a
- * cleanup at least `logRetentionHours` ago. A reader synced within half that time took its horizon
- * after that mark, and horizons only grow, so it never needs the rows dropped; a reader idle for
- * longer reloads its workspace instead of syncing.
+ * Drops log rows no reader should need: those of transactions older than the horizon marked by
+ * a cleanup at least `logRetentionHours` ago. Horizons only grow, so a reader synced since that
+ * mark was made needs none of them. A reader with an older horizon (held for longer without a
+ * sync: the background refresh makes that rare) finds it out in its next sync, in the same
+ * statement that reads the log, and reloads its workspace.
  */
 export async function cleanChangeLog(prisma: PrismaClient) {
-  const retention = `${logRetentionHours} hours`;
   await prisma.$transaction([
     prisma.$executeRaw`INSERT INTO chunk_index_log_marks (horizon) VALUES (pg_snapshot_xmin(pg_current_snapshot())) ON CONFLICT DO NOTHING`,
     prisma.$executeRaw`

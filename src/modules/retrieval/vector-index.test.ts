@@ -255,22 +255,28 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       expect(await keywordTexts(fresh, minority.workspaceId, 'bulk')).toEqual(['bulk carrier']);
     });
 
-    it('drops change-log rows only behind a cleanup mark older than the retention', async () => {
+    it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
       const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
       const logged = async () => {
         const [row] = await db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
         return Number(row!.count);
       };
-      expect(await logged()).toBe(1);
+      // A reader that holds the workspace from before the second document.
+      const early = await openIndex();
+      expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
+      await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
+      expect(await logged()).toBe(2);
       await cleanChangeLog(db.prisma);
-      expect(await logged()).toBe(1);
-      // As if the marks made so far had been made a day ago.
+      expect(await logged()).toBe(2);
+      // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
       await db.prisma.$executeRaw`UPDATE chunk_index_log_marks SET marked_at = marked_at - interval '25 hours'`;
       await cleanChangeLog(db.prisma);
       expect(await logged()).toBe(0);
+      expect((await keywordTexts(early, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
       const other = await openIndex();
-      expect(await keywordTexts(other, workspaceId, 'lantern')).toEqual(['lantern light']);
+      expect((await keywordTexts(other, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
       await other.close();
+      await early.close();
     });
   }
 
