@@ -163,7 +163,7 @@ export class StoreTermMirror {
 
   /**
    * Reads the workspace's chunks afresh, a page per statement so other work on the store runs
-   * between pages. A workspace holding most of the table is read in the table's physical order,
+   * between pages. A workspace holding a fifth of the table or more is read in physical order,
    * a range of blocks at a time: through the index it would be one random read per chunk
    * (measured at 100,000 chunks: 4 s in block ranges against over 20 s through the index). A
    * smaller one is read through the index, in chunk id order.
