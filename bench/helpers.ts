@@ -1,5 +1,7 @@
 /** What every benchmark script needs: logging, knobs, statistics, progress bars and tables. */
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import cliProgress from 'cli-progress';
 
 /** Progress and notes go to stderr; stdout keeps the tables. */
@@ -71,4 +73,98 @@ export function htmlTable(headers: string[], rows: string[][]): string {
 export function machineDescription(): string {
   const cpu = os.cpus()[0]?.model.trim() ?? 'unknown CPU';
   return `${os.availableParallelism()} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, ${os.platform()} ${os.arch()}`;
+}
+
+/**
+ * The service's HTTP API as the benchmarks call it: JSON requests and multipart uploads with one
+ * key. `UploadedDocument` is what a benchmark reads of the documents an upload answers with.
+ */
+export class ServiceClient<UploadedDocument = { id: string; filename: string }> {
+  constructor(
+    readonly baseUrl: string,
+    readonly key: string,
+  ) {}
+
+  /** A JSON request; anything but 2xx throws with the status and body. */
+  async request<T>(method: string, pathname: string, body?: unknown): Promise<{ body: T; headers: Headers }> {
+    const response = await fetch(new URL(pathname, this.baseUrl), {
+      method,
+      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
+    return { body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers };
+  }
+
+  async json<T>(method: string, pathname: string, body?: unknown): Promise<T> {
+    return (await this.request<T>(method, pathname, body)).body;
+  }
+
+  /** One multipart request with a `file` part per file, and a `metadata` part when given. */
+  async upload(workspaceId: string, files: { name: string; bytes: Uint8Array | string }[], metadata?: Record<string, unknown>): Promise<UploadedDocument[]> {
+    const form = new FormData();
+    for (const file of files) form.append('file', new File([file.bytes as BlobPart], file.name));
+    if (metadata) form.append('metadata', JSON.stringify(metadata));
+    const response = await fetch(new URL(`/v1/kb/workspaces/${workspaceId}/documents`, this.baseUrl), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.key}` },
+      body: form,
+    });
+    const text = await response.text();
+    if (response.status !== 202) throw new Error(`upload: ${response.status} ${text}`);
+    return JSON.parse(text) as UploadedDocument[];
+  }
+}
+
+/** The benchmarks' self-contained result page: a heading, a line of context, the body, the notes. */
+export function resultPage(page: { title: string; heading: string; meta: string; body: string; notes: readonly string[] }): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>${escapeHtml(page.title)}</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 70rem; }
+  h1 { font-size: 1.4rem; margin-bottom: 0.2rem; }
+  h2 { font-size: 1.1rem; margin: 1.5rem 0 0.5rem; }
+  .meta { color: #555; margin-top: 0; }
+  svg text { font-family: system-ui, sans-serif; }
+  table { border-collapse: collapse; margin-top: 0.5rem; }
+  th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.7rem; text-align: right; }
+  th[scope="row"], thead th:first-child { text-align: left; font-weight: normal; white-space: pre; }
+  ul { color: #444; }
+</style>
+</head>
+<body>
+<h1>${escapeHtml(page.heading)}</h1>
+<p class="meta">${escapeHtml(page.meta)}</p>
+${page.body}
+<ul>
+${page.notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('\n')}
+</ul>
+</body>
+</html>
+`;
+}
+
+/** Runs a benchmark's main function: an error is printed with its stack and the exit code is 1. */
+export function runBenchmark(main: () => Promise<void>) {
+  main().catch((error: unknown) => {
+    log(error instanceof Error ? (error.stack ?? error.message) : String(error));
+    process.exitCode = 1;
+  });
+}
+
+/** Where the benchmarks write their results. */
+export const resultsDir = path.resolve(import.meta.dirname, 'results');
+
+/** Writes `<name>.json` and `<name>.html` to bench/results and says where. */
+export async function writeResults(name: string, json: unknown, html: string) {
+  await mkdir(resultsDir, { recursive: true });
+  const jsonPath = path.join(resultsDir, `${name}.json`);
+  const htmlPath = path.join(resultsDir, `${name}.html`);
+  await writeFile(jsonPath, `${JSON.stringify(json, null, 1)}\n`);
+  await writeFile(htmlPath, html);
+  process.stdout.write(`\nresults: ${path.relative(process.cwd(), jsonPath)}, ${path.relative(process.cwd(), htmlPath)}\n`);
 }

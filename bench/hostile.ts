@@ -22,13 +22,12 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { makeZipBombDocx } from '../test/support/documents.js';
+import { log, ServiceClient, sleep } from './helpers.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const resultsDir = path.join(root, 'bench/results');
 const pdfPath = path.resolve(root, '../shared/bench-data/pdfs/lyft_2021.pdf');
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const log = (message: string) => process.stderr.write(`${message}\n`);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
@@ -66,38 +65,11 @@ function residentBytes(pid: number): number {
   return Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)![1]) * 1024;
 }
 
-class Api {
-  constructor(
-    readonly url: string,
-    readonly key: string,
-  ) {}
-
-  async json(method: string, pathname: string, body?: unknown) {
-    const response = await fetch(new URL(pathname, this.url), {
-      method,
-      headers: { authorization: `Bearer ${this.key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
-    return text ? JSON.parse(text) : null;
-  }
-
-  async upload(workspaceId: string, files: { name: string; bytes: Uint8Array | string }[]): Promise<Document[]> {
-    const form = new FormData();
-    for (const file of files) form.append('file', new File([file.bytes as BlobPart], file.name));
-    const response = await fetch(new URL(`/v1/kb/workspaces/${workspaceId}/documents`, this.url), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.key}` },
-      body: form,
-    });
-    if (response.status !== 202) throw new Error(`upload: ${response.status} ${await response.text()}`);
-    return (await response.json()) as Document[];
-  }
-
+/** The service's API, and a wait for documents to settle. */
+class Api extends ServiceClient<Document> {
   async settled(ids: string[]): Promise<Document[]> {
     for (;;) {
-      const documents = (await Promise.all(ids.map((id) => this.json('GET', `/v1/kb/documents/${id}`)))) as Document[];
+      const documents = (await Promise.all(ids.map((id) => this.json<Document>('GET', `/v1/kb/documents/${id}`))));
       if (documents.every((document) => document.status === 'ready' || document.status === 'failed')) return documents;
       await sleep(50);
     }
@@ -183,15 +155,15 @@ async function main() {
     const victim = await newUser('victim@example.com');
 
     // Warm-up: the parse thread and its modules loaded once, as on any server that has served.
-    const warm = await victim.json('POST', '/v1/kb/workspaces', { name: 'Warm-up' });
+    const warm = await victim.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: 'Warm-up' });
     await victim.settled((await victim.upload(warm.id, [{ name: 'warm.txt', bytes: 'Warm-up note.' }])).map((d) => d.id));
     log('reading the idle baseline (32 s)...');
     const baselineRss = await idleResidentBytes(server.pid!, url);
 
     const results: Round[] = [];
     for (let round = 1; round <= rounds; round++) {
-      const victimSpace = await victim.json('POST', '/v1/kb/workspaces', { name: `Notes ${round}` });
-      const hostileSpace = await hostile.json('POST', '/v1/kb/workspaces', { name: `Hostile ${round}` });
+      const victimSpace = await victim.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: `Notes ${round}` });
+      const hostileSpace = await hostile.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: `Hostile ${round}` });
 
       const quietProbe = healthProbe(url);
       await sleep(1000);

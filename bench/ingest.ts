@@ -23,7 +23,7 @@ import { loadConfig } from '../src/config.js';
 import { chunkDocument, type ChunkOptions } from '../src/modules/ingestion/chunk.js';
 import { detectDocumentType, type DocumentType } from '../src/modules/ingestion/detect.js';
 import { parseDocument } from '../src/modules/ingestion/parse.js';
-import { elapsedSeconds, intFromEnv, log, machineDescription, progressBar, sleep } from './helpers.js';
+import { elapsedSeconds, intFromEnv, log, machineDescription, progressBar, runBenchmark, ServiceClient, sleep } from './helpers.js';
 import { PeakRss } from './memory.js';
 import { htmlReport, textTable, type Measurement, type Report } from './report.js';
 
@@ -91,43 +91,15 @@ async function parseInProcess(label: string, files: SourceFile[], unit: Measurem
 
 type DocumentBody = { id: string; status: 'queued' | 'processing' | 'ready' | 'failed'; error: string | null; page_count: number | null; chunk_count: number };
 
-class Client {
-  constructor(
-    private readonly baseUrl: string,
-    private readonly key: string,
-  ) {}
-
-  async json<T>(method: string, pathname: string, body?: unknown): Promise<{ body: T; headers: Headers }> {
-    const response = await fetch(new URL(pathname, this.baseUrl), {
-      method,
-      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
-    return { body: JSON.parse(text) as T, headers: response.headers };
-  }
-
+/** The service's API, with what this benchmark needs of it. */
+class Client extends ServiceClient<DocumentBody> {
   async createWorkspace(name: string): Promise<string> {
-    return (await this.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).body.id;
+    return (await this.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
   }
 
-  /** One multipart request with a `file` part per file. */
-  async upload(workspaceId: string, files: SourceFile[]): Promise<DocumentBody[]> {
-    const form = new FormData();
-    for (const file of files) form.append('file', new File([file.bytes as BlobPart], file.name));
-    const response = await fetch(new URL(`/v1/kb/workspaces/${workspaceId}/documents`, this.baseUrl), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.key}` },
-      body: form,
-    });
-    const text = await response.text();
-    if (response.status !== 202) throw new Error(`upload: ${response.status} ${text}`);
-    return JSON.parse(text) as DocumentBody[];
-  }
 
   getDocument(id: string) {
-    return this.json<DocumentBody>('GET', `/v1/kb/documents/${id}`).then((result) => result.body);
+    return this.json<DocumentBody>('GET', `/v1/kb/documents/${id}`);
   }
 
   /** Every document of a workspace, following the `Link: rel="next"` pages. */
@@ -135,7 +107,7 @@ class Client {
     const documents: DocumentBody[] = [];
     let next: string | null = `/v1/kb/workspaces/${workspaceId}/documents?limit=1000`;
     while (next) {
-      const { body, headers }: { body: DocumentBody[]; headers: Headers } = await this.json<DocumentBody[]>('GET', next);
+      const { body, headers }: { body: DocumentBody[]; headers: Headers } = await this.request<DocumentBody[]>('GET', next);
       documents.push(...body);
       next = /<([^>]+)>;\s*rel="next"/.exec(headers.get('link') ?? '')?.[1] ?? null;
     }
@@ -334,7 +306,4 @@ async function main() {
   }
 }
 
-main().catch((error: unknown) => {
-  log(error instanceof Error ? (error.stack ?? error.message) : String(error));
-  process.exitCode = 1;
-});
+runBenchmark(main);

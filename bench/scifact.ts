@@ -33,7 +33,7 @@
  * BENCH_PARALLEL_UPLOADS (4), BENCH_SCIFACT_PER_DOC_PASS (1; 0 skips the second raw pass).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
@@ -44,13 +44,30 @@ import type { Embedder } from '../src/modules/embeddings/embedder.js';
 import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { fuseConvex, fuseReciprocalRank, fusionDepth, vectorWeight } from '../src/modules/retrieval/fusion.js';
 import type { IndexHit } from '../src/modules/retrieval/vector-index.js';
-import { elapsedSeconds, escapeHtml, machineDescription, htmlTable, indexKindFromArgs, intFromEnv, loadNow, log, mean, percentile, progressBar, sleep, textTable } from './helpers.js';
+import {
+  elapsedSeconds,
+  escapeHtml,
+  htmlTable,
+  indexKindFromArgs,
+  intFromEnv,
+  loadNow,
+  log,
+  machineDescription,
+  mean,
+  percentile,
+  progressBar,
+  resultPage,
+  runBenchmark,
+  ServiceClient,
+  sleep,
+  textTable,
+  writeResults,
+} from './helpers.js';
 import { PeakRss } from './memory.js';
 
 const benchData = path.resolve(import.meta.dirname, '../../shared/bench-data');
 const scifactDir = path.join(benchData, 'scifact');
 const baselinesPath = path.join(benchData, 'baselines/beir_ndcg10_baselines.csv');
-const resultsDir = path.resolve(import.meta.dirname, 'results');
 
 const TARGET_HYBRID_NDCG = 0.73;
 const TARGET_INGEST_RATIO = 0.85;
@@ -104,37 +121,8 @@ type Stats = {
   documents_by_status: { queued: number; processing: number; ready: number; failed: number };
 };
 
-class Client {
-  constructor(
-    readonly baseUrl: string,
-    readonly key: string,
-  ) {}
-
-  async json<T>(method: string, pathname: string, body?: unknown): Promise<T> {
-    const response = await fetch(new URL(pathname, this.baseUrl), {
-      method,
-      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
-    return (text ? JSON.parse(text) : undefined) as T;
-  }
-
-  async upload(workspaceId: string, files: { name: string; bytes: Uint8Array }[], metadata?: Record<string, unknown>): Promise<{ id: string; filename: string }[]> {
-    const form = new FormData();
-    for (const file of files) form.append('file', new File([file.bytes as BlobPart], file.name));
-    if (metadata) form.append('metadata', JSON.stringify(metadata));
-    const response = await fetch(new URL(`/v1/kb/workspaces/${workspaceId}/documents`, this.baseUrl), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.key}` },
-      body: form,
-    });
-    const text = await response.text();
-    if (response.status !== 202) throw new Error(`upload: ${response.status} ${text}`);
-    return JSON.parse(text) as { id: string; filename: string }[];
-  }
-
+/** The service's API, with the two calls this benchmark makes most. */
+class Client extends ServiceClient {
   stats(workspaceId: string) {
     return this.json<Stats>('GET', `/v1/kb/workspaces/${workspaceId}/stats`);
   }
@@ -600,7 +588,6 @@ async function main() {
 
     const suffix = indexKind === 'elasticsearch' ? '-elasticsearch' : '';
     const date = new Date().toISOString().slice(0, 10);
-    await mkdir(resultsDir, { recursive: true });
     const json = {
       date,
       machine,
@@ -625,55 +612,28 @@ async function main() {
       perQuery,
       notes,
     };
-    const jsonPath = path.join(resultsDir, `scifact${suffix}.json`);
-    await writeFile(jsonPath, `${JSON.stringify(json, null, 1)}\n`);
     const bars2 = [
       ...methodResults.map((m) => ({ label: m.method, value: m.ndcg10, kind: 'measured' as const })),
       ...[bm25Flat, bm25Multi, bgeSmall]
         .filter((b): b is Baseline => b !== undefined)
         .map((b) => ({ label: `published: ${b.method}`, value: b.ndcg10, kind: 'published' as const })),
     ];
-    const html = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>SciFact benchmark</title>
-<style>
-  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 70rem; }
-  h1 { font-size: 1.4rem; margin-bottom: 0.2rem; }
-  h2 { font-size: 1.1rem; margin: 1.5rem 0 0.5rem; }
-  .meta { color: #555; margin-top: 0; }
-  svg text { font-family: system-ui, sans-serif; }
-  table { border-collapse: collapse; margin-top: 0.5rem; }
-  th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.7rem; text-align: right; }
-  th[scope="row"], thead th:first-child { text-align: left; font-weight: normal; }
-  ul { color: #444; }
-</style>
-</head>
-<body>
-<h1>SciFact benchmark${subset ? ' (subset)' : ''}</h1>
-<p class="meta">${escapeHtml(date)} · ${escapeHtml(machine)} · ${escapeHtml(storeLabel)} · index ${escapeHtml(indexLabel)} · ${escapeHtml(embedderModel)}</p>
-<figure>${ndcgChart(bars2, TARGET_HYBRID_NDCG)}</figure>
+    const html = resultPage({
+      title: 'SciFact benchmark',
+      heading: `SciFact benchmark${subset ? ' (subset)' : ''}`,
+      meta: `${date} · ${machine} · ${storeLabel} · index ${indexLabel} · ${embedderModel}`,
+      body: `<figure>${ndcgChart(bars2, TARGET_HYBRID_NDCG)}</figure>
 <h2>Retrieval</h2>
 ${htmlTable(qualityHeaders, qualityRows)}
 <h2>Ingestion against the raw embedder</h2>
-${htmlTable(ingestHeaders, ingestRows)}
-<ul>
-${notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('\n')}
-</ul>
-</body>
-</html>
-`;
-    const htmlPath = path.join(resultsDir, `scifact${suffix}.html`);
-    await writeFile(htmlPath, html);
-    process.stdout.write(`\nresults: ${path.relative(process.cwd(), jsonPath)}, ${path.relative(process.cwd(), htmlPath)}\n`);
+${htmlTable(ingestHeaders, ingestRows)}`,
+      notes,
+    });
+    await writeResults(`scifact${suffix}`, json, html);
   } finally {
     process.off('SIGINT', interrupted);
     await cleanUp();
   }
 }
 
-main().catch((error: unknown) => {
-  log(error instanceof Error ? (error.stack ?? error.message) : String(error));
-  process.exitCode = 1;
-});
+runBenchmark(main);

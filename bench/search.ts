@@ -46,11 +46,28 @@ import { fuseConvex, fusionDepth } from '../src/modules/retrieval/fusion.js';
 import { openVectorIndex } from '../src/modules/retrieval/select.js';
 import { documentsNotReady, readBack, searchLimits } from '../src/modules/retrieval/service.js';
 import type { IndexHit, VectorIndex } from '../src/modules/retrieval/vector-index.js';
-import { elapsedSeconds, escapeHtml, machineDescription, htmlTable, indexKindFromArgs, intFromEnv, loadNow, log, mean, percentile, progressBar, textTable } from './helpers.js';
+import {
+  elapsedSeconds,
+  escapeHtml,
+  htmlTable,
+  indexKindFromArgs,
+  intFromEnv,
+  loadNow,
+  log,
+  machineDescription,
+  mean,
+  percentile,
+  progressBar,
+  resultPage,
+  resultsDir,
+  runBenchmark,
+  ServiceClient,
+  textTable,
+  writeResults,
+} from './helpers.js';
 
 const benchData = path.resolve(import.meta.dirname, '../../shared/bench-data');
 const scifactDir = path.join(benchData, 'scifact');
-const resultsDir = path.resolve(import.meta.dirname, 'results');
 const cacheDir = path.join(resultsDir, '.cache');
 
 const TARGET_RATIO = 1.3;
@@ -185,28 +202,11 @@ function chunkMaker(abstracts: Abstract[], vectors: Float32Array[], seed: number
 type Plan = { mainChunks: number; otherWorkspaces: number; otherChunks: number; chunksPerDoc: number };
 type Seeded = { key: string; userId: string; mainWorkspaceId: string; otherWorkspaceIds: string[]; chunks: number; documents: number; seconds: number; chunksPerSecond: number; load: string };
 
-class Api {
-  constructor(
-    readonly baseUrl: string,
-    readonly key: string,
-  ) {}
-
-  async json<T>(method: string, pathname: string, body?: unknown): Promise<T> {
-    const response = await fetch(new URL(pathname, this.baseUrl), {
-      method,
-      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    if (!response.ok) throw new Error(`${method} ${pathname}: ${response.status} ${text}`);
-    return (text ? JSON.parse(text) : undefined) as T;
-  }
-}
 
 async function seed(app: RunningApp, index: VectorIndex, plan: Plan, abstracts: Abstract[], vectors: Float32Array[]): Promise<Seeded> {
   const prisma = app.db.prisma;
   const created = await adminCommands['users.create'](prisma, { email: `bench-search-${randomUUID()}@example.com`, name: 'Search benchmark', credits: 0, active: true });
-  const api = new Api(app.url, created.api_key.raw_key);
+  const api = new ServiceClient(app.url, created.api_key.raw_key);
   const workspace = async (name: string) => (await api.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
   const mainWorkspaceId = await workspace('search bench: main');
   const otherWorkspaceIds: string[] = [];
@@ -432,7 +432,7 @@ async function main() {
   const cleanUp = async () => {
     if (!useCache && seeded && (config.databaseUrl || indexKind === 'elasticsearch')) {
       // An external store or index outlives this run: take out what it added.
-      const api = new Api(app.url, seeded.key);
+      const api = new ServiceClient(app.url, seeded.key);
       for (const workspaceId of [seeded.mainWorkspaceId, ...seeded.otherWorkspaceIds]) {
         await api.json('DELETE', `/v1/kb/workspaces/${workspaceId}`).catch(() => {});
         if (indexKind === 'elasticsearch') await index?.deleteWorkspace(workspaceId).catch((error: unknown) => log(`could not remove workspace ${workspaceId} from Elasticsearch: ${String(error)}`));
@@ -457,7 +457,7 @@ async function main() {
     index = await openVectorIndex(config, app.db, embedder);
 
     if (manifest) {
-      const ok = await new Api(app.url, manifest.key).json('GET', '/v1/kb/workspaces').then(
+      const ok = await new ServiceClient(app.url, manifest.key).json('GET', '/v1/kb/workspaces').then(
         () => true,
         () => false,
       );
@@ -473,7 +473,7 @@ async function main() {
       if (useCache) await writeFile(manifestPath, JSON.stringify(seeded, null, 1));
     }
     const storeBytes = config.databaseUrl ? null : await directorySize(path.join(storeDir, 'pglite'));
-    const api = new Api(app.url, seeded.key);
+    const api = new ServiceClient(app.url, seeded.key);
     const workspaceId = seeded.mainWorkspaceId;
     const prisma = app.db.prisma;
 
@@ -599,79 +599,46 @@ async function main() {
 
     const suffix = indexKind === 'elasticsearch' ? '-elasticsearch' : '';
     const date = new Date().toISOString().slice(0, 10);
-    await mkdir(resultsDir, { recursive: true });
-    const jsonPath = path.join(resultsDir, `search${suffix}.json`);
-    await writeFile(
-      jsonPath,
-      `${JSON.stringify(
-        {
-          date,
-          machine,
-          store: storeLabel,
-          index: indexLabel,
-          embedder: embedder.modelId,
-          plan,
-          seeded: { chunks: seeded.chunks, documents: seeded.documents, seconds: seeded.seconds, chunksPerSecond: seeded.chunksPerSecond, reused: seeded === manifest, storeBytes },
-          queries: queries.length,
-          topK: TOP_K,
-          limit,
-          load: { start: loadAtStart, queries: [loadBeforeQueries, loadAfterQueries] },
-          latencyMs: Object.fromEntries(paths.map((name) => [name, { p50: p50(name), p95: p95(name), mean: mean(timings[name]) }])),
-          ratio,
-          targets: { ratio: TARGET_RATIO, apiP50Ms: TARGET_API_P50_MS },
-          verdicts: { ratio: ratioVerdict, apiP50: apiVerdict },
-          sameTop10,
-          compared,
-          errors,
-          timingsMs: timings,
-          firstKeywordMs,
-          memoryGrowthMb,
-          notes,
-        },
-        null,
-        1,
-      )}\n`,
-    );
-    const html = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>Search latency benchmark</title>
-<style>
-  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 70rem; }
-  h1 { font-size: 1.4rem; margin-bottom: 0.2rem; }
-  .meta { color: #555; margin-top: 0; }
-  svg text { font-family: system-ui, sans-serif; }
-  table { border-collapse: collapse; margin-top: 1rem; }
-  th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.7rem; text-align: right; }
-  th[scope="row"], thead th:first-child { text-align: left; font-weight: normal; white-space: pre; }
-  ul { color: #444; }
-</style>
-</head>
-<body>
-<h1>Search latency</h1>
-<p class="meta">${escapeHtml(date)} · ${escapeHtml(machine)} · ${escapeHtml(storeLabel)} · index ${escapeHtml(indexLabel)} · ${escapeHtml(embedder.modelId)} · ${seeded.chunks.toLocaleString('en-US')} chunks</p>
-<figure>${latencyChart(
-      paths.map((name) => ({ label: pathLabels[name].trim(), p50: p50(name), p95: p95(name) })),
-      TARGET_API_P50_MS,
-    )}</figure>
-${htmlTable(headers, rows)}
-<ul>
-${notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('\n')}
-</ul>
-</body>
-</html>
-`;
-    const htmlPath = path.join(resultsDir, `search${suffix}.html`);
-    await writeFile(htmlPath, html);
-    process.stdout.write(`\nresults: ${path.relative(process.cwd(), jsonPath)}, ${path.relative(process.cwd(), htmlPath)}\n`);
+    const json = {
+      date,
+      machine,
+      store: storeLabel,
+      index: indexLabel,
+      embedder: embedder.modelId,
+      plan,
+      seeded: { chunks: seeded.chunks, documents: seeded.documents, seconds: seeded.seconds, chunksPerSecond: seeded.chunksPerSecond, reused: seeded === manifest, storeBytes },
+      queries: queries.length,
+      topK: TOP_K,
+      limit,
+      load: { start: loadAtStart, queries: [loadBeforeQueries, loadAfterQueries] },
+      latencyMs: Object.fromEntries(paths.map((name) => [name, { p50: p50(name), p95: p95(name), mean: mean(timings[name]) }])),
+      ratio,
+      targets: { ratio: TARGET_RATIO, apiP50Ms: TARGET_API_P50_MS },
+      verdicts: { ratio: ratioVerdict, apiP50: apiVerdict },
+      sameTop10,
+      compared,
+      errors,
+      timingsMs: timings,
+      firstKeywordMs,
+      memoryGrowthMb,
+      notes,
+    };
+    const html = resultPage({
+      title: 'Search latency benchmark',
+      heading: 'Search latency',
+      meta: `${date} · ${machine} · ${storeLabel} · index ${indexLabel} · ${embedder.modelId} · ${seeded.chunks.toLocaleString('en-US')} chunks`,
+      body: `<figure>${latencyChart(
+        paths.map((name) => ({ label: pathLabels[name].trim(), p50: p50(name), p95: p95(name) })),
+        TARGET_API_P50_MS,
+      )}</figure>
+${htmlTable(headers, rows)}`,
+      notes,
+    });
+    await writeResults(`search${suffix}`, json, html);
   } finally {
     process.off('SIGINT', interrupted);
     await cleanUp();
   }
 }
 
-main().catch((error: unknown) => {
-  log(error instanceof Error ? (error.stack ?? error.message) : String(error));
-  process.exitCode = 1;
-});
+runBenchmark(main);
