@@ -185,7 +185,7 @@ export async function search(
     return [];
   }
 
-  // Keyword ranking costs matching chunks × terms: a pasted page must not hold the store.
+  // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
   const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
   const scope = { workspaceIds: [workspace.id], limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady };
   const side = async (request: { vector?: Float32Array; terms?: string[] }): Promise<IndexHit[]> => {
