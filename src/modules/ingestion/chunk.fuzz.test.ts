@@ -72,6 +72,17 @@ describe('the chunker and parsers under adversarial input', () => {
     );
   });
 
+  it('keep the last block when the joined chunk counts more tokens than its parts', () => {
+    // Found by the property above (seed -113492607): the two blocks fitted 62 tokens counted one
+    // by one but not joined, and the block handed back by the last chunk was dropped.
+    for (const repeat of [240, 496, 752]) {
+      const text = `${'a'.repeat(repeat)}\u{10000}\u{10000}\u{1B1CC}\u0606\u0801\u{10000}<li>a\n\n\u27C0\u{10000}\u1D00`;
+      const chunks = chunkDocument({ text, pageCount: null, blocks: plainTextBlocks(text) }, { chunkTokens: 62, overlapTokens: 0 });
+      expect(withoutWhitespace(chunks.map((chunk) => chunk.content).join(''))).toBe(withoutWhitespace(text));
+      expect(chunks.at(-1)!.content).toBe('\u27C0\u{10000}\u1D00');
+    }
+  });
+
   it('count tokens exactly as the tokenizer does for text with ordinary word breaks', { timeout: 120_000 }, () => {
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.lorem({ maxCount: 30 }), hostileText), { maxLength: 20 }), (parts) => {

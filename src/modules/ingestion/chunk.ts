@@ -99,7 +99,12 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
     pushFront(returned);
   };
 
-  while (queue.length > 0) {
+  for (;;) {
+    if (queue.length === 0) {
+      // Finishing may hand pieces back: the joined text can count more tokens than its parts did.
+      finishChunk(false);
+      if (queue.length === 0) break;
+    }
     const piece = queue.pop()!;
     if (piece.isHeading && piece.granularity === 'block') {
       if (hasNewText()) finishChunk(false);
@@ -149,7 +154,6 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
     queue.push(piece);
     finishChunk(true);
   }
-  finishChunk(false);
   return chunks;
 }
 
