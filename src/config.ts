@@ -39,6 +39,15 @@ const environmentSchema = z.object({
   KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
   KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),
+  // PGlite's memory ends at 2 GB (32-bit WebAssembly): its page cache must leave room for the rest.
+  KB_STORE_CACHE_MB: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\d+$/, 'must be a whole number of megabytes')
+      .transform(Number)
+      .pipe(z.number().int().min(16, 'must be at least 16').max(1024, 'must be at most 1024 (PGlite has 2 GB of memory in all)'))
+      .optional(),
+  ),
   KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
@@ -92,6 +101,11 @@ export type Config = {
   searchesPerMinute: number;
   /** Memory the pgvector index's keyword side may hold before it drops the least recently searched workspaces. */
   keywordMemoryBytes: number;
+  /**
+   * The embedded store's page cache (PostgreSQL's shared_buffers) in MB; unset, it is sized from
+   * the store's tables at each start. PostgreSQL's own is its administrator's.
+   */
+  storeCacheMb: number | undefined;
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
   maxJsonBytes: number;
@@ -160,6 +174,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     },
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
+    storeCacheMb: env.KB_STORE_CACHE_MB,
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },

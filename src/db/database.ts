@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
@@ -35,15 +35,40 @@ export class StoreLockedError extends Error {
 const maintenanceCheckMs = 15_000;
 
 /** Opens the configured store and brings its schema up to date. */
-export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>, logger?: Logger): Promise<Database> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config.dataDir, logger);
+export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb'>, logger?: Logger): Promise<Database> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config.dataDir, config.storeCacheMb, logger);
 }
 
 export function embeddedStoreDirectory(dataDir: string) {
   return path.join(dataDir, 'pglite');
 }
 
-async function openEmbedded(dataDir: string, logger?: Logger): Promise<Database> {
+/** Bounds of the embedded store's page cache when it is sized from the store; see embeddedCacheMb. */
+const embeddedCacheBoundsMb = { min: 128, max: 1024 };
+
+/**
+ * The page cache for an embedded store whose tables and indexes take `tableBytes` on disk: as
+ * large as they are, within bounds. PGlite takes the whole cache from the system at start (the
+ * process grows by it at once), so a small store keeps PostgreSQL's default of 128 MB. At 100,000
+ * chunks a vector search read half its HNSW pages through the WebAssembly file system with 128
+ * MB, and took twice as long as with all of them cached (docs/retrieval.md).
+ */
+export function embeddedCacheMb(tableBytes: number): number {
+  const megabytes = Math.ceil(tableBytes / (64 * 1024 * 1024)) * 64;
+  return Math.min(embeddedCacheBoundsMb.max, Math.max(embeddedCacheBoundsMb.min, megabytes));
+}
+
+/** Bytes of the files under `directory`, subdirectories included; 0 when it does not exist. */
+async function bytesUnder(directory: string): Promise<number> {
+  const entries = await readdir(directory, { recursive: true, withFileTypes: true }).catch(() => []);
+  let bytes = 0;
+  for (const entry of entries) {
+    if (entry.isFile()) bytes += await stat(path.join(entry.parentPath, entry.name)).then((info) => info.size, () => 0);
+  }
+  return bytes;
+}
+
+async function openEmbedded(dataDir: string, configuredCacheMb: number | undefined, logger?: Logger): Promise<Database> {
   const directory = embeddedStoreDirectory(dataDir);
   await mkdir(directory, { recursive: true });
   // PGlite corrupts its files if two processes open them; the lock makes the second one fail
@@ -54,7 +79,10 @@ async function openEmbedded(dataDir: string, logger?: Logger): Promise<Database>
       if (error.code === 'ELOCKED') throw new StoreLockedError(directory);
       throw error;
     });
-  const store = new EmbeddedStoreThread({ directory });
+  // Tables and indexes live under base/; the write-ahead log beside it is not cached this way.
+  const cacheMb = configuredCacheMb ?? embeddedCacheMb(await bytesUnder(path.join(directory, 'base')));
+  const store = new EmbeddedStoreThread({ directory, cacheMb });
+  logger?.info(`embedded store: page cache ${cacheMb} MB${configuredCacheMb === undefined ? ' (sized from its tables; KB_STORE_CACHE_MB sets it)' : ''}`);
   try {
     await store.waitReady;
     // PGlite serves one connection; the pool keeps it open and queues callers for it.

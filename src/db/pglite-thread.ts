@@ -13,16 +13,22 @@ export type StoreThreadReply =
   | { id: number; kind: 'result'; bytes: Uint8Array }
   | { id: number; kind: 'error'; message: string };
 
-export type StoreThreadOptions = { directory: string };
+export type StoreThreadOptions = { directory: string; cacheMb: number };
 
 const port = parentPort;
 if (!port) throw new Error('pglite-thread must run in a worker thread');
-const { directory } = workerData as StoreThreadOptions;
+const { directory, cacheMb } = workerData as StoreThreadOptions;
 
 let pglite: PGlite;
 try {
   // pgvector is loaded into every embedded store; the vector index creates the extension in SQL.
-  pglite = await PGlite.create(directory, { extensions: { vector } });
+  // PostgreSQL's default page cache (128 MB) holds about half the HNSW graph of 100,000 chunks;
+  // a page missed there is read through the WebAssembly file system, and a vector search took
+  // twice as long (docs/retrieval.md). The memory is only taken as pages are read.
+  pglite = await PGlite.create(directory, {
+    extensions: { vector },
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${cacheMb}MB`],
+  });
 } catch (error) {
   port.postMessage({ kind: 'failed', message: (error as Error).message } satisfies StoreThreadReply);
   process.exit(1);
