@@ -44,7 +44,7 @@ import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { analyze } from '../src/modules/retrieval/analyzer.js';
 import { fuseConvex, fusionDepth } from '../src/modules/retrieval/fusion.js';
 import { openVectorIndex } from '../src/modules/retrieval/select.js';
-import { documentsNotReady, readBack, searchLimits } from '../src/modules/retrieval/service.js';
+import { readBack, searchLimits, searchScope } from '../src/modules/retrieval/service.js';
 import type { IndexHit, VectorIndex } from '../src/modules/retrieval/vector-index.js';
 import {
   elapsedSeconds,
@@ -366,7 +366,7 @@ const pathLabels: Record<PathName, string> = {
   backend: `(c) backend alone: index.search, vector + terms, limit ${fusionDepth}`,
   vectorOnly: '    index.search, vector only',
   keywordOnly: '    index.search, terms only',
-  notReady: "(d) store: the workspace's not-ready documents",
+  notReady: "(d) store: the workspace check with its not-ready documents",
   readBack: `    store: read-back of the top ${TOP_K} fused chunks`,
 };
 
@@ -490,7 +490,7 @@ async function main() {
       backend: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
       vectorOnly: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: [], limit, excludeDocumentIds: [] }),
       keywordOnly: (position) => index!.search({ workspaceIds: [workspaceId], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
-      notReady: () => documentsNotReady(prisma, workspaceId),
+      notReady: () => searchScope(prisma, seeded!.userId, workspaceId),
       readBack: (position) => readBack(prisma, workspaceId, hybridTop.get(position) ?? []),
     };
     // The fused hits of each query (from its backend call), for the read-back.
@@ -580,14 +580,14 @@ async function main() {
     const notes = [
       `${ratioVerdict}: API p50 / (embedder p50 + backend p50) = ${p50('api').toFixed(2)} / (${p50('embedder').toFixed(2)} + ${p50('backend').toFixed(2)}) = ${ratio.toFixed(2)} against the target <= ${TARGET_RATIO}.`,
       `${apiVerdict}: API p50 ${p50('api').toFixed(2)} ms against the target < ${TARGET_API_P50_MS} ms${config.databaseUrl || indexKind === 'elasticsearch' ? ' (the target is for the embedded store; this run is not on it)' : ' on the embedded store'}.`,
-      `API p50 minus the p50s of (b), (c) and (d): ${unexplained.toFixed(2)} ms left for HTTP, authentication (an API-key lookup; last_used_at is written at most once a minute), rate limits, GraphQL, the workspace check and the fusion, less what the service overlaps (it ranks keywords and reads the store while the query is embedded).`,
+      `API p50 minus the p50s of (b), (c) and (d): ${unexplained.toFixed(2)} ms left for HTTP, authentication (an API-key lookup; last_used_at is written at most once a minute), rate limits, GraphQL and the fusion, less what the service overlaps (it ranks keywords and reads the store while the query is embedded).`,
       `First keyword search of the workspace, before the warm-up (on pgvector it loads the workspace's postings into memory): ${firstKeywordMs.toFixed(0)} ms; heap and array buffers grew by ${memoryGrowthMb.toFixed(0)} MB.`,
       `Data: ${seeded.chunks.toLocaleString('en-US')} chunks in ${seeded.documents.toLocaleString('en-US')} ready documents of ${plan.chunksPerDoc} chunks: ${plan.mainChunks.toLocaleString('en-US')} in the searched workspace, ${plan.otherWorkspaces} other workspaces of ${plan.otherChunks.toLocaleString('en-US')} (same user). Each chunk is runs of sentences of 2 or 3 SciFact abstracts (about one abstract long, every text distinct); its vector is the normalised mix of those abstracts' ${embedder.modelId} passage vectors weighted by characters given, plus Gaussian noise (sigma ${NOISE_SIGMA.toFixed(4)} per dimension, norm about 0.1). Terms: analyze(content), as the embed jobs write them.`,
       seeded === manifest
         ? `Seeding: reused the store cached in ${path.relative(process.cwd(), storeDir)} (it took ${seeded.seconds.toFixed(0)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s, when made).`
         : `Seeding: ${seeded.seconds.toFixed(1)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s: createMany of ${DOCS_PER_WRITE} documents and their chunks, then index.upsert of up to ${CHUNKS_PER_UPSERT} chunks at a time into the live index (HNSW built incrementally).`,
       storeBytes === null ? '' : `Embedded store on disk: ${(storeBytes / 2 ** 20).toFixed(0)} MB.`,
-      `Queries: ${queries.length} SciFact test queries, each through (a) to (d) one after another, the order rotating by one path per query (the read-back always right after the backend call whose hits it reads), after ${WARMUP_QUERIES} warm-up queries through every path. The backend calls get the query's vector embedded beforehand (not timed), its analysed terms (at most ${searchLimits.maxKeywordTerms}), limit ${limit}, excludeDocumentIds []: the arguments service.ts builds for hybrid top_k ${TOP_K}. (d) calls the two store reads service.ts makes besides the index (documentsNotReady, readBack); they are not part of the ratio's denominator.`,
+      `Queries: ${queries.length} SciFact test queries, each through (a) to (d) one after another, the order rotating by one path per query (the read-back always right after the backend call whose hits it reads), after ${WARMUP_QUERIES} warm-up queries through every path. The backend calls get the query's vector embedded beforehand (not timed), its analysed terms (at most ${searchLimits.maxKeywordTerms}), limit ${limit}, excludeDocumentIds []: the arguments service.ts builds for hybrid top_k ${TOP_K}. (d) calls the two store reads service.ts makes besides the index (searchScope, readBack); they are not part of the ratio's denominator.`,
       failures.length > 0 ? `Failed calls (counted in the percentiles with the time they took): ${failures.join('; ')}` : 'No call failed.',
       `Same results: the API's top ${TOP_K} equals the convex fusion of the backend call's two sides for ${sameTop10} of ${compared} queries where both answered. Hits per side: vector ${mean(sides.vector).toFixed(1)}, keyword ${mean(sides.keyword).toFixed(1)} on average (limit ${limit}); API results ${(apiResultCount / queries.length).toFixed(1)} per query.`,
       `Load average at start ${loadAtStart}; before the queries ${loadBeforeQueries}, after ${loadAfterQueries}.`,

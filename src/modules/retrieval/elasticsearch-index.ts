@@ -183,24 +183,27 @@ class ElasticsearchIndex implements VectorIndex {
     const terms = [...new Set(request.terms ?? [])];
     const [vector, keyword] = await this.#read('search', signal, (requestOptions) =>
       Promise.all([
+        // The keyword request leaves at once; the vector one when the query's vector is known.
         request.vector
-          ? this.client.search(
-              {
-                index: this.index,
-                _source: false,
-                size: request.limit,
-                track_total_hits: false,
-                knn: {
-                  field: 'embedding',
-                  query_vector: Array.from(request.vector),
-                  k: request.limit,
-                  num_candidates: numCandidates(request.limit),
-                  filter: restrict,
-                  // Ranks the int8 candidates again on the stored floats: exact cosine scores.
-                  rescore_vector: { oversample: 2 },
+          ? Promise.resolve(request.vector).then((queryVector) =>
+              this.client.search(
+                {
+                  index: this.index,
+                  _source: false,
+                  size: request.limit,
+                  track_total_hits: false,
+                  knn: {
+                    field: 'embedding',
+                    query_vector: Array.from(queryVector),
+                    k: request.limit,
+                    num_candidates: numCandidates(request.limit),
+                    filter: restrict,
+                    // Ranks the int8 candidates again on the stored floats: exact cosine scores.
+                    rescore_vector: { oversample: 2 },
+                  },
                 },
-              },
-              requestOptions,
+                requestOptions,
+              ),
             )
           : undefined,
         terms.length > 0

@@ -1,8 +1,8 @@
-import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import type { PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
 import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
-import { rankBm25 } from './term-postings.js';
-import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
+import { rankBm25, type TermPostings } from './term-postings.js';
+import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, VectorIndex } from './vector-index.js';
 
 /**
  * BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). The
@@ -13,12 +13,10 @@ export const bm25 = { k1: 0.9, b: 0.4 };
 /**
  * HNSW candidates examined per search. It must exceed the hits asked of the vector side, and
  * `relaxed_order` iterative scans keep going past it when the workspace filter removes rows, so
- * a filtered search still returns as many hits as exist (pgvector 0.8).
+ * a filtered search still returns as many hits as exist (pgvector 0.8). How far such a scan may
+ * go is pgvector's `hnsw.max_scan_tuples` (20,000 by default): that bounds a search's work.
  */
 const efSearch = 200;
-
-/** Longest a search statement may run; below the transaction's own limit of 5 s. */
-const searchStatementTimeoutMs = 4_000;
 
 /** Chunks written per transaction by `upsert`. */
 const upsertSliceRows = 100;
@@ -98,6 +96,22 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     // Keywords are ranked in memory now; the GIN index only cost every insert.
     'DROP INDEX IF EXISTS chunk_index_terms',
     'CREATE INDEX IF NOT EXISTS chunk_index_embedding ON chunk_index USING hnsw (embedding vector_cosine_ops)',
+    // The vector side in one statement: the function's own settings hold while it runs. A
+    // transaction setting them first took four round trips to the store, each waiting for
+    // this process's thread (busy ranking the keyword side meanwhile). The query is planned on
+    // each call with its values, as a statement of its own would be.
+    `CREATE OR REPLACE FUNCTION chunk_index_nearest(workspace_ids uuid[], query vector, wanted integer, only_documents uuid[], excluded_documents uuid[])
+       RETURNS TABLE (chunk_id uuid, score float8) LANGUAGE plpgsql STABLE
+       SET hnsw.iterative_scan = 'relaxed_order' SET hnsw.ef_search = ${efSearch}
+     AS $nearest$
+     DECLARE
+       statement text := 'SELECT c.chunk_id, 1 - (c.embedding <=> $2) FROM chunk_index c WHERE c.workspace_id = ANY($1)';
+     BEGIN
+       IF only_documents IS NOT NULL THEN statement := statement || ' AND c.document_id = ANY($4)'; END IF;
+       IF cardinality(excluded_documents) > 0 THEN statement := statement || ' AND NOT (c.document_id = ANY($5))'; END IF;
+       RETURN QUERY EXECUTE statement || ' ORDER BY c.embedding <=> $2 LIMIT $3' USING workspace_ids, query, wanted, only_documents, excluded_documents;
+     END
+     $nearest$`,
     // Per-workspace totals for BM25 were kept here by triggers; the in-memory keyword side counts them now.
     'DROP TRIGGER IF EXISTS chunk_index_added ON chunk_index',
     'DROP TRIGGER IF EXISTS chunk_index_removed ON chunk_index',
@@ -184,58 +198,45 @@ class PgvectorIndex implements VectorIndex {
     await this.prisma.$executeRaw`DELETE FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid`;
   }
 
+  /**
+   * The store answers one statement at a time (PGlite has one connection), and ranking keywords
+   * occupies this thread. So the keyword sync goes first (one short statement), then the vector
+   * statement once the vector is known, and the ranking runs while the store works on that.
+   * Sent together, the vector statement went first and the sync waited behind it.
+   */
   async search(request: IndexSearch) {
-    const workspaceIds = [...request.workspaceIds];
     const terms = [...new Set(request.terms ?? [])];
-    const [vector, keyword] = await Promise.all([
-      request.vector ? this.#nearest(request, request.vector) : [],
-      terms.length > 0 ? this.#keywordHits(workspaceIds, terms, request) : [],
-    ]);
-    return { vector, keyword };
+    const postings = terms.length > 0 ? this.#keywords.postingsFor([...request.workspaceIds]) : undefined;
+    const query = request.vector ? Promise.resolve(request.vector) : undefined;
+    const nearest = query ? Promise.all([query, postings]).then(([vector]) => this.#nearest(request, vector)) : Promise.resolve([]);
+    // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
+    postings?.catch(() => undefined);
+    nearest.catch(() => undefined);
+    let keyword: IndexHit[] = [];
+    if (postings) {
+      const held = await postings;
+      if (query) {
+        await query;
+        // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      keyword = this.#rankKeywords(held, terms, request);
+    }
+    return { vector: await nearest, keyword };
   }
 
-  async #keywordHits(workspaceIds: string[], terms: string[], request: IndexSearch): Promise<IndexHit[]> {
-    const postings = await this.#keywords.postingsFor(workspaceIds);
+  #rankKeywords(postings: TermPostings[], terms: string[], request: IndexSearch): IndexHit[] {
     const only = request.documentIds ? new Set(request.documentIds) : undefined;
     const excluded = new Set(request.excludeDocumentIds);
     return rankBm25(postings, terms, request.limit, bm25, (documentId) => !excluded.has(documentId) && (!only || only.has(documentId)));
   }
 
   async #nearest(request: IndexSearch, query: Float32Array): Promise<IndexHit[]> {
-    const documentFilter = request.documentIds
-      ? Prisma.sql`AND c.document_id = ANY(${[...request.documentIds]}::uuid[])`
-      : Prisma.empty;
-    const readyOnly =
-      request.excludeDocumentIds.length > 0
-        ? Prisma.sql`AND NOT (c.document_id = ANY(${[...request.excludeDocumentIds]}::uuid[]))`
-        : Prisma.empty;
-    const vector = vectorLiteral(query);
-    let rows: IndexHit[];
-    try {
-      // Settings local to this transaction (set_config's third argument): other work on the connection is unaffected.
-      // One statement sets all three (a round trip to the store each would cost more than the
-      // settings). The statement timeout bounds the search like the rest of it: a statement cut
-      // short answers 503, not a held store.
-      [, rows] = await this.prisma.$transaction([
-        this.prisma.$queryRawUnsafe(
-          `SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', '${efSearch}', true),
-                  set_config('statement_timeout', '${searchStatementTimeoutMs}', true)`,
-        ),
-        this.prisma.$queryRaw<IndexHit[]>`
-          SELECT chunk_id AS "chunkId", score FROM (
-            SELECT c.chunk_id, 1 - (c.embedding <=> ${vector}::vector) AS score
-              FROM chunk_index c
-             WHERE c.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) ${readyOnly} ${documentFilter}
-             ORDER BY c.embedding <=> ${vector}::vector
-             LIMIT ${request.limit}
-          ) AS nearest ORDER BY score DESC`,
-      ]);
-    } catch (error) {
-      if (/57014|statement timeout/.test((error as Error).message)) {
-        throw new IndexUnavailableError(`the vector search took longer than ${searchStatementTimeoutMs / 1000} s and was stopped; try again`);
-      }
-      throw error;
-    }
+    const rows = await this.prisma.$queryRaw<IndexHit[]>`
+      SELECT chunk_id::text AS "chunkId", score
+        FROM chunk_index_nearest(${[...request.workspaceIds]}::uuid[], ${vectorLiteral(query)}::vector, ${request.limit}::integer,
+                                 ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[])
+       ORDER BY score DESC`;
     return rows.map(toHit);
   }
 

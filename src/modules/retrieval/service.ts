@@ -1,8 +1,9 @@
-import { AppError, badRequest } from '../../errors.js';
+import { AppError, badRequest, notFound } from '../../errors.js';
+import { requireUuid } from '../../ids.js';
 import { checkJson, textProblem } from '../../input-limits.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { findWorkspace } from '../workspaces/service.js';
+import { ownedWorkspaceCondition } from '../workspaces/service.js';
 import { analyze } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
 import { IndexUnavailableError, type IndexHit, type VectorIndex } from './vector-index.js';
@@ -101,10 +102,20 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
   return rows.map((row) => row.id);
 }
 
-/** Documents of the workspace that are not ready: their chunks may be indexed already, but are not served. */
-export async function documentsNotReady(prisma: PrismaClient, workspaceId: string): Promise<string[]> {
-  const rows = await prisma.$queryRaw<{ id: string }[]>`SELECT id::text FROM documents WHERE workspace_id = ${workspaceId}::uuid AND status <> 'ready'`;
-  return rows.map((row) => row.id);
+/**
+ * The user's workspace (404 otherwise, as findWorkspace reports it), with its documents that are
+ * not ready: their chunks may be indexed already, but are not served. One statement: on the
+ * embedded store each one waits its turn on the store's only connection.
+ */
+export async function searchScope(prisma: PrismaClient, userId: string, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
+  const id = requireUuid(workspaceId, 'workspace');
+  const [row] = await prisma.$queryRaw<{ id: string; notReady: string[] }[]>`
+    SELECT w.id::text,
+           ARRAY(SELECT d.id::text FROM documents d WHERE d.workspace_id = w.id AND d.status <> 'ready') AS "notReady"
+      FROM workspaces w
+     WHERE ${ownedWorkspaceCondition('w', userId, id)}`;
+  if (!row) throw notFound('workspace', workspaceId);
+  return row;
 }
 
 type ReadChunk = { id: string; documentId: string; chunkIndex: number; content: string; metadata: unknown; filename: string };
@@ -164,18 +175,17 @@ export async function search(
   // check that fails abandons it, and an embedding error is reported after them (404 before 503).
   const embedding =
     mode !== 'keyword' && !modelMismatch(dependencies)
-      ? withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector)
+      ? withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector!)
       : undefined;
   embedding?.catch(() => undefined);
   let workspace: { id: string };
   let documentIds: string[] | undefined;
   let notReady: string[];
   try {
-    workspace = await findWorkspace(prisma, userId, input.workspaceId, { select: { id: true } });
+    ({ notReady, ...workspace } = await searchScope(prisma, userId, input.workspaceId));
     const mismatch = modelMismatch(dependencies);
     if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
     documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
-    notReady = documentIds?.length === 0 ? [] : await documentsNotReady(prisma, workspace.id);
   } catch (error) {
     abandon.abort();
     throw error;
@@ -187,25 +197,13 @@ export async function search(
 
   // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
   const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
-  const scope = { workspaceIds: [workspace.id], limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady };
-  const side = async (request: { vector?: Float32Array; terms?: string[] }): Promise<IndexHit[]> => {
-    if (!request.vector && !request.terms?.length) return [];
-    try {
-      const sides = await withinTime(index.search({ ...scope, ...request }, aborted), timeoutMs, 'the search index');
-      return request.vector ? sides.vector : sides.keyword;
-    } catch (error) {
-      if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
-      throw error;
-    }
-  };
-  // The keyword side needs no vector: it is ranked while the query is still being embedded.
-  const keywordSide = side({ terms });
-  keywordSide.catch(() => undefined);
-
-  let vector: Float32Array | undefined;
+  const request = { workspaceIds: [workspace.id], limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady };
+  // The index gets the embedding still under way: it starts the keyword side meanwhile.
+  const sides = withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index');
+  sides.catch(() => undefined);
   if (embedding) {
     try {
-      vector = await embedding;
+      await embedding;
     } catch (error) {
       abandon.abort();
       if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
@@ -213,7 +211,14 @@ export async function search(
       throw error;
     }
   }
-  const [vectorHits, keywordHits] = await Promise.all([side({ vector }), keywordSide]);
+  let vectorHits: IndexHit[];
+  let keywordHits: IndexHit[];
+  try {
+    ({ vector: vectorHits, keyword: keywordHits } = await sides);
+  } catch (error) {
+    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
+    throw error;
+  }
   const ranked = mode === 'hybrid' ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
 
   // The best hits' chunks, read a page at a time: a hit whose document was deleted a moment ago

@@ -13,8 +13,11 @@ export type IndexHit = { chunkId: string; score: number };
 
 export type IndexSearch = {
   workspaceIds: readonly string[];
-  /** The query's vector; the vector side is skipped without it. */
-  vector?: Float32Array;
+  /**
+   * The query's vector, or the promise of it; the vector side is skipped without it. Given a
+   * promise, the index starts its keyword side while the query is still being embedded.
+   */
+  vector?: Float32Array | PromiseLike<Float32Array>;
   /** The query's analysed terms; the keyword side is skipped when empty or absent. */
   terms?: readonly string[];
   /** Hits wanted from each side. */

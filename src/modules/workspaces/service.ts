@@ -23,6 +23,14 @@ export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>(prism
   return prisma.workspace.findMany({ ...checkCursor(query), where: { userId }, orderBy: newestFirst });
 }
 
+/**
+ * The ownership rule of findWorkspace, as a condition on `workspaces` (alias `alias`) for raw
+ * statements that must check it together with other work. The id must be a checked uuid.
+ */
+export function ownedWorkspaceCondition(alias: string, userId: string, workspaceId: string): Prisma.Sql {
+  return Prisma.sql`${Prisma.raw(alias)}.id = ${workspaceId}::uuid AND ${Prisma.raw(alias)}.user_id = ${userId}::uuid`;
+}
+
 /** Another user's workspace is reported exactly like a missing one. */
 export async function findWorkspace<Query extends Omit<Prisma.WorkspaceFindFirstArgs, 'where'>>(
   prisma: PrismaClient,
