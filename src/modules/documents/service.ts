@@ -82,12 +82,6 @@ function storeSourceBytes(tx: Prisma.TransactionClient, documentId: string, byte
   return tx.$executeRaw`INSERT INTO document_sources (document_id, bytes) VALUES (${documentId}::uuid, ${bytes})`;
 }
 
-/** The stored bytes of a document, or null when it has none (deleted). */
-export async function readSourceBytes(prisma: PrismaClient, documentId: string): Promise<Uint8Array | null> {
-  const rows = await prisma.$queryRaw<{ bytes: Uint8Array }[]>`SELECT bytes FROM document_sources WHERE document_id = ${documentId}::uuid`;
-  return rows[0]?.bytes ?? null;
-}
-
 export function listDocuments<Query extends Prisma.DocumentFindManyArgs>(prisma: PrismaClient, workspaceId: string, query: Query) {
   return prisma.document.findMany({ ...checkCursor(query), where: { workspaceId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
 }

@@ -1,6 +1,5 @@
 import type { Config } from '../../config.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
-import { readSourceBytes } from '../documents/service.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
@@ -8,6 +7,7 @@ import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
 import type { ParseLimits } from './parse.js';
 import { ParseLimitError, type ParsePool } from './parse-pool.js';
+import type { ParseTaskResult } from './parse-task.js';
 
 export type IngestionDependencies = {
   prisma: PrismaClient;
@@ -65,86 +65,116 @@ async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: strin
   ]);
 }
 
+/** A parse claim takes at most this many jobs, and only of documents no larger than this. */
+const PARSE_CLAIM_JOBS = 16;
+const PARSE_COMPANION_MAX_BYTES = 256 * 1024;
+
+type ParseSource = { id: string; content_type: string; size_bytes: number; bytes: Uint8Array };
+type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskResult, { ok: true }> & { job: ClaimedJob });
+
 /**
- * Stage one: parse and chunk the document in a worker thread and store its chunks; the same job
- * row then becomes the document's `embed` job (attempts counted afresh).
+ * Stage one: parse and chunk each document in a worker thread and store its chunks; the same job
+ * row then becomes the document's `embed` job (attempts counted afresh). Small documents are
+ * parsed together: the queue claims up to PARSE_CLAIM_JOBS of them at once, so a bulk upload of
+ * short texts pays one read, one chunk write and one state change per claim, not ten statements
+ * per document. A document that cannot be parsed fails alone; the others go on.
  */
-export function parseJob(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandler {
+export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'parsePool' | 'wake'>, settings: IngestionSettings): JobHandler {
   const { prisma, parsePool } = dependencies;
   const timeoutSecondsFor = (sizeBytes: number) =>
     Math.ceil(settings.parseTimeoutSeconds.base + (settings.parseTimeoutSeconds.perMegabyte * sizeBytes) / (1024 * 1024));
+
+  /** The document's chunks, or the reason it fails for good; a transient failure throws. */
+  const parseOne = async (job: ClaimedJob, source: ParseSource, signal: AbortSignal): Promise<ParseOutcome> => {
+    const timeoutSeconds = timeoutSecondsFor(source.size_bytes);
+    const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
+    try {
+      const result = await parsePool.parse(
+        {
+          bytes: source.bytes,
+          type: source.content_type as DocumentType,
+          chunkOptions: { chunkTokens: Number(job.payload.chunkTokens), overlapTokens: Number(job.payload.overlapTokens) },
+          limits: settings.parseLimits,
+        },
+        AbortSignal.any([signal, timeout]),
+      );
+      return result.ok ? { job, ...result } : { job, failure: result.error };
+    } catch (error) {
+      if (timeout.aborted && !signal.aborted) return { job, failure: `parsing took longer than the limit of ${timeoutSeconds} s for a file of this size` };
+      // Over a limit of memory: the same file would fail the same way again.
+      if (error instanceof ParseLimitError) return { job, failure: error.message };
+      throw error;
+    }
+  };
+
   return {
     maxAttempts: 3,
     backoffMs: exponentialBackoff(1_000, 60_000),
     fail: (job, reason) => failDocument(prisma, job, reason),
-    async run([job], { signal }) {
-      const documentId = job!.document_id!;
-      const document = await prisma.document.findUnique({ where: { id: documentId }, select: { contentType: true, sizeBytes: true } });
-      const bytes = document && (await readSourceBytes(prisma, documentId));
-      if (!document || !bytes) return;
-      const { count } = await prisma.document.updateMany({ where: { id: documentId }, data: { status: 'processing', error: null } });
-      if (count === 0) return;
-      const timeoutSeconds = timeoutSecondsFor(document.sizeBytes);
-      const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
-      let result;
-      try {
-        result = await parsePool.parse(
-          {
-            bytes,
-            type: document.contentType as DocumentType,
-            chunkOptions: { chunkTokens: Number(job!.payload.chunkTokens), overlapTokens: Number(job!.payload.overlapTokens) },
-            limits: settings.parseLimits,
-          },
-          AbortSignal.any([signal, timeout]),
-        );
-      } catch (error) {
-        if (timeout.aborted && !signal.aborted) {
-          throw new PermanentJobError(`parsing took longer than the limit of ${timeoutSeconds} s for a file of this size`);
-        }
-        // Over a limit of memory: the same file would fail the same way again.
-        if (error instanceof ParseLimitError) throw new PermanentJobError(error.message);
-        throw error;
-      }
-      if (!result.ok) throw new PermanentJobError(result.error);
-      const parsed = result;
-      const empty = parsed.chunks.length === 0;
-      await prisma.$transaction(
-        async (tx) => {
-          await tx.chunk.deleteMany({ where: { documentId } });
-          // A statement per batch keeps each within PostgreSQL's limit of 65,535 parameters.
-          for (const batch of batches(parsed.chunks, CHUNK_WRITE_BATCH)) {
-            await tx.chunk.createMany({
-              data: batch.map((chunk) => ({
-                documentId,
-                chunkIndex: chunk.chunkIndex,
-                content: chunk.content,
-                tokenCount: chunk.tokenCount,
-                metadata: chunk.metadata,
-              })),
-            });
-          }
-          await tx.document.update({
-            where: { id: documentId },
-            data: {
-              // Nothing to embed: ready at once.
-              status: empty ? 'ready' : 'processing',
-              error: null,
-              text: parsed.text,
-              pageCount: parsed.pageCount,
-              chunkCount: parsed.chunks.length,
-              embeddedChunks: 0,
-            },
-          });
-          await tx.job.update({
-            where: { id: job!.id },
-            data: empty
-              ? { status: 'done', leaseExpires: null, lastError: null }
-              : { kind: 'embed', status: 'queued', attempts: 0, leaseExpires: null, lastError: null, runAfter: new Date() },
-          });
-        },
-        { timeout: 120_000 },
-      );
-      if (!empty) dependencies.wake();
+    async companions(first) {
+      // The same user's oldest waiting parse jobs of small documents, when the first one is small
+      // too. Only the same user's: the queue gives users turns, and a claim is one user's turn.
+      const rows = await prisma.$queryRaw<{ id: string }[]>`
+        SELECT j.id FROM jobs j JOIN documents d ON d.id = j.document_id
+         WHERE j.kind = 'parse' AND j.status = 'queued' AND j.run_after <= clock_timestamp()
+           AND j.user_id IS NOT DISTINCT FROM ${first.user_id}::uuid
+           AND j.id <> ${first.id}::uuid AND NOT coalesce((j.payload ->> 'solo')::boolean, false)
+           AND d.size_bytes <= ${PARSE_COMPANION_MAX_BYTES}
+           AND (SELECT size_bytes FROM documents WHERE id = ${first.document_id}::uuid) <= ${PARSE_COMPANION_MAX_BYTES}
+         ORDER BY j.run_after, j.created_at
+         LIMIT ${PARSE_CLAIM_JOBS - 1}`;
+      return rows.map((row) => row.id);
+    },
+    async run(jobs, { signal }) {
+      const documentIds = jobs.map((job) => job.document_id!);
+      // Documents deleted since their jobs were claimed are simply not found.
+      const sources = await prisma.$queryRaw<ParseSource[]>`
+        SELECT d.id::text, d.content_type, d.size_bytes, s.bytes
+          FROM documents d JOIN document_sources s ON s.document_id = d.id
+         WHERE d.id = ANY(${documentIds}::uuid[])`;
+      const sourceOf = new Map(sources.map((source) => [source.id, source]));
+      const present = jobs.filter((job) => sourceOf.has(job.document_id!));
+      if (present.length === 0) return;
+      await prisma.document.updateMany({ where: { id: { in: present.map((job) => job.document_id!) } }, data: { status: 'processing', error: null } });
+
+      const outcomes = await Promise.all(present.map((job) => parseOne(job, sourceOf.get(job.document_id!)!, signal)));
+      for (const outcome of outcomes) if ('failure' in outcome) await failDocument(prisma, outcome.job, outcome.failure);
+      const parsed = outcomes.flatMap((outcome) => ('failure' in outcome ? [] : [outcome]));
+      if (parsed.length === 0) return;
+
+      // Columns as arrays (text goes as text, as a single insert's parameters would, not as JSON
+      // strings that jsonb would read back).
+      const chunkRows = parsed.flatMap(({ job, chunks }) => chunks.map((chunk) => ({ documentId: job.document_id!, ...chunk })));
+      const parsedIds = parsed.map(({ job }) => job.document_id!);
+      const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job.id);
+      const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job.id);
+      await prisma.$transaction([
+        prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[])`,
+        // Chunks of a document deleted meanwhile are not written (its job went with it).
+        prisma.$executeRaw`
+          INSERT INTO chunks (id, document_id, chunk_index, content, token_count, metadata)
+          SELECT gen_random_uuid(), r.document_id, r.chunk_index, r.content, r.token_count, r.metadata::jsonb
+            FROM unnest(${chunkRows.map((row) => row.documentId)}::uuid[], ${chunkRows.map((row) => row.chunkIndex)}::integer[],
+                        ${chunkRows.map((row) => row.content)}::text[], ${chunkRows.map((row) => row.tokenCount)}::integer[],
+                        ${chunkRows.map((row) => JSON.stringify(row.metadata))}::text[])
+                 AS r(document_id, chunk_index, content, token_count, metadata)
+           WHERE EXISTS (SELECT 1 FROM documents d WHERE d.id = r.document_id)`,
+        // A document with nothing to embed is ready at once.
+        prisma.$executeRaw`
+          UPDATE documents d
+             SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
+                 error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now()
+            FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
+                        ${parsed.map(({ chunks }) => chunks.length)}::integer[]) AS r(id, text, page_count, chunk_count)
+           WHERE d.id = r.id`,
+        prisma.$executeRaw`
+          UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now()
+           WHERE id = ANY(${toEmbed}::uuid[])`,
+        prisma.$executeRaw`
+          UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()
+           WHERE id = ANY(${finished}::uuid[])`,
+      ]);
+      if (toEmbed.length > 0) dependencies.wake();
     },
   };
 }

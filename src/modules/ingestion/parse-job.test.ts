@@ -1,0 +1,126 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBenchPdf } from '../../../test/support/documents.js';
+import { loadConfig, type Config } from '../../config.js';
+import { openDatabase, type Database } from '../../db/database.js';
+import { uploadDocuments } from '../documents/service.js';
+import type { ClaimedJob, JobHandler } from '../jobs/queue.js';
+import { createUser } from '../user/service.js';
+import { createWorkspace } from '../workspaces/service.js';
+import { ingestionSettings, parseJob } from './jobs.js';
+import { createParsePool, type ParsePool } from './parse-pool.js';
+
+// The parse stage on its own, against a real store and real parser threads, with no queue
+// around it: which jobs a claim takes together, and what running them together writes.
+let dataDir: string;
+let config: Config;
+let db: Database;
+let parsePool: ParsePool;
+let handler: JobHandler;
+let userId: string;
+let workspaceId: string;
+let wakes = 0;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-parse-job-'));
+  config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
+  db = await openDatabase(config);
+  parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb });
+  handler = parseJob({ prisma: db.prisma, parsePool, wake: () => (wakes += 1) }, ingestionSettings(config));
+  const { user } = await createUser(db.prisma, { email: `parse-${Date.now()}@example.com`, name: 'Parse', credits: 0 });
+  userId = user.id;
+  workspaceId = (await createWorkspace(db.prisma, userId, 'parse batches')).id;
+}, 60_000);
+
+afterAll(async () => {
+  await parsePool?.close();
+  await db?.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const upload = (files: { name: string; bytes: Uint8Array | string }[]) =>
+  uploadDocuments(
+    db.prisma,
+    userId,
+    workspaceId,
+    files.map((file) => ({ filename: file.name, bytes: typeof file.bytes === 'string' ? new TextEncoder().encode(file.bytes) : file.bytes })),
+    undefined,
+    config.uploads,
+    { chunkTokens: config.ingestion.chunkTokens, overlapTokens: config.ingestion.overlapTokens },
+  );
+
+const jobOf = async (documentId: string): Promise<ClaimedJob> => {
+  const job = await db.prisma.job.findUniqueOrThrow({ where: { documentId } });
+  return { id: job.id, kind: job.kind, document_id: job.documentId, user_id: job.userId, attempts: 1, payload: job.payload as Record<string, unknown>, last_error: null };
+};
+
+describe('the parse stage', () => {
+  it('claims small documents together and writes them together; a file that cannot be parsed fails alone', async () => {
+    const pdf = await readBenchPdf('sample_pdf_1.pdf');
+    const small = await upload([
+      ...Array.from({ length: 6 }, (_, n) => ({ name: `note-${n}.txt`, bytes: `Note ${n}: the heron waits at the edge of the pond number ${n}.` })),
+      { name: 'truncated.pdf', bytes: pdf.subarray(0, 2000) },
+    ]);
+    const [large] = await upload([{ name: 'large.txt', bytes: 'A long line of words about ponds and herons. '.repeat(8_000) }]);
+    const [first, ...others] = await Promise.all(small.map((document) => jobOf(document.id)));
+    const largeJob = await jobOf(large!.id);
+
+    // Another user's small document waits for that user's turn.
+    const { user: neighbour } = await createUser(db.prisma, { email: `neighbour-${Date.now()}@example.com`, name: 'Neighbour', credits: 0 });
+    const neighbourWorkspace = await createWorkspace(db.prisma, neighbour.id, 'next door');
+    await uploadDocuments(db.prisma, neighbour.id, neighbourWorkspace.id, [{ filename: 'theirs.txt', bytes: new TextEncoder().encode('Their note.') }], undefined, config.uploads, {
+      chunkTokens: config.ingestion.chunkTokens,
+      overlapTokens: config.ingestion.overlapTokens,
+    });
+
+    // The other small ones come with the first; the document over 256 KB and the neighbour's do not.
+    expect(new Set(await handler.companions!(first!))).toEqual(new Set(others.map((job) => job.id)));
+    expect(await handler.companions!(largeJob)).toEqual([]);
+
+    await handler.run([first!, ...others], { signal: new AbortController().signal });
+    const documents = await db.prisma.document.findMany({ where: { id: { in: small.map((document) => document.id) } }, include: { job: true } });
+    for (const document of documents) {
+      if (document.filename === 'truncated.pdf') {
+        expect(document).toMatchObject({ status: 'failed', chunkCount: 0 });
+        expect(document.error).toBeTruthy();
+        expect(document.job).toMatchObject({ status: 'failed', lastError: document.error });
+        continue;
+      }
+      expect(document).toMatchObject({ status: 'processing', chunkCount: 1, embeddedChunks: 0, error: null });
+      expect(document.text).toContain(`pond number ${document.filename.slice(5, 6)}`);
+      expect(document.job).toMatchObject({ kind: 'embed', status: 'queued', attempts: 0 });
+    }
+    // One transaction wrote the chunks of all six: they share the inserting transaction's id.
+    const [written] = await db.prisma.$queryRaw<{ chunks: number; transactions: number }[]>`
+      SELECT count(*)::int AS chunks, count(DISTINCT xmin::text)::int AS transactions FROM chunks
+       WHERE document_id = ANY(${small.map((document) => document.id)}::uuid[])`;
+    expect(written).toEqual({ chunks: 6, transactions: 1 });
+    const chunk = await db.prisma.chunk.findFirstOrThrow({ where: { document: { filename: 'note-3.txt', workspaceId } } });
+    expect(chunk).toMatchObject({ chunkIndex: 0, content: 'Note 3: the heron waits at the edge of the pond number 3.', embeddedAt: null });
+    expect(wakes).toBeGreaterThan(0);
+
+    // The large one alone, as before.
+    await handler.run([largeJob], { signal: new AbortController().signal });
+    const parsedLarge = await db.prisma.document.findUniqueOrThrow({ where: { id: large!.id } });
+    expect(parsedLarge.status).toBe('processing');
+    expect(parsedLarge.chunkCount).toBeGreaterThan(100);
+    expect(await db.prisma.chunk.count({ where: { documentId: large!.id } })).toBe(parsedLarge.chunkCount);
+  }, 120_000);
+
+  it('skips a document deleted before its turn, and runs again without duplicating chunks', async () => {
+    const documents = await upload([
+      { name: 'kept.txt', bytes: 'The kept document about otters.' },
+      { name: 'gone.txt', bytes: 'The deleted document about beavers.' },
+    ]);
+    const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
+    await db.prisma.document.delete({ where: { id: documents[1]!.id } });
+    await handler.run(jobs, { signal: new AbortController().signal });
+    // A retry after a failure later in the attempt writes the chunks again, not twice.
+    await handler.run([jobs[0]!], { signal: new AbortController().signal });
+    expect(await db.prisma.chunk.count({ where: { documentId: documents[0]!.id } })).toBe(1);
+    expect(await db.prisma.chunk.count({ where: { documentId: documents[1]!.id } })).toBe(0);
+    expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
+  }, 60_000);
+});
