@@ -136,47 +136,61 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       const present = jobs.filter((job) => sourceOf.has(job.document_id!));
       if (present.length === 0) return;
       await prisma.document.updateMany({ where: { id: { in: present.map((job) => job.document_id!) } }, data: { status: 'processing', error: null } });
-
-      const outcomes = await Promise.all(present.map((job) => parseOne(job, sourceOf.get(job.document_id!)!, signal)));
-      for (const outcome of outcomes) if ('failure' in outcome) await failDocument(prisma, outcome.job, outcome.failure);
-      const parsed = outcomes.flatMap((outcome) => ('failure' in outcome ? [] : [outcome]));
-      if (parsed.length === 0) return;
-
-      // Columns as arrays (text goes as text, as a single insert's parameters would, not as JSON
-      // strings that jsonb would read back).
-      const chunkRows = parsed.flatMap(({ job, chunks }) => chunks.map((chunk) => ({ documentId: job.document_id!, ...chunk })));
-      const parsedIds = parsed.map(({ job }) => job.document_id!);
-      const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job.id);
-      const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job.id);
-      await prisma.$transaction([
-        prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[])`,
-        // Chunks of a document deleted meanwhile are not written (its job went with it).
-        prisma.$executeRaw`
-          INSERT INTO chunks (id, document_id, chunk_index, content, token_count, metadata)
-          SELECT gen_random_uuid(), r.document_id, r.chunk_index, r.content, r.token_count, r.metadata::jsonb
-            FROM unnest(${chunkRows.map((row) => row.documentId)}::uuid[], ${chunkRows.map((row) => row.chunkIndex)}::integer[],
-                        ${chunkRows.map((row) => row.content)}::text[], ${chunkRows.map((row) => row.tokenCount)}::integer[],
-                        ${chunkRows.map((row) => JSON.stringify(row.metadata))}::text[])
-                 AS r(document_id, chunk_index, content, token_count, metadata)
-           WHERE EXISTS (SELECT 1 FROM documents d WHERE d.id = r.document_id)`,
-        // A document with nothing to embed is ready at once.
-        prisma.$executeRaw`
-          UPDATE documents d
-             SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
-                 error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now()
-            FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
-                        ${parsed.map(({ chunks }) => chunks.length)}::integer[]) AS r(id, text, page_count, chunk_count)
-           WHERE d.id = r.id`,
-        prisma.$executeRaw`
-          UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now()
-           WHERE id = ANY(${toEmbed}::uuid[])`,
-        prisma.$executeRaw`
-          UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()
-           WHERE id = ANY(${finished}::uuid[])`,
-      ]);
-      if (toEmbed.length > 0) dependencies.wake();
+      try {
+        await parseAndStore(present, sourceOf, signal);
+      } catch (error) {
+        // A failure that cannot be pinned on one document of the batch (a parser thread that
+        // died, a write the store refused): each runs again alone, this attempt not counted, so
+        // one bad document cannot fail the others with it.
+        if (present.length > 1 && !signal.aborted) {
+          throw new PermanentJobError(`parsing ${present.length} documents together failed; each runs again alone: ${(error as Error).message}`);
+        }
+        throw error;
+      }
     },
   };
+
+  async function parseAndStore(present: ClaimedJob[], sourceOf: Map<string, ParseSource>, signal: AbortSignal) {
+    const outcomes = await Promise.all(present.map((job) => parseOne(job, sourceOf.get(job.document_id!)!, signal)));
+    for (const outcome of outcomes) if ('failure' in outcome) await failDocument(prisma, outcome.job, outcome.failure);
+    const parsed = outcomes.flatMap((outcome) => ('failure' in outcome ? [] : [outcome]));
+    if (parsed.length === 0) return;
+
+    // Columns as arrays (text goes as text, as a single insert's parameters would, not as JSON
+    // strings that jsonb would read back).
+    const chunkRows = parsed.flatMap(({ job, chunks }) => chunks.map((chunk) => ({ documentId: job.document_id!, ...chunk })));
+    const parsedIds = parsed.map(({ job }) => job.document_id!);
+    const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job.id);
+    const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job.id);
+    await prisma.$transaction([
+      prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[])`,
+      // Chunks of a document deleted meanwhile are not written (its job went with it).
+      prisma.$executeRaw`
+        INSERT INTO chunks (id, document_id, chunk_index, content, token_count, metadata)
+        SELECT gen_random_uuid(), r.document_id, r.chunk_index, r.content, r.token_count, r.metadata::jsonb
+          FROM unnest(${chunkRows.map((row) => row.documentId)}::uuid[], ${chunkRows.map((row) => row.chunkIndex)}::integer[],
+                      ${chunkRows.map((row) => row.content)}::text[], ${chunkRows.map((row) => row.tokenCount)}::integer[],
+                      ${chunkRows.map((row) => JSON.stringify(row.metadata))}::text[])
+               AS r(document_id, chunk_index, content, token_count, metadata)
+         WHERE EXISTS (SELECT 1 FROM documents d WHERE d.id = r.document_id)`,
+      // A document with nothing to embed is ready at once.
+      prisma.$executeRaw`
+        UPDATE documents d
+           SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
+               error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now()
+          FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
+                      ${parsed.map(({ chunks }) => chunks.length)}::integer[]) AS r(id, text, page_count, chunk_count)
+         WHERE d.id = r.id`,
+      prisma.$executeRaw`
+        UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now(),
+                      payload = payload - 'solo'
+         WHERE id = ANY(${toEmbed}::uuid[])`,
+      prisma.$executeRaw`
+        UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()
+         WHERE id = ANY(${finished}::uuid[])`,
+    ]);
+    if (toEmbed.length > 0) dependencies.wake();
+  }
 }
 
 type PendingChunk = { id: string; document_id: string; chunk_index: number; content: string; workspace_id: string };

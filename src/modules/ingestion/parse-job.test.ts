@@ -6,7 +6,7 @@ import { readBenchPdf } from '../../../test/support/documents.js';
 import { loadConfig, type Config } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { uploadDocuments } from '../documents/service.js';
-import type { ClaimedJob, JobHandler } from '../jobs/queue.js';
+import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/queue.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
 import { ingestionSettings, parseJob } from './jobs.js';
@@ -122,5 +122,32 @@ describe('the parse stage', () => {
     expect(await db.prisma.chunk.count({ where: { documentId: documents[0]!.id } })).toBe(1);
     expect(await db.prisma.chunk.count({ where: { documentId: documents[1]!.id } })).toBe(0);
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
+  }, 60_000);
+
+  it('runs each document of a batch alone when the batch fails in a way no document can be blamed for', async () => {
+    // The real parser threads, except that a document holding "crash" loses its thread, as an
+    // out-of-process failure would.
+    const crashing = parseJob(
+      {
+        prisma: db.prisma,
+        parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new Error('the parser thread exited')) : parsePool.parse(task, signal)), close: async () => {} },
+        wake: () => undefined,
+      },
+      ingestionSettings(config),
+    );
+    const documents = await upload([
+      { name: 'calm.txt', bytes: 'A calm document about kingfishers.' },
+      { name: 'crash.txt', bytes: 'This one will crash the parser.' },
+    ]);
+    const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
+    const together = crashing.run(jobs, { signal: new AbortController().signal });
+    await expect(together).rejects.toBeInstanceOf(PermanentJobError);
+    await expect(together).rejects.toThrow('parsing 2 documents together failed; each runs again alone: the parser thread exited');
+    // Alone, the calm one is parsed; the other fails as itself, an ordinary error to retry.
+    await crashing.run([jobs[0]!], { signal: new AbortController().signal });
+    expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
+    const alone = crashing.run([jobs[1]!], { signal: new AbortController().signal });
+    await expect(alone).rejects.toThrow('the parser thread exited');
+    await expect(alone).rejects.not.toBeInstanceOf(PermanentJobError);
   }, 60_000);
 });
