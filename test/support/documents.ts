@@ -70,6 +70,14 @@ export async function makeDocx(): Promise<Uint8Array> {
   return new Uint8Array(await Packer.toBuffer(document));
 }
 
+/** makeDocx's document with its XML edited by `edit` (to put characters in it that docx would escape). */
+export async function editedDocx(edit: (documentXml: string) => string): Promise<Uint8Array> {
+  const { unzipSync, zipSync, strFromU8, strToU8 } = await import('fflate');
+  const parts = unzipSync(await makeDocx());
+  parts['word/document.xml'] = strToU8(edit(strFromU8(parts['word/document.xml']!)));
+  return zipSync(parts);
+}
+
 /**
  * A DOCX that unpacks to about `unpackedBytes` of XML (a zip bomb): a real document whose body
  * paragraph is repeated, deflated as it is written, so the bomb is never whole in memory.

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
+import { editedDocx, makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
 
 let server: TestServer;
@@ -157,6 +157,25 @@ describe('bad uploads', () => {
     }
     expect(byName['garbage.pdf']).toMatchObject({ status: 'failed' });
     expect((await server.request('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('stores text holding NUL characters or unpaired surrogates without them, and the files parsed with it too', async () => {
+    // Found by a hostile probe: a chunk with U+0000 (PostgreSQL text refuses it) or a heading with
+    // a lone surrogate (jsonb refuses it) failed its write, and with it every document parsed in
+    // the same batch.
+    const docx = await editedDocx((xml) => xml.replace('Annual Report', 'Annual &#0;Report &#xD800;').replace('opening three new offices', 'opening&#0; three new offices'));
+    const documents = await ingest([
+      { name: 'before.txt', bytes: 'A note written before the odd report.' },
+      { name: 'odd.docx', bytes: docx },
+      { name: 'after.md', bytes: '# After\n\nA note written after the odd report.' },
+    ]);
+    for (const document of documents) expect(document, document.filename).toMatchObject({ status: 'ready', error: null });
+    const odd = documents.find((document) => document.filename === 'odd.docx')!;
+    const chunks = await chunksOf(odd);
+    const stored = JSON.stringify(chunks);
+    expect(stored).not.toContain('\\u0000');
+    expect(chunks.some((chunk) => chunk.content.includes('opening three new offices'))).toBe(true);
+    expect(chunks.flatMap((chunk) => chunk.metadata.headings)).toContain('Annual Report \ufffd');
   });
 
   it('rejects an empty file, binary junk named .txt and unsafe filenames; nothing is stored', async () => {

@@ -16,7 +16,9 @@ export type { DocumentType, ParsedBlock, ParsedDocument } from './types.js';
 export async function parseDocument(bytes: Uint8Array, type: DocumentType, limits: ParseLimits = defaultParseLimits): Promise<ParsedDocument> {
   if (bytes.length === 0) throw new ParseError('the document contains no text');
   const parsed = await parseByType(bytes, type, limits);
-  const blocks = parsed.blocks.filter((block) => block.text.trim() !== '');
+  const blocks = parsed.blocks
+    .map((block) => ({ ...block, text: storableText(block.text), headingPath: block.headingPath.map(storableText) }))
+    .filter((block) => block.text.trim() !== '');
   if (blocks.length === 0) throw new ParseError('the document contains no text');
   const text = blocks.map((block) => block.text).join('\n\n');
   if (text.length > limits.maxTextCharacters) {
@@ -24,6 +26,17 @@ export async function parseDocument(bytes: Uint8Array, type: DocumentType, limit
   }
   return { text, pageCount: parsed.pageCount, blocks };
 }
+
+/**
+ * Text PostgreSQL can store: without NUL characters (a PDF whose font maps a glyph to U+0000, a
+ * DOCX holding `&#0;`) and without unpaired surrogates (`&#xD800;` in a DOCX), which jsonb
+ * refuses in a chunk's headings. Either made the chunk write fail.
+ */
+export function storableText(text: string): string {
+  return text.replaceAll('\u0000', '').replace(UNPAIRED_SURROGATE, '\ufffd');
+}
+
+const UNPAIRED_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 export type ParseLimits = {
   /** Largest total the parsed parts of an archive (a DOCX's XML) may unpack to. */

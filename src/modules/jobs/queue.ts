@@ -253,8 +253,10 @@ export function startJobQueue(
       return;
     }
     log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
+    // Only a job still running: one its handler already settled (a document of a batch that
+    // failed alone, say) stays as it is.
     await prisma.job.updateMany({
-      where: { id: job.id },
+      where: { id: job.id, status: 'running' },
       data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
     });
   }
@@ -312,13 +314,12 @@ export function startJobQueue(
       }
       if (error instanceof DocumentDeletedError || allDeleted.signal.aborted) return;
       const message = error instanceof Error ? error.message : String(error);
-      const documentIds = jobs.flatMap((job) => (job.document_id ? [job.document_id] : []));
-      const existing = new Set(
-        documentIds.length === 0
-          ? []
-          : (await prisma.document.findMany({ where: { id: { in: documentIds } }, select: { id: true } })).map((document) => document.id),
+      // The jobs still running: a job goes with its deleted document, and a handler may have
+      // settled some itself before the failure (a document of a batch that failed alone).
+      const running = new Set(
+        (await prisma.job.findMany({ where: { id: { in: jobs.map((job) => job.id) }, status: 'running' }, select: { id: true } })).map((job) => job.id),
       );
-      const survivors = jobs.filter((job) => !job.document_id || existing.has(job.document_id));
+      const survivors = jobs.filter((job) => running.has(job.id));
       if (error instanceof PermanentJobError && survivors.length > 1) {
         // Which of them the failure belongs to is not known: each runs again alone, this attempt not counted.
         await prisma.$executeRaw`
