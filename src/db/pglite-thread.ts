@@ -24,7 +24,8 @@ try {
   // pgvector is loaded into every embedded store; the vector index creates the extension in SQL.
   // PostgreSQL's default page cache (128 MB) holds about half the HNSW graph of 100,000 chunks;
   // a page missed there is read through the WebAssembly file system, and a vector search took
-  // twice as long (docs/retrieval.md). The memory is only taken as pages are read.
+  // twice as long (docs/retrieval.md). The whole cache is taken at start, so its size is chosen
+  // by the caller (database.ts: from the store's size, or KB_STORE_CACHE_MB).
   pglite = await PGlite.create(directory, {
     extensions: { vector },
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${cacheMb}MB`],
