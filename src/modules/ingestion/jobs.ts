@@ -151,7 +151,10 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
   };
 
   async function parseAndStore(present: ClaimedJob[], sourceOf: Map<string, ParseSource>, signal: AbortSignal) {
-    const outcomes = await Promise.all(present.map((job) => parseOne(job, sourceOf.get(job.document_id!)!, signal)));
+    // One after another: each parse's time limit starts with it, not while it waits for a parser
+    // thread behind the rest of the batch. Small documents take milliseconds each.
+    const outcomes: ParseOutcome[] = [];
+    for (const job of present) outcomes.push(await parseOne(job, sourceOf.get(job.document_id!)!, signal));
     for (const outcome of outcomes) if ('failure' in outcome) await failDocument(prisma, outcome.job, outcome.failure);
     const parsed = outcomes.flatMap((outcome) => ('failure' in outcome ? [] : [outcome]));
     if (parsed.length === 0) return;
