@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { adminCommands } from '../../src/cli/admin-commands.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -32,11 +33,36 @@ export type GraphQLResult<Data> = {
 };
 
 /**
- * Starts the real service on a free port: the embedded store in a fresh directory, or the
- * PostgreSQL database named by DATABASE_URL (the CI matrix runs the suite both ways).
+ * A new, empty database on the PostgreSQL server of `serverUrl`, dropped by `drop`. Each test
+ * server gets one: on a shared database every test server's queue workers would claim the jobs
+ * of the others, under their own settings and turns.
+ */
+async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const url = new URL(serverUrl);
+  const name = `${url.pathname.slice(1) || 'kb'}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+  const onServer = async (statement: string) => {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await onServer(`CREATE DATABASE "${name}"`);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => onServer(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+}
+
+/**
+ * Starts the real service on a free port: the embedded store in a fresh directory, or a
+ * database of its own on the PostgreSQL server named by DATABASE_URL (the CI matrix runs the
+ * suite both ways).
  */
 export async function startTestServer(environment: Record<string, string> = {}): Promise<TestServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-test-'));
+  const serverUrl = environment.DATABASE_URL ?? process.env.DATABASE_URL;
+  const database = serverUrl ? await createOwnDatabase(serverUrl) : undefined;
   const config = loadConfig({
     ...process.env,
     HOST: '127.0.0.1',
@@ -44,8 +70,12 @@ export async function startTestServer(environment: Record<string, string> = {}):
     KB_DATA_DIR: dataDir,
     KB_LOG_LEVEL: process.env.KB_TEST_LOG_LEVEL ?? 'silent',
     ...environment,
+    ...(database && { DATABASE_URL: database.url }),
   });
-  const app = await startApp(config);
+  const app = await startApp(config).catch(async (error: unknown) => {
+    await database?.drop();
+    throw error;
+  });
 
   const request: TestServer['request'] = async (method, pathname, options = {}) => {
     const headers = new Headers(options.headers);
@@ -96,6 +126,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
     },
     async close() {
       await app.close();
+      await database?.drop();
       await rm(dataDir, { recursive: true, force: true });
     },
   };
