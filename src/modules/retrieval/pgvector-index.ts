@@ -226,9 +226,10 @@ class PgvectorIndex implements VectorIndex {
   }
 
   #rankKeywords(postings: TermPostings[], terms: string[], request: IndexSearch): IndexHit[] {
-    const only = request.documentIds ? new Set(request.documentIds) : undefined;
-    const excluded = new Set(request.excludeDocumentIds);
-    return rankBm25(postings, terms, request.limit, bm25, (documentId) => !excluded.has(documentId) && (!only || only.has(documentId)));
+    return rankBm25(postings, terms, request.limit, bm25, {
+      only: request.documentIds ? new Set(request.documentIds) : undefined,
+      excluded: new Set(request.excludeDocumentIds),
+    });
   }
 
   async #nearest(request: IndexSearch, query: Float32Array): Promise<IndexHit[]> {

@@ -70,12 +70,15 @@ describe('in-memory BM25 postings', () => {
     const held = [...first.filter((c) => !removed.has(c.chunkId)), ...readded, ...second];
     expect(left.chunkCount + right.chunkCount).toBe(held.length);
 
-    const excluded = new Set(['a-doc-3', 'b-doc-5']);
-    const allowed = (documentId: string) => !excluded.has(documentId);
-    for (let trial = 0; trial < 40; trial++) {
+    const excluded = new Set(['a-doc-3', 'b-doc-5', 'a-doc-unknown']);
+    const only = new Set(['a-doc-1', 'a-doc-3', 'a-doc-4', 'b-doc-5', 'b-doc-6', 'b-doc-unknown']);
+    for (let trial = 0; trial < 60; trial++) {
       const query = Array.from({ length: 1 + Math.floor(random() * 6) }, () => vocabulary[Math.floor(random() * vocabulary.length)]!);
       const limit = 1 + Math.floor(random() * 120);
-      const ranked = rankBm25([left, right], query, limit, parameters, allowed);
+      // No filter, an exclusion, or a list of documents with exclusions, in turn.
+      const filter = [{}, { excluded }, { only, excluded }][trial % 3]!;
+      const allowed = (documentId: string) => !filter.excluded?.has(documentId) && (!filter.only || filter.only.has(documentId));
+      const ranked = rankBm25([left, right], query, limit, parameters, filter);
       const expected = naiveRanking(held, query, limit, allowed);
       expect(ranked.map((hit) => hit.chunkId)).toEqual(expected.map((hit) => hit.chunkId));
       ranked.forEach((hit, rank) => expect(hit.score).toBeCloseTo(expected[rank]!.score, 9));
@@ -84,21 +87,21 @@ describe('in-memory BM25 postings', () => {
 
   it('replaces a chunk added twice, and answers nothing for an empty corpus or unknown terms', () => {
     const postings = new TermPostings();
-    expect(rankBm25([postings], ['x'], 10, parameters, () => true)).toEqual([]);
+    expect(rankBm25([postings], ['x'], 10, parameters)).toEqual([]);
     postings.add(chunk('c1', 'd1', ['apple', 'apple', 'pear']));
     postings.add(chunk('c1', 'd1', ['pear']));
     postings.add(chunk('c2', 'd1', ['plum']));
     expect(postings.chunkCount).toBe(2);
     expect(postings.totalLength).toBe(2);
-    expect(rankBm25([postings], ['apple'], 10, parameters, () => true)).toEqual([]);
-    expect(rankBm25([postings], ['pear'], 10, parameters, () => true).map((hit) => hit.chunkId)).toEqual(['c1']);
-    expect(rankBm25([postings], ['nothing'], 10, parameters, () => true)).toEqual([]);
+    expect(rankBm25([postings], ['apple'], 10, parameters)).toEqual([]);
+    expect(rankBm25([postings], ['pear'], 10, parameters).map((hit) => hit.chunkId)).toEqual(['c1']);
+    expect(rankBm25([postings], ['nothing'], 10, parameters)).toEqual([]);
   });
 
   it('orders ties by chunk id', () => {
     const postings = new TermPostings();
     for (const id of ['c3', 'c1', 'c2']) postings.add(chunk(id, 'd', ['same', 'words']));
     postings.add(chunk('c0', 'd', ['other']));
-    expect(rankBm25([postings], ['same'], 2, parameters, () => true).map((hit) => hit.chunkId)).toEqual(['c1', 'c2']);
+    expect(rankBm25([postings], ['same'], 2, parameters).map((hit) => hit.chunkId)).toEqual(['c1', 'c2']);
   });
 });

@@ -11,6 +11,9 @@ export type ChunkTerms = {
   length: number;
 };
 
+/** Which documents' chunks a ranking may return: only those of `only` when given, never those of `excluded`. */
+export type DocumentFilter = { only?: ReadonlySet<string>; excluded?: ReadonlySet<string> };
+
 /** The chunks holding one term, by ordinal, with the term's count in each. */
 type Postings = { ordinals: Int32Array; counts: Uint16Array; size: number };
 
@@ -42,6 +45,8 @@ export class TermPostings {
   #liveLength = 0;
   /** Bytes of the postings' typed arrays, spare capacity included. */
   #postingBytes = 0;
+  /** Scratch space of `score`, by chunk ordinal; all zero between rankings. */
+  #scores = new Float64Array(0);
 
   /** Chunks held (not removed). */
   get chunkCount() {
@@ -184,21 +189,28 @@ export class TermPostings {
   }
 
   /**
-   * Adds each held chunk's BM25 score for the terms into `into` (chunk id to score), given the
-   * statistics of everything searched. `allowed` answers for a document whether its chunks count.
+   * Offers each held chunk that holds a term, with its BM25 score for the terms, to `best`, given
+   * the statistics of everything searched; chunks of documents the filter leaves out are skipped.
    */
-  score(
-    terms: readonly { term: string; idf: number }[],
-    averageLength: number,
-    parameters: Bm25Parameters,
-    allowed: (documentId: string) => boolean,
-    keep: (chunkId: string, score: number) => void,
-  ) {
-    const admitted = new Uint8Array(this.#documents.length);
-    this.#documents.forEach((documentId, document) => {
-      admitted[document] = allowed(documentId) ? 1 : 0;
-    });
-    const scores = new Float64Array(this.#chunkIds.length);
+  score(terms: readonly { term: string; idf: number }[], averageLength: number, parameters: Bm25Parameters, filter: DocumentFilter, best: BestHits) {
+    // By document ordinal, only when there is a filter: the filter names few documents, and a
+    // workspace may hold tens of thousands.
+    let admitted: Uint8Array | undefined;
+    if (filter.only || (filter.excluded && filter.excluded.size > 0)) {
+      admitted = new Uint8Array(this.#documents.length);
+      if (filter.only) {
+        for (const documentId of filter.only) {
+          const document = this.#documentOrdinal.get(documentId);
+          if (document !== undefined) admitted[document] = 1;
+        }
+      } else admitted.fill(1);
+      for (const documentId of filter.excluded ?? []) {
+        const document = this.#documentOrdinal.get(documentId);
+        if (document !== undefined) admitted[document] = 0;
+      }
+    }
+    if (this.#scores.length < this.#chunkIds.length) this.#scores = new Float64Array(this.#live.length);
+    const scores = this.#scores;
     const touched: number[] = [];
     const { k1, b } = parameters;
     for (const { term, idf } of terms) {
@@ -206,13 +218,17 @@ export class TermPostings {
       if (!postings) continue;
       for (let i = 0; i < postings.size; i++) {
         const ordinal = postings.ordinals[i]!;
-        if (!this.#live[ordinal] || !admitted[this.#documentOf[ordinal]!]) continue;
+        if (!this.#live[ordinal] || (admitted && !admitted[this.#documentOf[ordinal]!])) continue;
         const count = postings.counts[i]!;
         if (scores[ordinal] === 0) touched.push(ordinal);
         scores[ordinal]! += (idf * count * (k1 + 1)) / (count + k1 * (1 - b + (b * this.#lengths[ordinal]!) / averageLength));
       }
     }
-    for (const ordinal of touched) keep(this.#chunkIds[ordinal]!, scores[ordinal]!);
+    // The scratch scores go back to zero for the next ranking (rankings never interleave: each runs to its end).
+    for (const ordinal of touched) {
+      best.offer(this.#chunkIds, ordinal, scores[ordinal]!);
+      scores[ordinal] = 0;
+    }
   }
 }
 
@@ -224,9 +240,14 @@ class BestHits {
   readonly #heap: IndexHit[] = [];
   constructor(private readonly limit: number) {}
 
-  offer(chunkId: string, score: number) {
+  /** Offers the chunk `chunkIds[ordinal]`; nothing is allocated for a hit that does not get in. */
+  offer(chunkIds: readonly string[], ordinal: number, score: number) {
     const heap = this.#heap;
-    const hit = { chunkId, score };
+    if (heap.length === this.limit) {
+      const worst = heap[0]!;
+      if (score < worst.score || (score === worst.score && chunkIds[ordinal]! >= worst.chunkId)) return;
+    }
+    const hit = { chunkId: chunkIds[ordinal]!, score };
     if (heap.length < this.limit) {
       heap.push(hit);
       let child = heap.length - 1;
@@ -238,7 +259,6 @@ class BestHits {
       }
       return;
     }
-    if (!before(hit, heap[0]!)) return;
     heap[0] = hit;
     let parent = 0;
     for (;;) {
@@ -268,7 +288,7 @@ export function rankBm25(
   queryTerms: readonly string[],
   limit: number,
   parameters: Bm25Parameters,
-  allowed: (documentId: string) => boolean,
+  filter: DocumentFilter = {},
 ): IndexHit[] {
   const chunkCount = workspaces.reduce((sum, workspace) => sum + workspace.chunkCount, 0);
   if (chunkCount === 0 || limit <= 0) return [];
@@ -279,6 +299,6 @@ export function rankBm25(
     if (frequency > 0) weighted.push({ term, idf: Math.log(1 + (chunkCount - frequency + 0.5) / (frequency + 0.5)) });
   }
   const best = new BestHits(limit);
-  for (const workspace of workspaces) workspace.score(weighted, averageLength, parameters, allowed, (chunkId, score) => best.offer(chunkId, score));
+  for (const workspace of workspaces) workspace.score(weighted, averageLength, parameters, filter, best);
   return best.ranked();
 }
