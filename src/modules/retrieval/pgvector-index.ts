@@ -1,8 +1,8 @@
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
 import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
 import { rankBm25, type TermPostings } from './term-postings.js';
-import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, VectorIndex } from './vector-index.js';
+import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, IndexSearchResult, StoredChunk, VectorIndex } from './vector-index.js';
 
 /**
  * BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). The
@@ -204,25 +204,42 @@ class PgvectorIndex implements VectorIndex {
    * statement once the vector is known, and the ranking runs while the store works on that.
    * Sent together, the vector statement went first and the sync waited behind it.
    */
-  async search(request: IndexSearch) {
+  /**
+   * The keyword side ranks in this thread from postings in memory; the vector side is one
+   * statement in the store. While the query is still being embedded, the keywords are ranked
+   * meanwhile, and the statement reads the best keyword hits' chunks along with the vector
+   * side's. With the vector at hand, the statement leaves first and the ranking runs while the
+   * store works.
+   */
+  async search(request: IndexSearch): Promise<IndexSearchResult> {
     const terms = [...new Set(request.terms ?? [])];
     const postings = terms.length > 0 ? this.#keywords.postingsFor([...request.workspaceIds]) : undefined;
-    const query = request.vector ? Promise.resolve(request.vector) : undefined;
-    const nearest = query ? Promise.all([query, postings]).then(([vector]) => this.#nearest(request, vector)) : Promise.resolve([]);
+    let vectorAtHand = false;
+    const query = request.vector
+      ? Promise.resolve(request.vector).then((vector) => {
+          vectorAtHand = true;
+          return vector;
+        })
+      : undefined;
     // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
     postings?.catch(() => undefined);
-    nearest.catch(() => undefined);
-    let keyword: IndexHit[] = [];
+    query?.catch(() => undefined);
+    let keyword: IndexHit[] | undefined;
+    let held: TermPostings[] | undefined;
     if (postings) {
-      const held = await postings;
-      if (query) {
-        await query;
-        // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      held = await postings;
+      if (!query || !vectorAtHand) keyword = this.#rankKeywords(held, terms, request);
+    }
+    const alsoRead = keyword?.slice(0, request.readBest ?? 0).map((hit) => hit.chunkId) ?? [];
+    const nearest = query ? query.then((vector) => this.#nearest(request, vector, alsoRead)) : undefined;
+    nearest?.catch(() => undefined);
+    if (held && !keyword) {
+      // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
+      await new Promise((resolve) => setImmediate(resolve));
       keyword = this.#rankKeywords(held, terms, request);
     }
-    return { vector: await nearest, keyword };
+    const found = nearest ? await nearest : { hits: [], chunks: undefined };
+    return { vector: found.hits, keyword: keyword ?? [], ...(found.chunks && { chunks: found.chunks }) };
   }
 
   #rankKeywords(postings: TermPostings[], terms: string[], request: IndexSearch): IndexHit[] {
@@ -232,13 +249,36 @@ class PgvectorIndex implements VectorIndex {
     });
   }
 
-  async #nearest(request: IndexSearch, query: Float32Array): Promise<IndexHit[]> {
-    const rows = await this.prisma.$queryRaw<IndexHit[]>`
-      SELECT chunk_id::text AS "chunkId", score
+  /** The nearest chunks, and the stored chunks of the best of them and of `alsoRead` when `readBest` asks for them. */
+  async #nearest(request: IndexSearch, query: Float32Array, alsoRead: string[]): Promise<{ hits: IndexHit[]; chunks?: Map<string, StoredChunk> }> {
+    const nearest = Prisma.sql`
+      SELECT chunk_id, score
         FROM chunk_index_nearest(${[...request.workspaceIds]}::uuid[], ${vectorLiteral(query)}::vector, ${request.limit}::integer,
-                                 ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[])
-       ORDER BY score DESC`;
-    return rows.map(toHit);
+                                 ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[])`;
+    const readBest = Math.min(request.readBest ?? 0, request.limit);
+    if (readBest === 0) {
+      const rows = await this.prisma.$queryRaw<IndexHit[]>`SELECT chunk_id::text AS "chunkId", score FROM (${nearest}) AS nearest ORDER BY score DESC`;
+      return { hits: rows.map(toHit) };
+    }
+    // The hits (score set), then the chunks read (content set), in one result.
+    const rows = await this.prisma.$queryRaw<(StoredChunk & { score: number | null })[]>`
+      WITH nearest AS MATERIALIZED (${nearest})
+      SELECT n.chunk_id::text AS id, n.score, NULL::uuid::text AS "documentId", NULL::integer AS "chunkIndex", NULL::text AS content, NULL::jsonb AS metadata, NULL::text AS filename
+        FROM nearest n
+      UNION ALL
+      SELECT c.id::text, NULL, c.document_id::text, c.chunk_index, c.content, c.metadata, d.filename
+        FROM chunks c JOIN documents d ON d.id = c.document_id
+       WHERE c.id IN (SELECT chunk_id FROM (SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readBest}) AS best
+                      UNION SELECT unnest(${alsoRead}::uuid[]))
+         AND d.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) AND d.status = 'ready'`;
+    const hits: IndexHit[] = [];
+    const chunks = new Map<string, StoredChunk>();
+    for (const { score, ...chunk } of rows) {
+      if (score !== null) hits.push({ chunkId: chunk.id, score: Number(score) });
+      else chunks.set(chunk.id, chunk);
+    }
+    hits.sort((a, b) => b.score - a.score);
+    return { hits, chunks };
   }
 
   async countByDocument(workspaceId: string) {

@@ -6,7 +6,7 @@ import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { ownedWorkspaceCondition } from '../workspaces/service.js';
 import { analyze } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
-import { IndexUnavailableError, type IndexHit, type VectorIndex } from './vector-index.js';
+import { IndexUnavailableError, type IndexHit, type StoredChunk, type VectorIndex } from './vector-index.js';
 
 export const searchLimits = {
   /** Longest query in characters; the model reads its first 512 tokens in any case. */
@@ -118,14 +118,22 @@ export async function searchScope(prisma: PrismaClient, userId: string, workspac
   return row;
 }
 
-type ReadChunk = { id: string; documentId: string; chunkIndex: number; content: string; metadata: unknown; filename: string };
-
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
-export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: readonly string[]): Promise<ReadChunk[]> {
-  return prisma.$queryRaw<ReadChunk[]>`
+export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: readonly string[]): Promise<StoredChunk[]> {
+  return prisma.$queryRaw<StoredChunk[]>`
     SELECT c.id::text, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content, c.metadata, d.filename
       FROM chunks c JOIN documents d ON d.id = c.document_id
      WHERE c.id = ANY(${[...chunkIds]}::uuid[]) AND d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'`;
+}
+
+/**
+ * Hits asked of each side, and how many of each side's best the index may read along: the
+ * results are among them, exactly so with one side; with two, the fused top k lay within each
+ * side's top 2k for 96% of SciFact queries at top_k 10 (the rest are read afterwards).
+ */
+export function sideDepths(mode: SearchMode, topK: number): { limit: number; readBest: number } {
+  const limit = mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK;
+  return { limit, readBest: mode === 'hybrid' ? Math.min(limit, 2 * topK) : topK };
 }
 
 /** Rejects with a 503 when `work` has not settled within `ms`. */
@@ -197,7 +205,7 @@ export async function search(
 
   // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
   const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
-  const request = { workspaceIds: [workspace.id], limit: mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK, documentIds, excludeDocumentIds: notReady };
+  const request = { workspaceIds: [workspace.id], ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
   // The index gets the embedding still under way: it starts the keyword side meanwhile.
   const sides = withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index');
   sides.catch(() => undefined);
@@ -213,24 +221,26 @@ export async function search(
   }
   let vectorHits: IndexHit[];
   let keywordHits: IndexHit[];
+  let readAlong: ReadonlyMap<string, StoredChunk> | undefined;
   try {
-    ({ vector: vectorHits, keyword: keywordHits } = await sides);
+    ({ vector: vectorHits, keyword: keywordHits, chunks: readAlong } = await sides);
   } catch (error) {
     if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
     throw error;
   }
   const ranked = mode === 'hybrid' ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
 
-  // The best hits' chunks, read a page at a time: a hit whose document was deleted a moment ago
-  // is dropped and the next one takes its place.
+  // The best hits' chunks, those the index did not read along with the search read a page at a
+  // time: a hit whose document was deleted a moment ago is dropped and the next one takes its place.
   const results: SearchResult[] = [];
   for (let next = 0; results.length < topK && next < ranked.length; ) {
     // Exactly what is missing at first; with a margin after a page that lost hits.
     const page = ranked.slice(next, next + topK - results.length + (next > 0 ? 10 : 0));
     next += page.length;
-    const byId = new Map((await readBack(prisma, workspace.id, page.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
+    const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
+    const read = unread.length > 0 ? new Map((await readBack(prisma, workspace.id, unread)).map((chunk) => [chunk.id, chunk])) : undefined;
     for (const hit of page) {
-      const chunk = byId.get(hit.chunkId);
+      const chunk = readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
       if (!chunk || results.length === topK) continue;
       results.push({
         documentId: chunk.documentId,

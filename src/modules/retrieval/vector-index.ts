@@ -11,6 +11,9 @@ export type IndexedChunk = {
 /** A hit from one side of a search: the chunk and that side's own score (higher is better). */
 export type IndexHit = { chunkId: string; score: number };
 
+/** A chunk as the store holds it, with its document's filename: what a search result shows. */
+export type StoredChunk = { id: string; documentId: string; chunkIndex: number; content: string; metadata: unknown; filename: string };
+
 export type IndexSearch = {
   workspaceIds: readonly string[];
   /**
@@ -29,6 +32,19 @@ export type IndexSearch = {
    * deleted. Chunks are indexed batch by batch before their document is ready.
    */
   excludeDocumentIds: readonly string[];
+  /**
+   * An index inside the store may read, in the statement it sends anyway, the stored chunks of
+   * up to this many of each side's best hits (of ready documents of the searched workspaces),
+   * and return them as `chunks`; the caller reads whatever else it needs.
+   */
+  readBest?: number;
+};
+
+export type IndexSearchResult = {
+  vector: IndexHit[];
+  keyword: IndexHit[];
+  /** Stored chunks read along with the search (see `IndexSearch.readBest`), by id. */
+  chunks?: ReadonlyMap<string, StoredChunk>;
 };
 
 /** Which model built the index: its vectors are only comparable with that model's. */
@@ -47,7 +63,7 @@ export interface VectorIndex {
   deleteDocument(documentId: string): Promise<void>;
   deleteWorkspace(workspaceId: string): Promise<void>;
   /** Both sides of a hybrid search, each ranked best first; fusion is the caller's. */
-  search(request: IndexSearch, signal?: AbortSignal): Promise<{ vector: IndexHit[]; keyword: IndexHit[] }>;
+  search(request: IndexSearch, signal?: AbortSignal): Promise<IndexSearchResult>;
   /** Chunks the index holds for a workspace, by document. */
   countByDocument(workspaceId: string): Promise<Map<string, number>>;
   /** Empties the index and records a new model: `kb reindex`. */
