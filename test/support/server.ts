@@ -51,7 +51,24 @@ async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop
   };
   await onServer(`CREATE DATABASE "${name}"`);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => onServer(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+  const drop = async () => {
+    // A closed pool has asked its connections to end, but the server may not have ended them
+    // yet; forcing them would send the closing clients an error nobody handles any more.
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      for (let waited = 0; waited < 10_000; waited += 50) {
+        const { rows } = await client.query<{ count: number }>('SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1', [name]);
+        if (rows[0]!.count === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      // Still connected after 10 s: a leak, which FORCE then brings to light.
+      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    } finally {
+      await client.end();
+    }
+  };
+  return { url: url.toString(), drop };
 }
 
 /**
