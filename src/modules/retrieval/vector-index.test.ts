@@ -307,6 +307,16 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
       await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
       expect(await logged()).toBe(2);
+      // A cleanup's horizon is the oldest transaction running anywhere on the server. Other
+      // test files' work (a CREATE DATABASE, say) may hold it back for a moment; the marks below
+      // must be past both rows' transactions.
+      for (let waited = 0; ; waited += 50) {
+        const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
+          SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
+        if (past!.past) break;
+        if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       await cleanChangeLog(db.prisma);
       expect(await logged()).toBe(2);
       // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
