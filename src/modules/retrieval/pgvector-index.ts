@@ -199,17 +199,12 @@ class PgvectorIndex implements VectorIndex {
   }
 
   /**
-   * The store answers one statement at a time (PGlite has one connection), and ranking keywords
-   * occupies this thread. So the keyword sync goes first (one short statement), then the vector
-   * statement once the vector is known, and the ranking runs while the store works on that.
-   * Sent together, the vector statement went first and the sync waited behind it.
-   */
-  /**
-   * The keyword side ranks in this thread from postings in memory; the vector side is one
-   * statement in the store. While the query is still being embedded, the keywords are ranked
-   * meanwhile, and the statement reads the best keyword hits' chunks along with the vector
-   * side's. With the vector at hand, the statement leaves first and the ranking runs while the
-   * store works.
+   * The store answers one statement at a time (PGlite has one connection), and the keyword side
+   * ranks in this thread from postings in memory. So the keyword sync goes first (one short
+   * statement; sent together with the vector statement, it waited behind it). If the query is
+   * still being embedded then, the keywords are ranked meanwhile, and the vector statement
+   * reads the best keyword hits' chunks along with the vector side's. With the vector at hand,
+   * the vector statement leaves first and the ranking runs while the store works on it.
    */
   async search(request: IndexSearch): Promise<IndexSearchResult> {
     const terms = [...new Set(request.terms ?? [])];
