@@ -34,12 +34,13 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type RunningApp } from '../src/app.js';
 import { adminCommands } from '../src/cli/admin-commands.js';
 import { loadConfig, type Config } from '../src/config.js';
+import { bytesUnder, embeddedStoreDirectory } from '../src/db/database.js';
 import type { Embedder } from '../src/modules/embeddings/embedder.js';
 import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { analyze } from '../src/modules/retrieval/analyzer.js';
@@ -310,15 +311,6 @@ async function seed(app: RunningApp, index: VectorIndex, plan: Plan, abstracts: 
   };
 }
 
-async function directorySize(directory: string): Promise<number> {
-  const { readdir } = await import('node:fs/promises');
-  let total = 0;
-  for (const entry of await readdir(directory, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) total += (await stat(path.join(entry.parentPath, entry.name))).size;
-  }
-  return total;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Report
 
@@ -473,7 +465,7 @@ async function main() {
       log(`seeded ${seeded.chunks} chunks (${seeded.documents} documents) in ${seeded.seconds.toFixed(1)} s, ${seeded.chunksPerSecond.toFixed(0)} chunks/s`);
       if (useCache) await writeFile(manifestPath, JSON.stringify(seeded, null, 1));
     }
-    const storeBytes = config.databaseUrl ? null : await directorySize(path.join(storeDir, 'pglite'));
+    const storeBytes = config.databaseUrl ? null : await bytesUnder(embeddedStoreDirectory(storeDir));
     const api = new ServiceClient(app.url, seeded.key);
     const workspaceId = seeded.mainWorkspaceId;
     const prisma = app.db.prisma;

@@ -59,7 +59,7 @@ export function embeddedCacheMb(tableBytes: number): number {
 }
 
 /** Bytes of the files under `directory`, subdirectories included; 0 when it does not exist. */
-async function bytesUnder(directory: string): Promise<number> {
+export async function bytesUnder(directory: string): Promise<number> {
   const entries = await readdir(directory, { recursive: true, withFileTypes: true }).catch(() => []);
   let bytes = 0;
   for (const entry of entries) {

@@ -40,23 +40,21 @@ export type GraphQLResult<Data> = {
 async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const url = new URL(serverUrl);
   const name = `${url.pathname.slice(1) || 'kb'}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const onServer = async (statement: string) => {
+  const onServer = async (work: (client: pg.Client) => Promise<unknown>) => {
     const client = new pg.Client({ connectionString: serverUrl });
     await client.connect();
     try {
-      await client.query(statement);
+      await work(client);
     } finally {
       await client.end();
     }
   };
-  await onServer(`CREATE DATABASE "${name}"`);
+  await onServer((client) => client.query(`CREATE DATABASE "${name}"`));
   url.pathname = `/${name}`;
-  const drop = async () => {
-    // A closed pool has asked its connections to end, but the server may not have ended them
-    // yet; forcing them would send the closing clients an error nobody handles any more.
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
+  const drop = () =>
+    onServer(async (client) => {
+      // A closed pool has asked its connections to end, but the server may not have ended them
+      // yet; forcing them would send the closing clients an error nobody handles any more.
       for (let waited = 0; waited < 10_000; waited += 50) {
         const { rows } = await client.query<{ count: number }>('SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1', [name]);
         if (rows[0]!.count === 0) break;
@@ -64,10 +62,7 @@ async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop
       }
       // Still connected after 10 s: a leak, which FORCE then brings to light.
       await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    } finally {
-      await client.end();
-    }
-  };
+    });
   return { url: url.toString(), drop };
 }
 

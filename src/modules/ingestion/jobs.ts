@@ -46,8 +46,6 @@ export function ingestionHandlers(dependencies: IngestionDependencies, settings:
   return { parse: parseJob(dependencies, settings), embed: embedJob(dependencies, settings), index_delete: indexDeleteJob(dependencies) };
 }
 
-const CHUNK_WRITE_BATCH = 100;
-
 /** An embed claim takes waiting jobs up to this many embedder batches of chunks. */
 const EMBED_CLAIM_BATCHES = 2;
 
