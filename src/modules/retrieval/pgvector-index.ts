@@ -1,6 +1,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
 import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
+import { readyChunks } from './stored-chunks.js';
 import { rankBm25, type TermPostings } from './term-postings.js';
 import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, IndexSearchResult, StoredChunk, VectorIndex } from './vector-index.js';
 
@@ -261,11 +262,11 @@ class PgvectorIndex implements VectorIndex {
       SELECT n.chunk_id::text AS id, n.score, NULL::uuid::text AS "documentId", NULL::integer AS "chunkIndex", NULL::text AS content, NULL::jsonb AS metadata, NULL::text AS filename
         FROM nearest n
       UNION ALL
-      SELECT c.id::text, NULL, c.document_id::text, c.chunk_index, c.content, c.metadata, d.filename
-        FROM chunks c JOIN documents d ON d.id = c.document_id
-       WHERE c.id IN (SELECT chunk_id FROM (SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readBest}) AS best
-                      UNION SELECT unnest(${alsoRead}::uuid[]))
-         AND d.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) AND d.status = 'ready'`;
+      SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename
+        FROM (${readyChunks(
+          Prisma.sql`ARRAY(SELECT chunk_id FROM (SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readBest}) AS best UNION SELECT unnest(${alsoRead}::uuid[]))`,
+          request.workspaceIds,
+        )}) AS r`;
     const hits: IndexHit[] = [];
     const chunks = new Map<string, StoredChunk>();
     for (const { score, ...chunk } of rows) {

@@ -1,11 +1,12 @@
 import { AppError, badRequest, notFound } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
 import { checkJson, textProblem } from '../../input-limits.js';
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { ownedWorkspaceCondition } from '../workspaces/service.js';
 import { analyze } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
+import { readyChunks } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type StoredChunk, type VectorIndex } from './vector-index.js';
 
 export const searchLimits = {
@@ -120,10 +121,7 @@ export async function searchScope(prisma: PrismaClient, userId: string, workspac
 
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
 export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: readonly string[]): Promise<StoredChunk[]> {
-  return prisma.$queryRaw<StoredChunk[]>`
-    SELECT c.id::text, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content, c.metadata, d.filename
-      FROM chunks c JOIN documents d ON d.id = c.document_id
-     WHERE c.id = ANY(${[...chunkIds]}::uuid[]) AND d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'`;
+  return prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, [workspaceId]));
 }
 
 /**

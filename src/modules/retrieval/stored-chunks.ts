@@ -1,0 +1,13 @@
+import { Prisma } from '../../generated/prisma/client.js';
+
+/**
+ * The stored chunks among `chunkIds` (a uuid[] expression) whose document is ready and in one of
+ * `workspaceIds`, as `StoredChunk` rows: what a search may show. One rule for the service's
+ * read-back and the pgvector index's read-along.
+ */
+export function readyChunks(chunkIds: Prisma.Sql, workspaceIds: readonly string[]): Prisma.Sql {
+  return Prisma.sql`
+    SELECT c.id::text AS id, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content, c.metadata, d.filename
+      FROM chunks c JOIN documents d ON d.id = c.document_id
+     WHERE c.id = ANY(${chunkIds}) AND d.workspace_id = ANY(${[...workspaceIds]}::uuid[]) AND d.status = 'ready'`;
+}
