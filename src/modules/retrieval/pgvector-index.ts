@@ -202,57 +202,49 @@ class PgvectorIndex implements VectorIndex {
   /**
    * The store answers one statement at a time (PGlite has one connection), and the keyword side
    * ranks in this thread from postings in memory. So the keyword sync goes first (one short
-   * statement; sent together with the vector statement, it waited behind it). If the query is
-   * still being embedded then, the keywords are ranked meanwhile, and the vector statement
-   * reads the best keyword hits' chunks along with the vector side's. With the vector at hand,
-   * the vector statement leaves first and the ranking runs while the store works on it.
+   * statement, sent while the query is still being embedded), then the vector statement, and the
+   * keywords are ranked while the store works on it. Ranked earlier, alongside the embedding, they
+   * slowed it as much as they gained: the two cores share their caches and memory bandwidth
+   * (docs/retrieval.md). One side alone reads its best `readTop` chunks along.
    */
   async search(request: IndexSearch): Promise<IndexSearchResult> {
     const terms = [...new Set(request.terms ?? [])];
+    const readTop = Math.min(request.readTop ?? 0, request.limit);
     const postings = terms.length > 0 ? this.#keywords.postingsFor([...request.workspaceIds]) : undefined;
-    let vectorAtHand = false;
-    const query = request.vector
-      ? Promise.resolve(request.vector).then((vector) => {
-          vectorAtHand = true;
-          return vector;
-        })
-      : undefined;
     // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
     postings?.catch(() => undefined);
-    query?.catch(() => undefined);
-    let keyword: IndexHit[] | undefined;
-    let held: TermPostings[] | undefined;
-    if (postings) {
-      held = await postings;
-      if (!query || !vectorAtHand) keyword = this.#rankKeywords(held, terms, request);
+    Promise.resolve(request.vector).catch(() => undefined);
+    const held = await postings;
+    const rank = (postings: TermPostings[]) =>
+      rankBm25(postings, terms, request.limit, bm25, {
+        only: request.documentIds ? new Set(request.documentIds) : undefined,
+        excluded: new Set(request.excludeDocumentIds),
+      });
+    if (!request.vector) {
+      const keyword = held ? rank(held) : [];
+      const best = keyword.slice(0, readTop).map((hit) => hit.chunkId);
+      const chunks = best.length > 0 ? await this.prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${best}::uuid[]`, request.workspaceIds)) : undefined;
+      return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
     }
-    const alsoRead = keyword?.slice(0, request.readBest ?? 0).map((hit) => hit.chunkId) ?? [];
-    const nearest = query ? query.then((vector) => this.#nearest(request, vector, alsoRead)) : undefined;
-    nearest?.catch(() => undefined);
-    if (held && !keyword) {
+    const nearest = this.#nearest(request, await request.vector, held ? 0 : readTop);
+    nearest.catch(() => undefined);
+    let keyword: IndexHit[] = [];
+    if (held) {
       // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
       await new Promise((resolve) => setImmediate(resolve));
-      keyword = this.#rankKeywords(held, terms, request);
+      keyword = rank(held);
     }
-    const found = nearest ? await nearest : { hits: [], chunks: undefined };
-    return { vector: found.hits, keyword: keyword ?? [], ...(found.chunks && { chunks: found.chunks }) };
+    const found = await nearest;
+    return { vector: found.hits, keyword, ...(found.chunks && { chunks: found.chunks }) };
   }
 
-  #rankKeywords(postings: TermPostings[], terms: string[], request: IndexSearch): IndexHit[] {
-    return rankBm25(postings, terms, request.limit, bm25, {
-      only: request.documentIds ? new Set(request.documentIds) : undefined,
-      excluded: new Set(request.excludeDocumentIds),
-    });
-  }
-
-  /** The nearest chunks, and the stored chunks of the best of them and of `alsoRead` when `readBest` asks for them. */
-  async #nearest(request: IndexSearch, query: Float32Array, alsoRead: string[]): Promise<{ hits: IndexHit[]; chunks?: Map<string, StoredChunk> }> {
+  /** The nearest chunks, and the stored chunks of the best `readTop` of them. */
+  async #nearest(request: IndexSearch, query: Float32Array, readTop: number): Promise<{ hits: IndexHit[]; chunks?: Map<string, StoredChunk> }> {
     const nearest = Prisma.sql`
       SELECT chunk_id, score
         FROM chunk_index_nearest(${[...request.workspaceIds]}::uuid[], ${vectorLiteral(query)}::vector, ${request.limit}::integer,
                                  ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[])`;
-    const readBest = Math.min(request.readBest ?? 0, request.limit);
-    if (readBest === 0) {
+    if (readTop === 0) {
       const rows = await this.prisma.$queryRaw<IndexHit[]>`SELECT chunk_id::text AS "chunkId", score FROM (${nearest}) AS nearest ORDER BY score DESC`;
       return { hits: rows.map(toHit) };
     }
@@ -263,10 +255,7 @@ class PgvectorIndex implements VectorIndex {
         FROM nearest n
       UNION ALL
       SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename
-        FROM (${readyChunks(
-          Prisma.sql`ARRAY(SELECT chunk_id FROM (SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readBest}) AS best UNION SELECT unnest(${alsoRead}::uuid[]))`,
-          request.workspaceIds,
-        )}) AS r`;
+        FROM (${readyChunks(Prisma.sql`ARRAY(SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readTop})`, request.workspaceIds)}) AS r`;
     const hits: IndexHit[] = [];
     const chunks = new Map<string, StoredChunk>();
     for (const { score, ...chunk } of rows) {
@@ -309,3 +298,4 @@ class PgvectorIndex implements VectorIndex {
 }
 
 const toHit = (row: IndexHit): IndexHit => ({ chunkId: row.chunkId, score: Number(row.score) });
+

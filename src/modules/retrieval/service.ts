@@ -124,14 +124,9 @@ export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: re
   return prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, [workspaceId]));
 }
 
-/**
- * Hits asked of each side, and how many of each side's best the index may read along: the
- * results are among them, exactly so with one side; with two, the fused top k lay within each
- * side's top 2k for 96% of SciFact queries at top_k 10 (the rest are read afterwards).
- */
-export function sideDepths(mode: SearchMode, topK: number): { limit: number; readBest: number } {
-  const limit = mode === 'hybrid' ? Math.max(fusionDepth, topK) : topK;
-  return { limit, readBest: mode === 'hybrid' ? Math.min(limit, 2 * topK) : topK };
+/** Hits asked of each side (for hybrid, enough for the fusion), and how many the index may read along (one side only). */
+export function sideDepths(mode: SearchMode, topK: number): { limit: number; readTop: number } {
+  return mode === 'hybrid' ? { limit: Math.max(fusionDepth, topK), readTop: 0 } : { limit: topK, readTop: topK };
 }
 
 /** Rejects with a 503 when `work` has not settled within `ms`. */
@@ -204,7 +199,7 @@ export async function search(
   // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
   const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
   const request = { workspaceIds: [workspace.id], ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
-  // The index gets the embedding still under way: it starts the keyword side meanwhile.
+  // The index gets the embedding still under way: it brings its keyword side up to date meanwhile.
   const sides = withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index');
   sides.catch(() => undefined);
   if (embedding) {

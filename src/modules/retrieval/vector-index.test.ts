@@ -146,45 +146,42 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     });
   });
 
-  it('reads the best hits\' stored chunks along with the search when it lives in the store, of ready documents only', async () => {
+  it('reads the best hits\' stored chunks along with a one-sided search when it lives in the store, of ready documents only', async () => {
     // Chunk i points at the query tilted by 0.1 i: vector order 0, 1, 2, ...; the word "zircon"
-    // is in the last two chunks only, so the keyword side's best are the vector side's worst. A
-    // document not ready holds a chunk near the query with the word.
+    // is in the last two chunks only. A document not ready holds a chunk near the query with the
+    // word: a hit on both sides (the service excludes such documents from the search itself).
     const texts = ['alpha one', 'alpha two', 'alpha three', 'alpha four', 'zircon five', 'zircon zircon six'];
     const { workspaceId, documentIds } = await workspaceWith('read-along', [{ texts, vectors: texts.map((_, i) => unit(200, 0.1 * i)) }]);
     const [otherDocument] = await addDocuments(workspaceId, [{ texts: ['zircon zircon zircon'], vectors: [unit(200, 0.05)] }]);
     await db.prisma.document.update({ where: { id: otherDocument! }, data: { status: 'processing' } });
-    const base = { workspaceIds: [workspaceId], terms: analyze('zircon'), limit: 10, readBest: 2, excludeDocumentIds: [] };
-    const contentOf = async (chunkIds: string[]) => {
-      const rows = await db.prisma.chunk.findMany({ where: { id: { in: chunkIds } }, select: { id: true, content: true } });
-      return rows.map((row) => row.content).sort();
-    };
+    const base = { workspaceIds: [workspaceId], limit: 10, readTop: 3, excludeDocumentIds: [] };
+    const readContents = (result: { chunks?: ReadonlyMap<string, { content: string }> }) => [...(result.chunks?.values() ?? [])].map((chunk) => chunk.content).sort();
+    const embeddedLater = () => new Promise<Float32Array>((resolve) => setTimeout(() => resolve(unit(200)), 50));
 
-    // The query still being embedded: the keywords are ranked meanwhile, and both sides' best are read.
-    const later = await index.search({ ...base, vector: new Promise<Float32Array>((resolve) => setTimeout(() => resolve(unit(200)), 50)) });
-    const atHand = await index.search({ ...base, vector: unit(200) });
+    const vectorOnly = await index.search({ ...base, vector: embeddedLater() });
+    const keywordOnly = await index.search({ ...base, terms: analyze('zircon') });
+    const both = await index.search({ ...base, terms: analyze('zircon'), vector: embeddedLater() });
+    // The best three of each side hold the pending chunk; the hits are the same with the vector at hand.
+    expect(vectorOnly.vector).toHaveLength(7);
+    expect(keywordOnly.keyword).toHaveLength(3);
+    expect(both.vector).toEqual(vectorOnly.vector);
+    expect(both.keyword).toEqual(keywordOnly.keyword);
+    expect((await index.search({ ...base, terms: analyze('zircon'), vector: unit(200) })).keyword).toEqual(keywordOnly.keyword);
     if (index.kind === 'elasticsearch') {
       // Outside the store: nothing is read along; the service reads every result from the store.
-      expect(later.chunks).toBeUndefined();
-      expect(atHand.chunks).toBeUndefined();
+      for (const result of [vectorOnly, keywordOnly, both]) expect(result.chunks).toBeUndefined();
       return;
     }
-    // What is read: each side's best two, but never the chunk of the document that is not ready,
-    // which is a hit on both sides (the service excludes such documents from the search itself).
-    const [pendingChunk] = await db.prisma.chunk.findMany({ where: { documentId: otherDocument! }, select: { id: true } });
-    const best = (result: typeof later, sides: ('vector' | 'keyword')[]) => [...new Set(sides.flatMap((side) => result[side].slice(0, 2).map((hit) => hit.chunkId)))];
-    expect(best(later, ['vector'])).toContain(pendingChunk!.id);
-    expect(best(later, ['keyword'])).toContain(pendingChunk!.id);
-    const readContents = (result: typeof later) => [...result.chunks!.values()].map((chunk) => chunk.content).sort();
-    expect(readContents(later)).toEqual(await contentOf(best(later, ['vector', 'keyword']).filter((id) => id !== pendingChunk!.id)));
-    expect(readContents(later)).toEqual(['alpha one', 'zircon zircon six']);
-    const read = later.chunks!.get(later.vector[0]!.chunkId)!;
-    expect(read).toEqual({ id: later.vector[0]!.chunkId, documentId: documentIds[0], chunkIndex: 0, content: 'alpha one', metadata: {}, filename: '0.txt' });
-    // With the vector at hand the statement leaves before the keywords are ranked: the vector side's best only.
-    expect(readContents(atHand)).toEqual(['alpha one']);
-    expect(atHand.keyword.map((hit) => hit.chunkId)).toEqual(later.keyword.map((hit) => hit.chunkId));
-    // Without readBest nothing is read.
-    expect((await index.search({ ...base, readBest: undefined, vector: unit(200) })).chunks).toBeUndefined();
+    // Each side's best three but the pending one; with both sides nothing (the fused order is the caller's).
+    expect(readContents(vectorOnly)).toEqual(['alpha one', 'alpha two']);
+    expect(readContents(keywordOnly)).toEqual(['zircon five', 'zircon zircon six']);
+    expect(both.chunks).toBeUndefined();
+    expect(vectorOnly.chunks!.get(vectorOnly.vector[0]!.chunkId)).toEqual({
+      id: vectorOnly.vector[0]!.chunkId, documentId: documentIds[0], chunkIndex: 0, content: 'alpha one', metadata: {}, filename: '0.txt',
+    });
+    // Without readTop nothing is read.
+    expect((await index.search({ ...base, readTop: undefined, vector: unit(200) })).chunks).toBeUndefined();
+    expect((await index.search({ ...base, readTop: undefined, terms: analyze('zircon') })).chunks).toBeUndefined();
   });
 
   it('honours document filters and exclusions, counts per document, and loses rows with their chunks', async () => {

@@ -33,17 +33,18 @@ export type IndexSearch = {
    */
   excludeDocumentIds: readonly string[];
   /**
-   * An index inside the store may read, in the statement it sends anyway, the stored chunks of
-   * up to this many of each side's best hits (of ready documents of the searched workspaces),
-   * and return them as `chunks`; the caller reads whatever else it needs.
+   * When one side only is asked for, an index inside the store may read the stored chunks of its
+   * best `readTop` hits (of ready documents of the searched workspaces) along with the search,
+   * and return them as `chunks`; the caller reads whatever else it needs. With both sides the
+   * results are not known before the caller fuses them, so nothing is read along.
    */
-  readBest?: number;
+  readTop?: number;
 };
 
 export type IndexSearchResult = {
   vector: IndexHit[];
   keyword: IndexHit[];
-  /** Stored chunks read along with the search (see `IndexSearch.readBest`), by id. */
+  /** Stored chunks read along with the search (see `IndexSearch.readTop`), by id. */
   chunks?: ReadonlyMap<string, StoredChunk>;
 };
 
