@@ -47,6 +47,8 @@ export class TermPostings {
   #postingBytes = 0;
   /** Scratch space of `score`, by chunk ordinal; all zero between rankings. */
   #scores = new Float64Array(0);
+  /** Scratch space of `score`: the ordinals it gave a score. */
+  #touched = new Int32Array(0);
 
   /** Chunks held (not removed). */
   get chunkCount() {
@@ -183,6 +185,8 @@ export class TermPostings {
   documentFrequency(term: string): number {
     const postings = this.#postings.get(term);
     if (!postings) return 0;
+    // Nothing removed: every posting is live.
+    if (this.#liveChunks === this.#chunkIds.length) return postings.size;
     let count = 0;
     for (let i = 0; i < postings.size; i++) count += this.#live[postings.ordinals[i]!]!;
     return count;
@@ -209,23 +213,32 @@ export class TermPostings {
         if (document !== undefined) admitted[document] = 0;
       }
     }
-    if (this.#scores.length < this.#chunkIds.length) this.#scores = new Float64Array(this.#live.length);
+    if (this.#scores.length < this.#chunkIds.length) {
+      this.#scores = new Float64Array(this.#live.length);
+      this.#touched = new Int32Array(this.#live.length);
+    }
     const scores = this.#scores;
-    const touched: number[] = [];
+    const touched = this.#touched;
+    let touchedCount = 0;
+    const live = this.#live;
+    const lengths = this.#lengths;
+    const documentOf = this.#documentOf;
     const { k1, b } = parameters;
     for (const { term, idf } of terms) {
       const postings = this.#postings.get(term);
       if (!postings) continue;
-      for (let i = 0; i < postings.size; i++) {
-        const ordinal = postings.ordinals[i]!;
-        if (!this.#live[ordinal] || (admitted && !admitted[this.#documentOf[ordinal]!])) continue;
-        const count = postings.counts[i]!;
-        if (scores[ordinal] === 0) touched.push(ordinal);
-        scores[ordinal]! += (idf * count * (k1 + 1)) / (count + k1 * (1 - b + (b * this.#lengths[ordinal]!) / averageLength));
+      const { ordinals, counts, size } = postings;
+      for (let i = 0; i < size; i++) {
+        const ordinal = ordinals[i]!;
+        if (!live[ordinal] || (admitted && !admitted[documentOf[ordinal]!])) continue;
+        const count = counts[i]!;
+        if (scores[ordinal] === 0) touched[touchedCount++] = ordinal;
+        scores[ordinal]! += (idf * count * (k1 + 1)) / (count + k1 * (1 - b + (b * lengths[ordinal]!) / averageLength));
       }
     }
     // The scratch scores go back to zero for the next ranking (rankings never interleave: each runs to its end).
-    for (const ordinal of touched) {
+    for (let i = 0; i < touchedCount; i++) {
+      const ordinal = touched[i]!;
       best.offer(this.#chunkIds, ordinal, scores[ordinal]!);
       scores[ordinal] = 0;
     }
