@@ -43,6 +43,21 @@ describe('requests the service cannot take', () => {
     expect(response.headers.get('allow')).toBe('GET, HEAD, POST');
   });
 
+  it('names the status in the status line', async () => {
+    const cases: [string, string, number, string][] = [
+      ['GET', '/healthz', 200, 'OK'],
+      ['PUT', '/v1/kb/workspaces', 405, 'Method Not Allowed'],
+      ['GET', '/v1/nothing', 404, 'Not Found'],
+      ['GET', '/v1/user/me', 401, 'Unauthorized'],
+      ['POST', '/graphql', 401, 'Unauthorized'],
+    ];
+    for (const [method, path, status, reason] of cases) {
+      const response = await fetch(`${server.app.url}${path}`, { method, headers: { authorization: 'Bearer sk_not_a_key', 'content-type': 'application/json' }, body: method === 'GET' ? undefined : '{}' });
+      await response.arrayBuffer();
+      expect([method, path, response.status, response.statusText]).toEqual([method, path, status, reason]);
+    }
+  });
+
   it('answers invalid JSON with 400 and stores nothing', async () => {
     const before = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
     for (const body of ['{', '{"name": "x",}', 'name=x', '']) {

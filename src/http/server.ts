@@ -1,5 +1,5 @@
 import { modelMismatch } from '../modules/retrieval/service.js';
-import { createServer, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
 import { createServerAdapter } from '@whatwg-node/server';
 import { AppError } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
@@ -11,6 +11,21 @@ import { matchRoute } from '../rest/routes.js';
 
 /** The request handler of the whole service, as a fetch-style function. */
 export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
+  const handle = routeRequest(app, yoga, log);
+  return async (request: Request): Promise<Response> => withReasonPhrase(await handle(request));
+}
+
+/**
+ * Node's own Response leaves `statusText` empty unless told, and the status line then ends
+ * without its reason phrase ("HTTP/1.1 429 "). Clients must not depend on it, but people read it.
+ */
+function withReasonPhrase(response: Response): Response {
+  const reason = STATUS_CODES[response.status];
+  if (response.statusText || !reason) return response;
+  return new Response(response.body, { status: response.status, statusText: reason, headers: response.headers });
+}
+
+function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
   return async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     try {
