@@ -74,7 +74,7 @@ describe('requests the service cannot take', () => {
   });
 
   it('answers a body that is not application/json with 415', async () => {
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'nonsense']) {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'nonsense', 'application/json; charset=latin1', 'application/json; charset=utf-16']) {
       const response = await server.request('POST', '/v1/kb/workspaces', {
         key: user.key,
         body: '{"name":"typed"}',
@@ -88,6 +88,12 @@ describe('requests the service cannot take', () => {
       headers: { 'content-type': 'application/json; charset=utf-8' },
     });
     expect(withCharset.status).toBe(201);
+    const latin1 = await server.request('POST', '/v1/kb/workspaces', { key: user.key, body: '{"name":"x"}', headers: { 'content-type': 'application/json; charset=ISO-8859-1' } });
+    expect(latin1.body.message).toBe("Content-Type's charset must be utf-8, as JSON is (got ISO-8859-1)");
+    const names = (await server.request('GET', '/v1/kb/workspaces', { key: user.key })).body.map((workspace: { name: string }) => workspace.name);
+    expect(names).not.toContain('typed');
+    expect(names).not.toContain('x');
+    expect(names).toContain('charset');
   });
 
   it('answers a JSON body over 1 MiB with 413, whether or not its length is declared', async () => {

@@ -11,6 +11,11 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
   if (mediaTypeOf(request) !== 'application/json') {
     throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${request.headers.get('content-type') ?? 'none'})`);
   }
+  // Only UTF-8 is read: a body declared in another charset would otherwise be read as UTF-8 anyway.
+  const charset = contentType.parse(request.headers.get('content-type')!).parameters.charset;
+  if (charset !== undefined && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
+    throw new AppError('unsupported_media_type', `Content-Type's charset must be utf-8, as JSON is (got ${charset})`);
+  }
   // JSON text is UTF-8 (RFC 8259). Bytes that are not (an overlong "\xc0\xae", a stray
   // "\xff") are refused rather than stored as U+FFFD.
   let text: string;
