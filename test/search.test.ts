@@ -157,6 +157,10 @@ describe('POST /v1/kb/query', () => {
       [{ ...base, workspace_id: null }, 'workspace_id: must not be null'],
       [{ ...base, mode: 'HYBRID' }, 'mode: is not an accepted value: "HYBRID"; did you mean "hybrid"?'],
       [{ ...base, mode: 5 }, 'mode: must be a string'],
+      [{ ...base, top_k: 1.5 }, 'top_k: must be an integer'],
+      [{ ...base, top_k: 10_000 }, 'top_k: must be an integer from 1 to 100'],
+      [{ ...base, top_k: 2 ** 31 }, 'top_k: must be an integer from -2147483648 to 2147483647'],
+      [{ ...base, top_k: -(2 ** 31) - 1 }, 'top_k: must be an integer from -2147483648 to 2147483647'],
     ];
     for (const [body, message] of worded) expect(expectError(await query(body), 400, 'bad_request').message).toBe(message);
     const stranger = await server.createUser();

@@ -163,6 +163,8 @@ export function restMessageOf(message: string): string {
 function describeCoercion(detail: string) {
   if (/^String cannot represent/.test(detail)) return 'must be a string';
   if (/^ID cannot represent/.test(detail)) return 'must be a string';
+  // GraphQL's Int is 32 bits: a larger whole number is an integer still, out of that range.
+  if (/^Int cannot represent non 32-bit signed integer value/.test(detail)) return 'must be an integer from -2147483648 to 2147483647';
   if (/^Int cannot represent/.test(detail)) return 'must be an integer';
   if (/^Boolean cannot represent/.test(detail)) return 'must be a boolean';
   if (/^Expected type "\w+" to be an object/.test(detail)) return 'must be a JSON object';
