@@ -267,6 +267,39 @@ describe('POST /v1/kb/query', () => {
       .poll(async () => (await server.request('GET', `/v1/kb/workspaces/${workspace}/scan`, { key: user.key })).body.totals.indexed_chunks, { timeout: 30_000 })
       .toBe(keep!.chunk_count);
   });
+
+  it('processes a failed document again when its content is uploaded again, replacing its index entries', async () => {
+    const prisma = server.app.db.prisma;
+    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'retry' } })).body.id;
+    const bytes = 'Axolotls regrow lost limbs, parts of their heart and even of their brain.';
+    const [first] = (await waitForDocuments(server, user.key, (await upload(server, user.key, workspace, [{ name: 'axolotl.txt', bytes }])).body.map((document: DocumentBody) => document.id)))!;
+    expect(first!.status).toBe('ready');
+    // As the queue leaves a document whose embedding failed for good (jobs.ts, failDocument): its
+    // chunks and their index entries stay, the document and its job are failed.
+    await prisma.document.update({ where: { id: first!.id }, data: { status: 'failed', error: 'the embedding model is unavailable' } });
+    await prisma.job.updateMany({ where: { documentId: first!.id }, data: { status: 'failed', lastError: 'the embedding model is unavailable' } });
+    const body = { query: 'which animal regrows its limbs', workspace_id: workspace };
+    expect((await query(body)).body.results).toEqual([]);
+
+    const again = await upload(server, user.key, workspace, [{ name: 'renamed.txt', bytes }]);
+    expect(again.status).toBe(202);
+    expect(again.body).toHaveLength(1);
+    // The same document, its own name kept, queued from the start.
+    expect(again.body[0]).toMatchObject({ id: first!.id, filename: 'axolotl.txt', error: null, embedded_chunks: 0 });
+    expect(['queued', 'processing', 'ready']).toContain(again.body[0].status);
+    const [done] = await waitForDocuments(server, user.key, [first!.id]);
+    expect(done).toMatchObject({ status: 'ready', error: null, chunk_count: first!.chunk_count, embedded_chunks: first!.chunk_count });
+    const results = (await query(body)).body.results;
+    expect(results.map((result: any) => result.document_id)).toEqual([first!.id]);
+    // The old chunks' entries went before the new ones came: an index outside the store would
+    // otherwise count both (the chunks have new ids).
+    await expect
+      .poll(async () => (await server.request('GET', `/v1/kb/workspaces/${workspace}/scan`, { key: user.key })).body.documents[0].indexed_chunks, { timeout: 15_000 })
+      .toBe(first!.chunk_count);
+    // A ready document uploaded again is left as it is.
+    const third = await upload(server, user.key, workspace, [{ name: 'axolotl.txt', bytes }]);
+    expect(third.body[0]).toMatchObject({ id: first!.id, status: 'ready', updated_at: done!.updated_at });
+  });
 });
 
 describe('the search rate limit', () => {

@@ -17,7 +17,8 @@ export type ChunkSettings = { chunkTokens: number; overlapTokens: number };
 /**
  * Stores the files and queues them for processing, all or nothing: one unusable file (empty,
  * too large, of an unsupported type) rejects the whole upload. A file whose content is already
- * in the workspace is not stored again; the existing document is returned in its place.
+ * in the workspace is not stored again; the existing document is returned in its place, and if
+ * it had failed, it is processed again from the start (its old chunks replaced).
  */
 export async function uploadDocuments(
   prisma: PrismaClient,
@@ -71,11 +72,33 @@ export async function uploadDocuments(
         });
         await storeSourceBytes(tx, document.id, file.bytes);
         bySha.set(file.sha256, document);
+      } else if (document.status === 'failed') {
+        document = await retryFailed(tx, userId, document.id, chunking);
+        bySha.set(file.sha256, document);
       }
       documents.push(document);
     }
     return documents;
   });
+}
+
+/**
+ * Queues a failed document again with a fresh parse job (attempts from zero). The job tells the
+ * parse stage to clear the document's old index entries first (`reindex`). Only a failed
+ * document is touched: the condition holds it against a concurrent retry or deletion.
+ */
+async function retryFailed(tx: Prisma.TransactionClient, userId: string, documentId: string, chunking: ChunkSettings) {
+  const { count } = await tx.document.updateMany({
+    where: { id: documentId, status: 'failed' },
+    data: { status: 'queued', error: null, embeddedChunks: 0 },
+  });
+  if (count > 0) {
+    await tx.job.deleteMany({ where: { documentId } });
+    await tx.job.create({
+      data: { kind: 'parse', userId, documentId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens, reindex: true } },
+    });
+  }
+  return tx.document.findUniqueOrThrow({ where: { id: documentId } });
 }
 
 function storeSourceBytes(tx: Prisma.TransactionClient, documentId: string, bytes: Uint8Array) {

@@ -77,8 +77,8 @@ type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskRes
  * short texts pays one read, one chunk write and one state change per claim, not ten statements
  * per document. A document that cannot be parsed fails alone; the others go on.
  */
-export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'parsePool' | 'wake'>, settings: IngestionSettings): JobHandler {
-  const { prisma, parsePool } = dependencies;
+export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'parsePool' | 'index' | 'wake'>, settings: IngestionSettings): JobHandler {
+  const { prisma, parsePool, index } = dependencies;
   const timeoutSecondsFor = (sizeBytes: number) =>
     Math.ceil(settings.parseTimeoutSeconds.base + (settings.parseTimeoutSeconds.perMegabyte * sizeBytes) / (1024 * 1024));
 
@@ -133,6 +133,10 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       const sourceOf = new Map(sources.map((source) => [source.id, source]));
       const present = jobs.filter((job) => sourceOf.has(job.document_id!));
       if (present.length === 0) return;
+      // A failed document uploaded again (documents/service.ts): the index may hold entries of its
+      // old chunks, which the parse below replaces under new ids. An index outside the store
+      // keeps them otherwise; an unreachable one fails this attempt like any transient error.
+      for (const job of present) if (job.payload.reindex === true) await index.deleteDocument(job.document_id!);
       await prisma.document.updateMany({ where: { id: { in: present.map((job) => job.document_id!) } }, data: { status: 'processing', error: null } });
       try {
         await parseAndStore(present, sourceOf, signal);
@@ -184,7 +188,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
          WHERE d.id = r.id`,
       prisma.$executeRaw`
         UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now(),
-                      payload = payload - 'solo'
+                      payload = payload - 'solo' - 'reindex'
          WHERE id = ANY(${toEmbed}::uuid[])`,
       prisma.$executeRaw`
         UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()

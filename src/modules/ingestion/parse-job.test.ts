@@ -11,6 +11,8 @@ import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
 import { ingestionSettings, parseJob } from './jobs.js';
 import { createParsePool, type ParsePool } from './parse-pool.js';
+import { openVectorIndex } from '../retrieval/select.js';
+import type { VectorIndex } from '../retrieval/vector-index.js';
 
 // The parse stage on its own, against a real store and real parser threads, with no queue
 // around it: which jobs a claim takes together, and what running them together writes.
@@ -19,6 +21,7 @@ let config: Config;
 let db: Database;
 let parsePool: ParsePool;
 let handler: JobHandler;
+let index: VectorIndex;
 let userId: string;
 let workspaceId: string;
 let wakes = 0;
@@ -28,13 +31,15 @@ beforeAll(async () => {
   config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
   parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb });
-  handler = parseJob({ prisma: db.prisma, parsePool, wake: () => (wakes += 1) }, ingestionSettings(config));
+  index = await openVectorIndex(config, db, { modelId: 'bge-small-en-v1.5-q', dimensions: 384 });
+  handler = parseJob({ prisma: db.prisma, parsePool, index, wake: () => (wakes += 1) }, ingestionSettings(config));
   const { user } = await createUser(db.prisma, { email: `parse-${Date.now()}@example.com`, name: 'Parse', credits: 0 });
   userId = user.id;
   workspaceId = (await createWorkspace(db.prisma, userId, 'parse batches')).id;
 }, 60_000);
 
 afterAll(async () => {
+  await index?.close();
   await parsePool?.close();
   await db?.close();
   await rm(dataDir, { recursive: true, force: true });
@@ -130,6 +135,7 @@ describe('the parse stage', () => {
     const crashing = parseJob(
       {
         prisma: db.prisma,
+        index,
         parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new Error('the parser thread exited')) : parsePool.parse(task, signal)), close: async () => {} },
         wake: () => undefined,
       },

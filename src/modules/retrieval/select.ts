@@ -9,7 +9,7 @@ import type { VectorIndex } from './vector-index.js';
  * pgvector in the store. A new index records the configured model; an existing one keeps the
  * model it was built with (compared at start: see modelMismatch).
  */
-export async function openVectorIndex(config: Config, db: Database, embedder: Embedder): Promise<VectorIndex> {
+export async function openVectorIndex(config: Config, db: Database, embedder: Pick<Embedder, 'modelId' | 'dimensions'>): Promise<VectorIndex> {
   const model = { model: embedder.modelId, dimensions: embedder.dimensions };
   // Every search lists its workspace's documents that are not ready; without this it reads every
   // document of the workspace (3 ms at 10,000 documents). Prisma's schema cannot declare a
