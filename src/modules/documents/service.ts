@@ -58,6 +58,8 @@ export async function uploadDocuments(
     const documents = [];
     for (const file of prepared) {
       let document = bySha.get(file.sha256);
+      // A failed document is retried; if a request beside this one deleted it meanwhile, the file is new again.
+      if (document?.status === 'failed') document = (await retryFailed(tx, userId, document.id, chunking)) ?? undefined;
       if (!document) {
         document = await tx.document.create({
           data: {
@@ -71,11 +73,8 @@ export async function uploadDocuments(
           },
         });
         await storeSourceBytes(tx, document.id, file.bytes);
-        bySha.set(file.sha256, document);
-      } else if (document.status === 'failed') {
-        document = await retryFailed(tx, userId, document.id, chunking);
-        bySha.set(file.sha256, document);
       }
+      bySha.set(file.sha256, document);
       documents.push(document);
     }
     return documents;
@@ -98,7 +97,7 @@ async function retryFailed(tx: Prisma.TransactionClient, userId: string, documen
       data: { kind: 'parse', userId, documentId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens, reindex: true } },
     });
   }
-  return tx.document.findUniqueOrThrow({ where: { id: documentId } });
+  return tx.document.findUnique({ where: { id: documentId } });
 }
 
 function storeSourceBytes(tx: Prisma.TransactionClient, documentId: string, bytes: Uint8Array) {
