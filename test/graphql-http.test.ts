@@ -139,6 +139,12 @@ describe('GraphQL over HTTP: media types and sizes', () => {
       415,
       'unsupported_media_type',
     );
+    // JSON is UTF-8: a body declared in another charset is refused, as on REST.
+    for (const path of ['/graphql', '/graphql/stream']) {
+      const answer = await send(path, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json; charset=latin1', accept: 'application/json' }, body });
+      expectHttpRefusal(answer, 415, 'unsupported_media_type');
+      expect(answer.body.message).toBe('Content-Type\'s charset must be utf-8, as JSON is (got "latin1")');
+    }
   });
 
   it('takes JSON with parameters and in any case, and GraphQL multipart uploads', async () => {

@@ -89,7 +89,7 @@ describe('requests the service cannot take', () => {
     });
     expect(withCharset.status).toBe(201);
     const latin1 = await server.request('POST', '/v1/kb/workspaces', { key: user.key, body: '{"name":"x"}', headers: { 'content-type': 'application/json; charset=ISO-8859-1' } });
-    expect(latin1.body.message).toBe("Content-Type's charset must be utf-8, as JSON is (got ISO-8859-1)");
+    expect(latin1.body.message).toBe('Content-Type\'s charset must be utf-8, as JSON is (got "ISO-8859-1")');
     const names = (await server.request('GET', '/v1/kb/workspaces', { key: user.key })).body.map((workspace: { name: string }) => workspace.name);
     expect(names).not.toContain('typed');
     expect(names).not.toContain('x');

@@ -2,7 +2,7 @@ import contentType from 'content-type';
 import { shouldRenderGraphiQL } from 'graphql-yoga';
 import { authenticate } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
-import { mediaTypeOf, readBodyBytes, refuseDeclaredSize } from '../http/body.js';
+import { checkJsonCharset, mediaTypeOf, readBodyBytes, refuseDeclaredSize } from '../http/body.js';
 import type { AppServices } from './context.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
 
@@ -31,7 +31,7 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
 }
 
 /**
- * A POST body must be JSON (any parameters, e.g. charset) or, on /graphql, a GraphQL multipart
+ * A POST body must be JSON (in UTF-8, the only charset it may declare) or, on /graphql, a GraphQL multipart
  * upload; JSON is read here up to KB_MAX_JSON_BYTES, an upload is held to the upload limits.
  * Returns the request to hand to Yoga, with the media type written the way Yoga matches it.
  */
@@ -43,6 +43,7 @@ async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStr
   const mediaType = mediaTypeOf(request);
   const headers = new Headers(request.headers);
   if (mediaType === 'application/json') {
+    checkJsonCharset(request);
     const text = await readBounded(request, app.config.maxJsonBytes);
     headers.set('content-type', 'application/json');
     headers.delete('content-length');

@@ -11,11 +11,7 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
   if (mediaTypeOf(request) !== 'application/json') {
     throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${request.headers.get('content-type') ?? 'none'})`);
   }
-  // Only UTF-8 is read: a body declared in another charset would otherwise be read as UTF-8 anyway.
-  const charset = contentType.parse(request.headers.get('content-type')!).parameters.charset;
-  if (charset !== undefined && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
-    throw new AppError('unsupported_media_type', `Content-Type's charset must be utf-8, as JSON is (got ${charset})`);
-  }
+  checkJsonCharset(request);
   // JSON text is UTF-8 (RFC 8259). Bytes that are not (an overlong "\xc0\xae", a stray
   // "\xff") are refused rather than stored as U+FFFD.
   let text: string;
@@ -28,6 +24,18 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
     return JSON.parse(text);
   } catch (error) {
     throw new AppError('bad_request', `body: invalid JSON (${(error as Error).message})`, { field: 'body' });
+  }
+}
+
+/**
+ * Refuses (415) a JSON body declared in a charset other than UTF-8: JSON text is UTF-8 (RFC
+ * 8259), and such a body would otherwise be read as UTF-8 regardless. For a request whose media
+ * type was found to be application/json.
+ */
+export function checkJsonCharset(request: Request) {
+  const charset = contentType.parse(request.headers.get('content-type')!).parameters.charset;
+  if (charset !== undefined && charset.toLowerCase() !== 'utf-8' && charset.toLowerCase() !== 'utf8') {
+    throw new AppError('unsupported_media_type', `Content-Type's charset must be utf-8, as JSON is (got ${JSON.stringify(charset)})`);
   }
 }
 
