@@ -203,9 +203,9 @@ class PgvectorIndex implements VectorIndex {
    * The store answers one statement at a time (PGlite has one connection), and the keyword side
    * ranks in this thread from postings in memory. So the keyword sync goes first (one short
    * statement, sent while the query is still being embedded), then the vector statement, and the
-   * keywords are ranked while the store works on it. Ranked earlier, alongside the embedding, they
-   * slowed it as much as they gained: the two cores share their caches and memory bandwidth
-   * (docs/retrieval.md). One side alone reads its best `readTop` chunks along.
+   * keywords are ranked while the store works on it. Ranked earlier, beside the embedding, they
+   * slowed it by about as much as the overlap gained, on two cores (measured in docs/retrieval.md).
+   * One side alone reads its best `readTop` chunks along.
    */
   async search(request: IndexSearch): Promise<IndexSearchResult> {
     const terms = [...new Set(request.terms ?? [])];
@@ -298,4 +298,3 @@ class PgvectorIndex implements VectorIndex {
 }
 
 const toHit = (row: IndexHit): IndexHit => ({ chunkId: row.chunkId, score: Number(row.score) });
-
