@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ApiKeyCache } from './auth/api-key-cache.js';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
@@ -78,7 +79,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
     const retrieval = { prisma: db.prisma, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
-    const app: AppServices = { config, db, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval };
+    // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
+    const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
+    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;

@@ -2,7 +2,16 @@ import { errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../errors.js';
 import type { PrismaClient } from '../generated/prisma/client.js';
 import { apiKeyPattern, hashesEqual, hashKey } from '../modules/apiKeys/key-material.js';
+import type { ApiKeyCache, CachedApiKey } from './api-key-cache.js';
 import { isScope, type Scope } from './scopes.js';
+
+/** What authentication reads: the store, the JWT secret, and the cache of valid keys where one is exact. */
+export type AuthDependencies = {
+  prisma: PrismaClient;
+  jwtSecret: string | undefined;
+  /** Only on a store that one process holds (the embedded one); see api-key-cache.ts. */
+  apiKeyCache: ApiKeyCache | null;
+};
 
 export type Viewer = {
   userId: string;
@@ -22,27 +31,35 @@ const invalidCredential = () => new AppError('unauthorized', 'invalid, expired o
  */
 export async function authenticate(
   authorization: string | null,
-  deps: { prisma: PrismaClient; jwtSecret: string | undefined },
+  deps: AuthDependencies,
 ): Promise<Viewer | null> {
   if (authorization === null || authorization.trim() === '') return null;
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
   if (!match) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"');
   const token = match[1]!;
-  if (token.startsWith('sk_')) return authenticateApiKey(token, deps.prisma);
+  if (token.startsWith('sk_')) return authenticateApiKey(token, deps);
   if (!deps.jwtSecret) throw invalidCredential();
   return authenticateJwt(token, deps.prisma, deps.jwtSecret);
 }
 
-async function authenticateApiKey(rawKey: string, prisma: PrismaClient): Promise<Viewer> {
+async function authenticateApiKey(rawKey: string, { prisma, apiKeyCache }: AuthDependencies): Promise<Viewer> {
   if (!apiKeyPattern.test(rawKey)) throw invalidCredential();
   const keyHash = hashKey(rawKey);
-  // Raw SQL like the search path's other reads: every authenticated request runs it.
-  const [key] = await prisma.$queryRaw<{ id: string; userId: string; keyHash: string; scopes: string[]; revokedAt: Date | null; lastUsedAt: Date | null }[]>`
-    SELECT id::text, user_id::text AS "userId", key_hash AS "keyHash", scopes, revoked_at AS "revokedAt", last_used_at AS "lastUsedAt"
-      FROM api_keys WHERE key_hash = ${keyHash}`;
-  if (!key || key.revokedAt !== null || !hashesEqual(key.keyHash, keyHash)) throw invalidCredential();
+  let key = apiKeyCache?.get(keyHash);
+  if (!key) {
+    const generation = apiKeyCache?.generation;
+    // Raw SQL like the search path's other reads: every authenticated request without a cache runs it.
+    const [row] = await prisma.$queryRaw<(CachedApiKey & { keyHash: string; revokedAt: Date | null })[]>`
+      SELECT id::text, user_id::text AS "userId", key_hash AS "keyHash", scopes, revoked_at AS "revokedAt", last_used_at AS "lastUsedAt"
+        FROM api_keys WHERE key_hash = ${keyHash}`;
+    if (!row || row.revokedAt !== null || !hashesEqual(row.keyHash, keyHash)) throw invalidCredential();
+    key = { id: row.id, userId: row.userId, scopes: row.scopes, lastUsedAt: row.lastUsedAt };
+    apiKeyCache?.remember(keyHash, key, generation!);
+  }
   const now = new Date();
   if (!key.lastUsedAt || now.getTime() - key.lastUsedAt.getTime() >= lastUsedPrecisionMs) {
+    // Set before the write: requests meanwhile do not write it again.
+    key.lastUsedAt = now;
     await prisma.apiKey.update({ where: { id: key.id }, data: { lastUsedAt: now } });
   }
   return {

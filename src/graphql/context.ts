@@ -1,4 +1,4 @@
-import { authenticate, type Viewer } from '../auth/authenticate.js';
+import { authenticate, type AuthDependencies, type Viewer } from '../auth/authenticate.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { AppError } from '../errors.js';
@@ -11,6 +11,7 @@ import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 export interface AppServices {
   config: Config;
   db: Database;
+  auth: AuthDependencies;
   rateLimits: RateLimits;
   ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
   retrieval: RetrievalDependencies;
@@ -29,6 +30,7 @@ export interface GraphQLServerContext extends RestServerContext {
 export interface Context {
   config: Config;
   prisma: PrismaClient;
+  auth: AuthDependencies;
   rateLimits: RateLimits;
   ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
   retrieval: RetrievalDependencies;
@@ -42,13 +44,11 @@ export interface Context {
 export async function createContext(app: AppServices, request: Request, serverContext: GraphQLServerContext): Promise<Context> {
   const viewer =
     serverContext.viewer ??
-    (await authenticate(request.headers.get('authorization'), {
-      prisma: app.db.prisma,
-      jwtSecret: app.config.jwtSecret,
-    }));
+    (await authenticate(request.headers.get('authorization'), app.auth));
   return {
     config: app.config,
     prisma: app.db.prisma,
+    auth: app.auth,
     rateLimits: app.rateLimits,
     ingestion: app.ingestion,
     retrieval: app.retrieval,

@@ -16,7 +16,7 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
   const { pathname } = new URL(request.url);
   if (request.method === 'OPTIONS' || (pathname === graphqlEndpoint && shouldRenderGraphiQL(request))) return yoga.fetch(request, {});
   try {
-    const viewer = await authenticate(request.headers.get('authorization'), { prisma: app.db.prisma, jwtSecret: app.config.jwtSecret });
+    const viewer = await authenticate(request.headers.get('authorization'), app.auth);
     if (!viewer) throw authenticationRequired();
     const overflow: { limit?: number } = {};
     const body = await checkedBody(request, app, yoga, pathname === graphqlStreamEndpoint, overflow);

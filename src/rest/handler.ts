@@ -33,7 +33,7 @@ export async function handleRestRequest(
   // gets the server to take in (and hold) an upload of up to a gigabyte.
   let viewer: Viewer | null;
   try {
-    viewer = await authenticate(request.headers.get('authorization'), { prisma: app.db.prisma, jwtSecret: app.config.jwtSecret });
+    viewer = await authenticate(request.headers.get('authorization'), app.auth);
   } catch (error) {
     if (error instanceof AppError) return errorResponse(error);
     throw error;

@@ -74,6 +74,23 @@ describe('API keys over REST', () => {
     expectError(await server.request('DELETE', `/v1/user/me/api-keys/${created.body.id}`, { key: user.key }), 404, 'not_found');
   });
 
+  it('refuses a revoked key at once even while requests with it are in flight', async () => {
+    const user = await server.createUser();
+    const created = await server.request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: 'busy', scopes: ['kb:read'] } });
+    const busy = created.body.raw_key as string;
+    // Known and valid before the revocation (on the embedded store: held in the cache of valid keys).
+    expect((await server.request('GET', '/v1/kb/workspaces', { key: busy })).status).toBe(200);
+    const inFlight = Array.from({ length: 30 }, () => server.request('GET', '/v1/kb/workspaces', { key: busy }));
+    const revoked = await server.request('DELETE', `/v1/user/me/api-keys/${created.body.id}`, { key: user.key });
+    expect(revoked.status).toBe(204);
+    for (const response of await Promise.all(inFlight)) expect([200, 401]).toContain(response.status);
+    for (let attempt = 0; attempt < 10; attempt += 1) {
+      expectError(await server.request('GET', '/v1/kb/workspaces', { key: busy }), 401, 'unauthorized');
+    }
+    // The other keys of the user still work.
+    expect((await server.request('GET', '/v1/kb/workspaces', { key: user.key })).status).toBe(200);
+  });
+
   it('lets a key revoke itself, after which it is refused', async () => {
     const user = await server.createUser();
     const listed = await server.request('GET', '/v1/user/me/api-keys', { key: user.key });

@@ -1,3 +1,4 @@
+import type { AuthDependencies } from '../../auth/authenticate.js';
 import { allScopes, type Scope } from '../../auth/scopes.js';
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
@@ -28,13 +29,17 @@ export function listApiKeys<Query extends Prisma.ApiKeyFindManyArgs>(prisma: Pri
   });
 }
 
-/** Revokes at once: authentication reads the key on every request, so nothing caches it. */
-export async function revokeApiKey(prisma: PrismaClient, userId: string, id: string) {
+/**
+ * Revokes at once: authentication reads the key from the store on every request, except through
+ * the cache of valid keys, which this empties once the store has the revocation.
+ */
+export async function revokeApiKey({ prisma, apiKeyCache }: Pick<AuthDependencies, 'prisma' | 'apiKeyCache'>, userId: string, id: string) {
   const keyId = requireUuid(id, 'API key');
   const { count } = await prisma.apiKey.updateMany({
     where: { id: keyId, userId, revokedAt: null },
     data: { revokedAt: new Date() },
   });
   if (count === 0) throw notFound('API key', id);
+  apiKeyCache?.invalidate();
   return { id: keyId };
 }

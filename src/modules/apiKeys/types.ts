@@ -74,6 +74,6 @@ builder.mutationField('revokeApiKey', (t) =>
     authScopes: { scope: 'user:write' },
     extensions: rateLimited,
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, context) => revokeApiKey(context.prisma, viewerOf(context).userId, String(id)),
+    resolve: (_root, { id }, context) => revokeApiKey(context.auth, viewerOf(context).userId, String(id)),
   }),
 );
