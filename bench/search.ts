@@ -484,8 +484,8 @@ async function main() {
         index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: termsOf(queries[position]!), limit, readTop, excludeDocumentIds: [] }),
       vectorOnly: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: [], limit, excludeDocumentIds: [] }),
       keywordOnly: (position) => index!.search({ workspaceIds: [workspaceId], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
-      notReady: () => searchScope(prisma, seeded!.userId, workspaceId),
-      readBack: (position) => readBack(prisma, workspaceId, hybridTop.get(position) ?? []),
+      notReady: () => searchScope(app.db.query, seeded!.userId, workspaceId),
+      readBack: (position) => readBack(app.db.query, workspaceId, hybridTop.get(position) ?? []),
     };
     // The fused hits of each query (from its backend call), for the read-back.
     const hybridTop = new Map<number, string[]>();

@@ -78,7 +78,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
-    const retrieval = { prisma: db.prisma, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
+    const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
     const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval };

@@ -2,6 +2,7 @@ import { AppError, badRequest, notFound } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
 import { checkJson, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import type { DirectQuery } from '../../db/database.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { ownedWorkspaceCondition } from '../workspaces/service.js';
 import { analyze } from './analyzer.js';
@@ -47,6 +48,8 @@ export type SearchResult = {
 
 export type RetrievalDependencies = {
   prisma: PrismaClient;
+  /** The store's reads that every search makes go this way. */
+  query: DirectQuery;
   embedder: Embedder;
   index: VectorIndex;
   /** A search whose embedder or index does not answer in time is a 503. */
@@ -108,20 +111,20 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
  * not ready: their chunks may be indexed already, but are not served. One statement: on the
  * embedded store each one waits its turn on the store's only connection.
  */
-export async function searchScope(prisma: PrismaClient, userId: string, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
+export async function searchScope(query: DirectQuery, userId: string, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
   const id = requireUuid(workspaceId, 'workspace');
-  const [row] = await prisma.$queryRaw<{ id: string; notReady: string[] }[]>`
+  const [row] = await query<{ id: string; notReady: string[] }>(Prisma.sql`
     SELECT w.id::text,
            ARRAY(SELECT d.id::text FROM documents d WHERE d.workspace_id = w.id AND d.status <> 'ready') AS "notReady"
       FROM workspaces w
-     WHERE ${ownedWorkspaceCondition('w', userId, id)}`;
+     WHERE ${ownedWorkspaceCondition('w', userId, id)}`);
   if (!row) throw notFound('workspace', workspaceId);
   return row;
 }
 
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
-export function readBack(prisma: PrismaClient, workspaceId: string, chunkIds: readonly string[]): Promise<StoredChunk[]> {
-  return prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, [workspaceId]));
+export function readBack(query: DirectQuery, workspaceId: string, chunkIds: readonly string[]): Promise<StoredChunk[]> {
+  return query<StoredChunk>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, [workspaceId]));
 }
 
 /** Hits asked of each side (for hybrid, enough for the fusion), and how many the index may read along (one side only). */
@@ -183,7 +186,7 @@ export async function search(
   let documentIds: string[] | undefined;
   let notReady: string[];
   try {
-    ({ notReady, ...workspace } = await searchScope(prisma, userId, input.workspaceId));
+    ({ notReady, ...workspace } = await searchScope(dependencies.query, userId, input.workspaceId));
     const mismatch = modelMismatch(dependencies);
     if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
     documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
@@ -231,7 +234,7 @@ export async function search(
     const page = ranked.slice(next, next + topK - results.length + (next > 0 ? 10 : 0));
     next += page.length;
     const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
-    const read = unread.length > 0 ? new Map((await readBack(prisma, workspace.id, unread)).map((chunk) => [chunk.id, chunk])) : undefined;
+    const read = unread.length > 0 ? new Map((await readBack(dependencies.query, workspace.id, unread)).map((chunk) => [chunk.id, chunk])) : undefined;
     for (const hit of page) {
       const chunk = readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
       if (!chunk || results.length === topK) continue;
