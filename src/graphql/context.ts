@@ -1,4 +1,5 @@
 import { authenticate, type AuthDependencies, type Viewer } from '../auth/authenticate.js';
+import type { ExecutionResult } from 'graphql';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import type { AppError } from '../errors.js';
@@ -17,9 +18,14 @@ export interface AppServices {
   retrieval: RetrievalDependencies;
 }
 
-/** Set by the REST layer when the request itself was unusable (bad JSON, wrong type, ...). */
+/** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */
+export type RestResultHandOver = { result?: ExecutionResult };
+
+/** What the REST layer hands Yoga with a request. */
 export interface RestServerContext {
+  /** Set when the request itself was unusable (bad JSON, wrong type, ...). */
   restInputError?: AppError;
+  restResult?: RestResultHandOver;
 }
 
 /** What the caller of `yoga.fetch` hands over: /graphql has authenticated the request already. */

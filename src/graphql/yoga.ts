@@ -1,6 +1,6 @@
 import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
-import { GraphQLError, type DocumentNode } from 'graphql';
+import { GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Config } from '../config.js';
 import { AppError, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
@@ -53,6 +53,7 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
       useOperationGate(),
       useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),
       usePublicValidationErrors(),
+      useRestResultHandOver(),
     ],
   });
 }
@@ -74,6 +75,24 @@ function useQueryParameterErrors(): Plugin {
           throw requestError(badRequest(name, 'must be a JSON object'));
         }
       }
+    },
+  };
+}
+
+/**
+ * A REST request's result goes to the REST layer as the object it is (errors already masked),
+ * not as JSON that the REST layer would parse again to write its own body. Last among the
+ * plugins, so that it replaces the result processor the others chose. Streams (SSE) keep theirs.
+ */
+function useRestResultHandOver(): Plugin<Record<string, unknown>, GraphQLServerContext> {
+  return {
+    onResultProcess({ result, serverContext, setResultProcessor }) {
+      const handOver = serverContext.restResult;
+      if (!handOver || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      setResultProcessor((processed, fetchAPI) => {
+        handOver.result = processed as ExecutionResult;
+        return new fetchAPI.Response(null, { status: 204 });
+      }, 'application/json');
     },
   };
 }

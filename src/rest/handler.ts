@@ -4,7 +4,7 @@ import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/yoga.js';
 import { authenticate, type Viewer } from '../auth/authenticate.js';
-import type { AppServices } from '../graphql/context.js';
+import type { AppServices, RestResultHandOver } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
@@ -64,8 +64,11 @@ export async function handleRestRequest(
   if (contentLength !== undefined) headers.set('content-length', String(contentLength));
   const authorization = request.headers.get('authorization');
   if (authorization !== null) headers.set('authorization', authorization);
-  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError, viewer: viewer ?? undefined });
-  const result = (await response.json()) as GraphQLResponseBody;
+  const handOver: RestResultHandOver = {};
+  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError, viewer: viewer ?? undefined, restResult: handOver });
+  // Yoga answers itself, with no result to hand over, only when it refuses the request before
+  // running it (which the REST layer's requests are made not to provoke).
+  const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
   const failure = errorOf(result);
   if (failure) return errorResponse(failure);
   return successResponse(route, result.data!.result, url);
