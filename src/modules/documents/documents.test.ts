@@ -137,6 +137,33 @@ describe('upload', () => {
     const elsewhere = await upload(server, owner.key, await newWorkspace(), [{ name: 'two.txt', bytes }]);
     expect(elsewhere.body[0].id).not.toBe(first.body[0].id);
   });
+
+  it('stores an upload of new, repeated and known files in file order, each content once', async () => {
+    const workspace = await newWorkspace();
+    const known = await ingest([{ name: 'known.txt', bytes: 'stored before this upload' }], workspace);
+    const response = await upload(server, owner.key, workspace, [
+      { name: 'a.txt', bytes: 'the first new text' },
+      { name: 'again.txt', bytes: 'the first new text' },
+      { name: 'known-again.txt', bytes: 'stored before this upload' },
+      { name: 'b.txt', bytes: 'the second new text' },
+    ]);
+    expect(response.status).toBe(202);
+    const [a, again, knownAgain, b] = response.body as DocumentBody[];
+    expect([a!.filename, again!.filename, knownAgain!.filename, b!.filename]).toEqual(['a.txt', 'a.txt', 'known.txt', 'b.txt']);
+    expect(again!.id).toBe(a!.id);
+    expect(knownAgain!.id).toBe(known[0]!.id);
+    expect(new Set([a!.id, b!.id, known[0]!.id]).size).toBe(3);
+    // Both in one statement: the same millisecond, perhaps, but in file order (the list below, newest first, shows it).
+    expect(Date.parse(a!.created_at)).toBeLessThanOrEqual(Date.parse(b!.created_at));
+    // Each new document got its bytes and its job: both are processed.
+    const processed = await waitForDocuments(server, owner.key, [a!.id, b!.id]);
+    expect(processed.map((document) => [document.filename, document.status, document.chunk_count])).toEqual([
+      ['a.txt', 'ready', 1],
+      ['b.txt', 'ready', 1],
+    ]);
+    const listed = await server.request('GET', `/v1/kb/workspaces/${workspace}/documents`, { key: owner.key });
+    expect((listed.body as DocumentBody[]).map((document) => document.filename)).toEqual(['b.txt', 'a.txt', 'known.txt']);
+  });
 });
 
 describe('bad uploads', () => {
