@@ -54,7 +54,11 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
         // busboy would read them as Latin-1 (résumé.txt as rÃ©sumÃ©.txt). `filename*=UTF-8''...`
         // (RFC 5987) names its charset and is preferred when both are sent.
         defParamCharset: 'utf8',
-        limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: 1, fieldSize: maxMetadataPartBytes, parts: limits.maxFiles + 1 },
+        // busboy reports `partsLimit` when the count of parts reaches the limit, not when a part
+        // goes past it: with maxFiles + 1, a full upload (every file and the metadata part) was
+        // refused. One more is never reached by a valid upload, and a part beyond it is a file
+        // or a field too many, which `filesLimit` and `fieldsLimit` name first.
+        limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: 1, fieldSize: maxMetadataPartBytes, parts: limits.maxFiles + 2 },
       });
     } catch (error) {
       reject(badRequest('body', `not a multipart body: ${(error as Error).message}`));

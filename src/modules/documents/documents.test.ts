@@ -238,6 +238,27 @@ describe('bad uploads', () => {
     }
   });
 
+  it('takes a full upload, every file allowed and the metadata part, and refuses one file or part more', async () => {
+    const workspace = await newWorkspace();
+    const files = (count: number) => Array.from({ length: count }, (_, i) => ({ name: `full-${i}.txt`, bytes: `full upload file ${i}` }));
+    const full = await upload(server, owner.key, workspace, files(20), '{"batch": "full"}');
+    expect(full.status, JSON.stringify(full.body)).toBe(202);
+    expect(full.body).toHaveLength(20);
+    expect(full.body.every((document: DocumentBody) => (document.metadata as { batch?: string }).batch === 'full')).toBe(true);
+    const tooMany = await upload(server, owner.key, workspace, files(21), '{"batch": "over"}');
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.message).toBe('file: at most 20 files per upload');
+    const form = new FormData();
+    for (const file of files(20)) form.append('file', new File([file.bytes], file.name));
+    form.append('metadata', '{}');
+    form.append('metadata', '{}');
+    const twoMetadata = await fetch(new URL(`/v1/kb/workspaces/${workspace}/documents`, server.url), { method: 'POST', headers: { authorization: `Bearer ${owner.key}` }, body: form });
+    expect(twoMetadata.status).toBe(400);
+    expect(((await twoMetadata.json()) as { message: string }).message).toBe('body: only one metadata part is accepted');
+    const listed = await server.request('GET', `/v1/kb/workspaces/${workspace}/documents?limit=100`, { key: owner.key });
+    expect(listed.body).toHaveLength(20);
+  });
+
   it('answers 413 for a file over the limit and keeps serving', async () => {
     const response = await upload(server, owner.key, workspaceId, [{ name: 'big.txt', bytes: 'x'.repeat(3 * 1024 * 1024) }]);
     expect(response.status).toBe(413);
