@@ -138,6 +138,16 @@ describe('upload', () => {
     expect(elsewhere.body[0].id).not.toBe(first.body[0].id);
   });
 
+  it('stores the same new content once when ten uploads of it arrive at once', async () => {
+    const workspace = await newWorkspace();
+    const bytes = `raced content ${workspace}`;
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => upload(server, owner.key, workspace, [{ name: `race-${i}.txt`, bytes }])));
+    for (const answer of answers) expect(answer.status).toBe(202);
+    expect(new Set(answers.map((answer) => answer.body[0].id)).size).toBe(1);
+    const listed = await server.request('GET', `/v1/kb/workspaces/${workspace}/documents`, { key: owner.key });
+    expect(listed.body).toHaveLength(1);
+  });
+
   it('stores an upload of new, repeated and known files in file order, each content once', async () => {
     const workspace = await newWorkspace();
     const known = await ingest([{ name: 'known.txt', bytes: 'stored before this upload' }], workspace);

@@ -50,6 +50,10 @@ export async function uploadDocuments(
   const workspace = await findWorkspace(prisma, userId, workspaceId, { select: { id: true } });
 
   return prisma.$transaction(async (tx) => {
+    // Uploads to one workspace take turns, so that the same new content arriving in two requests
+    // at once is one document: each would otherwise find it missing and store it (PostgreSQL; the
+    // embedded store runs one transaction at a time anyway).
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock(${uploadLockClass}::int4, hashtext(${workspace.id}))`;
     const existing = await tx.document.findMany({
       where: { workspaceId: workspace.id, sha256: { in: prepared.map((file) => file.sha256) } },
       orderBy: { createdAt: 'asc' },
@@ -77,6 +81,9 @@ export async function uploadDocuments(
     return prepared.map((file) => bySha.get(file.sha256)!);
   });
 }
+
+/** The class of the advisory locks that make a workspace's uploads take turns (the object is the workspace). */
+const uploadLockClass = 0x6b62_7570;
 
 /**
  * Files written per statement, at most, whatever KB_MAX_UPLOAD_FILES allows: a few parameters
