@@ -79,8 +79,15 @@ export async function uploadDocuments(
       for (const group of sourceGroups(stored)) await storeSourceBytes(tx, group);
     }
     return prepared.map((file) => bySha.get(file.sha256)!);
-  });
+  }, uploadTransaction);
 }
+
+/**
+ * An upload's transaction writes up to KB_MAX_UPLOAD_FILES × KB_MAX_UPLOAD_BYTES of bytes, and
+ * may first wait for another upload to the same workspace: Prisma's default limit of 5 s is
+ * too short for either.
+ */
+const uploadTransaction = { timeout: 10 * 60_000 };
 
 /** The class of the advisory locks that make a workspace's uploads take turns (the object is the workspace). */
 const uploadLockClass = 0x6b62_7570;
