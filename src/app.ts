@@ -49,8 +49,10 @@ export async function ensureFirstAdmin(db: Database) {
 export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
   const log = options.log ?? createLogger(config.logLevel);
   const db = await openDatabase(config, log);
+  const concurrency = config.ingestion.concurrency;
+  // Its threads load the parsers while the model loads, so the first upload is parsed at once.
+  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, warm: true });
   try {
-    const concurrency = config.ingestion.concurrency;
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const embedder = await createEmbedder(config);
     const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
@@ -61,7 +63,6 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const mismatch = modelMismatch({ embedder, index });
     if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
-    const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb });
     let queue: JobQueue | undefined;
     const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
@@ -85,6 +86,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
+    await parsePool.warmed;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => resolve());
@@ -126,6 +128,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       },
     };
   } catch (error) {
+    await parsePool.close();
     await db.close();
     throw error;
   }

@@ -136,7 +136,7 @@ describe('the parse stage', () => {
       {
         prisma: db.prisma,
         index,
-        parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new Error('the parser thread exited')) : parsePool.parse(task, signal)), close: async () => {} },
+        parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new Error('the parser thread exited')) : parsePool.parse(task, signal)), threads: 2, warmed: Promise.resolve(), close: async () => {} },
         wake: () => undefined,
       },
       ingestionSettings(config),

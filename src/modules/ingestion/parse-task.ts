@@ -13,6 +13,11 @@ export type ParseTaskResult =
   | { ok: true; text: string; pageCount: number | null; chunks: ReturnType<typeof chunkDocument> }
   | { ok: false; error: string };
 
+/** Does nothing: run once per thread when the pool starts, it makes the thread load this module and the parsers. */
+export function warm() {
+  return true;
+}
+
 /**
  * Runs in a worker thread. A document that cannot be parsed is an answer (`ok: false`), not a
  * crash: it will fail the same way on every attempt, so it is not retried.

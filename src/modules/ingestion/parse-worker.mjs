@@ -4,6 +4,7 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { default: runParseTask } = await import('./parse-task.ts');
+const { default: runParseTask, warm } = await import('./parse-task.ts');
 
 export default runParseTask;
+export { warm };
