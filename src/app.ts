@@ -14,6 +14,7 @@ import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
 import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
+import { startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
 import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
@@ -79,6 +80,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
+    const graphMerge = startGraphMerge({ index, activity: ingestion, log });
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
@@ -121,6 +123,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         stopWarming.abort();
         await warming;
         await ingestion.stop();
+        await graphMerge?.stop();
         await parsePool.close();
         await index.close();
         await embedder.close();

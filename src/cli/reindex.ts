@@ -73,6 +73,13 @@ export async function reindex(
     }
     await queue.stop();
     queue = undefined;
+    // A server merges new chunks into the vector graph when idle; merged here, the first searches
+    // after a reindex need not compare every chunk one by one.
+    const backlog = (await index.graphBacklog?.()) ?? 0;
+    if (backlog > 0) {
+      log.info(`merging ${backlog} chunks into the vector graph`);
+      while (((await index.mergeIntoGraph?.(500)) ?? 0) > 0);
+    }
     const [totals] = await prisma.$queryRaw<{ documents: bigint; chunks: bigint }[]>`
       SELECT count(*) AS documents, coalesce(sum(chunk_count), 0) AS chunks FROM documents WHERE status = 'ready'`;
     const failed = await prisma.document.findMany({ where: { status: 'failed' }, select: { id: true, filename: true, error: true } });

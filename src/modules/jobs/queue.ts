@@ -77,6 +77,8 @@ export type JobQueue = {
   cancelDeleted(): Promise<void>;
   /** Kinds this process may claim, e.g. no `embed` while the index was built with another model. */
   setClaimable(kinds: readonly JobKind[]): void;
+  /** Milliseconds since the last job of this process ended; 0 while one runs. */
+  idleForMs(): number;
   /** Stops claiming; waits for jobs in progress and releases what was not finished. */
   stop(): Promise<void>;
 };
@@ -261,12 +263,16 @@ export function startJobQueue(
     });
   }
 
+  let lastJobEndedAt = performance.now();
+  const jobsRunning = () => [...runningKinds.values()].reduce((sum, count) => sum + count, 0);
+
   /** Runs jobs that `claim` counted in `runningKinds`. */
   async function processJobs(claimed: ClaimedJob[]) {
     try {
       await processClaimed(claimed);
     } finally {
       runningKinds.set(claimed[0]!.kind, runningKinds.get(claimed[0]!.kind)! - 1);
+      lastJobEndedAt = performance.now();
     }
   }
 
@@ -383,6 +389,7 @@ export function startJobQueue(
     },
     wake: wakeAll,
     cancelDeleted,
+    idleForMs: () => (jobsRunning() > 0 ? 0 : performance.now() - lastJobEndedAt),
     setClaimable(kinds) {
       claimableKinds = [...kinds];
       nextScanAt = 0;

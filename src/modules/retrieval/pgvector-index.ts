@@ -41,6 +41,10 @@ const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).join(',')
  * - `chunk_index`: per chunk its vector (HNSW, cosine), its analysed terms with their counts,
  *   and its workspace and document. Rows go with their chunk (ON DELETE CASCADE), so a deleted
  *   document or workspace leaves the index in the same transaction.
+ * - `chunk_index_fresh`: the same columns, for chunks written since the last merge, outside the
+ *   HNSW graph and searched exactly (every row of the workspaces searched). Inserting into the
+ *   graph was half of ingestion's work on the store; a merge (`mergeIntoGraph`) moves rows into
+ *   `chunk_index` when ingestion leaves the machine idle (see graph-merge.ts).
  * - `chunk_index_log`: which chunks changed, by which transaction; the keyword side, ranked in
  *   memory (pgvector-keywords.ts), follows it.
  * - `chunk_index_model`: the model and dimensions the vectors were made with.
@@ -97,6 +101,17 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     // Keywords are ranked in memory now; the GIN index only cost every insert.
     'DROP INDEX IF EXISTS chunk_index_terms',
     'CREATE INDEX IF NOT EXISTS chunk_index_embedding ON chunk_index USING hnsw (embedding vector_cosine_ops)',
+    `CREATE TABLE IF NOT EXISTS chunk_index_fresh (
+       chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+       document_id uuid NOT NULL,
+       workspace_id uuid NOT NULL,
+       embedding vector(${dimensions}) NOT NULL,
+       terms text[] NOT NULL,
+       freqs integer[] NOT NULL,
+       term_count integer NOT NULL
+     )`,
+    'CREATE INDEX IF NOT EXISTS chunk_index_fresh_workspace ON chunk_index_fresh (workspace_id)',
+    'CREATE INDEX IF NOT EXISTS chunk_index_fresh_document ON chunk_index_fresh (document_id)',
     // The vector side in one statement: the function's own settings hold while it runs. A
     // transaction setting them first took four round trips to the store, each waiting for
     // this process's thread (busy ranking the keyword side meanwhile). The query is planned on
@@ -106,11 +121,18 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
        SET hnsw.iterative_scan = 'relaxed_order' SET hnsw.ef_search = ${efSearch}
      AS $nearest$
      DECLARE
-       statement text := 'SELECT c.chunk_id, 1 - (c.embedding <=> $2) FROM chunk_index c WHERE c.workspace_id = ANY($1)';
+       filter text := 'c.workspace_id = ANY($1)';
+       graph text;
      BEGIN
-       IF only_documents IS NOT NULL THEN statement := statement || ' AND c.document_id = ANY($4)'; END IF;
-       IF cardinality(excluded_documents) > 0 THEN statement := statement || ' AND NOT (c.document_id = ANY($5))'; END IF;
-       RETURN QUERY EXECUTE statement || ' ORDER BY c.embedding <=> $2 LIMIT $3' USING workspace_ids, query, wanted, only_documents, excluded_documents;
+       IF only_documents IS NOT NULL THEN filter := filter || ' AND c.document_id = ANY($4)'; END IF;
+       IF cardinality(excluded_documents) > 0 THEN filter := filter || ' AND NOT (c.document_id = ANY($5))'; END IF;
+       graph := 'SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index c WHERE ' || filter || ' ORDER BY c.embedding <=> $2 LIMIT $3';
+       -- Chunks not merged into the graph yet, compared one by one; none most of the time.
+       IF EXISTS (SELECT 1 FROM chunk_index_fresh c WHERE c.workspace_id = ANY(workspace_ids)) THEN
+         graph := 'SELECT n.chunk_id, n.distance FROM ((' || graph || ') UNION ALL (SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index_fresh c WHERE '
+           || filter || ' ORDER BY 2 LIMIT $3)) AS n ORDER BY n.distance LIMIT $3';
+       END IF;
+       RETURN QUERY EXECUTE 'SELECT g.chunk_id, 1 - g.distance FROM (' || graph || ') AS g' USING workspace_ids, query, wanted, only_documents, excluded_documents;
      END
      $nearest$`,
     // Per-workspace totals for BM25 were kept here by triggers; the in-memory keyword side counts them now.
@@ -165,16 +187,19 @@ class PgvectorIndex implements VectorIndex {
         term_count: chunk.terms.length,
       };
     });
-    // A transaction per slice: each HNSW insert costs milliseconds (more as the graph grows), and
-    // a transaction must end within Prisma's 5 s. Writing a chunk again replaces it, so a retry
-    // after a slice failed redoes the whole call safely.
+    // A transaction per slice keeps each short. Writing a chunk again replaces it, so a retry
+    // after a slice failed redoes the whole call safely. New rows go outside the graph.
     for (let first = 0; first < rows.length; first += upsertSliceRows) {
       const slice = rows.slice(first, first + upsertSliceRows);
+      const ids = slice.map((row) => row.chunk_id);
       await this.prisma.$transaction([
-        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${slice.map((row) => row.chunk_id)}::uuid[])`,
+        // The fresh row first: a merge moving it holds it, so this waits for the merge to commit
+        // and the next statement then finds (and replaces) the moved row.
+        this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE chunk_id = ANY(${ids}::uuid[])`,
+        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${ids}::uuid[])`,
         // Chunks deleted meanwhile (their document was) are skipped rather than failing the batch.
         this.prisma.$executeRaw`
-          INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
+          INSERT INTO chunk_index_fresh (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
           SELECT r.chunk_id, r.document_id, r.workspace_id, r.embedding::vector, r.terms, r.freqs, r.term_count
             FROM jsonb_to_recordset(${JSON.stringify(slice)}::jsonb)
                  AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
@@ -192,11 +217,49 @@ class PgvectorIndex implements VectorIndex {
 
   // Rows go with their chunks (ON DELETE CASCADE); these are for callers that keep the chunks.
   async deleteDocument(documentId: string) {
-    await this.prisma.$executeRaw`DELETE FROM chunk_index WHERE document_id = ${documentId}::uuid`;
+    await this.prisma.$transaction([
+      this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE document_id = ${documentId}::uuid`,
+      this.prisma.$executeRaw`DELETE FROM chunk_index WHERE document_id = ${documentId}::uuid`,
+    ]);
   }
 
   async deleteWorkspace(workspaceId: string) {
-    await this.prisma.$executeRaw`DELETE FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid`;
+    await this.prisma.$transaction([
+      this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid`,
+      this.prisma.$executeRaw`DELETE FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid`,
+    ]);
+  }
+
+  async graphBacklog() {
+    const [row] = await this.prisma.$queryRaw<{ count: number }[]>`SELECT count(*)::int AS count FROM chunk_index_fresh`;
+    return row?.count ?? 0;
+  }
+
+  /**
+   * Moves up to `maxRows` fresh rows into `chunk_index` (and so into the HNSW graph), in one
+   * transaction; returns how many moved. Rows another transaction holds are skipped, never
+   * waited for: a merge in each of several processes, or a document being deleted, cannot
+   * block it. The chunk rows are held too (as the foreign key check would), first, so a deletion
+   * of the same chunks waits for the merge instead of the two waiting for each other.
+   */
+  async mergeIntoGraph(maxRows: number) {
+    const [row] = await this.prisma.$queryRaw<{ moved: number }[]>`
+      WITH picked AS (
+        SELECT f.chunk_id FROM chunks c JOIN chunk_index_fresh f ON f.chunk_id = c.id
+         LIMIT ${maxRows} FOR KEY SHARE OF c FOR UPDATE OF f SKIP LOCKED
+      ), moved AS (
+        DELETE FROM chunk_index_fresh f USING picked WHERE f.chunk_id = picked.chunk_id
+        RETURNING f.chunk_id, f.document_id, f.workspace_id, f.embedding, f.terms, f.freqs, f.term_count
+      ), inserted AS (
+        INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
+        SELECT chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count FROM moved
+        ON CONFLICT (chunk_id) DO UPDATE
+          SET document_id = EXCLUDED.document_id, workspace_id = EXCLUDED.workspace_id, embedding = EXCLUDED.embedding,
+              terms = EXCLUDED.terms, freqs = EXCLUDED.freqs, term_count = EXCLUDED.term_count
+        RETURNING 1
+      )
+      SELECT count(*)::int AS moved FROM inserted`;
+    return row?.moved ?? 0;
   }
 
   /**
@@ -268,12 +331,16 @@ class PgvectorIndex implements VectorIndex {
 
   async countByDocument(workspaceId: string) {
     const rows = await this.prisma.$queryRaw<{ document_id: string; count: bigint }[]>`
-      SELECT document_id, count(*) AS count FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid GROUP BY document_id`;
+      SELECT document_id, count(*) AS count
+        FROM (SELECT document_id FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid
+              UNION ALL SELECT document_id FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid) AS rows
+       GROUP BY document_id`;
     return new Map(rows.map((row) => [row.document_id, Number(row.count)]));
   }
 
   async reset(model: IndexModel) {
     await this.prisma.$transaction([
+      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_fresh'),
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index'),
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log'),
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log_marks'),

@@ -1,9 +1,12 @@
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
  * DDL of the change log the in-memory keyword side follows: one row per chunk inserted into or
- * deleted from `chunk_index`, written by statement triggers, with the writing transaction's id.
+ * deleted from `chunk_index` or `chunk_index_fresh`, written by statement triggers, with the
+ * writing transaction's id. A merge into the graph moves rows from one to the other: logged
+ * twice, it changes nothing a reader holds (a chunk's terms never change), but a reader that read
+ * the tables while the merge ran learns of the rows it may have missed.
  */
 export const changeLogStatements = [
   `CREATE TABLE IF NOT EXISTS chunk_index_log (
@@ -36,7 +39,17 @@ export const changeLogStatements = [
   'DROP TRIGGER IF EXISTS chunk_index_log_removed ON chunk_index',
   `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON chunk_index REFERENCING OLD TABLE AS removed
      FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
+  'DROP TRIGGER IF EXISTS chunk_index_log_added ON chunk_index_fresh',
+  `CREATE TRIGGER chunk_index_log_added AFTER INSERT ON chunk_index_fresh REFERENCING NEW TABLE AS added
+     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_added()`,
+  'DROP TRIGGER IF EXISTS chunk_index_log_removed ON chunk_index_fresh',
+  `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON chunk_index_fresh REFERENCING OLD TABLE AS removed
+     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
 ];
+
+/** A chunk's row in either table, as the keyword side reads it. */
+const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count FROM chunk_index
+                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count FROM chunk_index_fresh)`;
 
 /** How long log rows are kept after a cleanup marks them as old. */
 const logRetentionHours = 24;
@@ -203,6 +216,12 @@ export class StoreTermMirror {
         after = rows.at(-1)!.chunk_id;
       }
     }
+    // Chunks not merged into the graph yet: few, through their own index.
+    take(
+      await this.prisma.$queryRaw<ChunkRow[]>`
+        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
+          FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid`,
+    );
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
     Object.assign(held, { postings, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
   }
@@ -235,7 +254,7 @@ export class StoreTermMirror {
       )
       SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
              array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count
-        FROM mark LEFT JOIN changed ON true LEFT JOIN chunk_index c ON c.chunk_id = changed.chunk_id`;
+        FROM mark LEFT JOIN changed ON true LEFT JOIN ${bothTables} c ON c.chunk_id = changed.chunk_id`;
     const [first] = rows;
     if (!first) throw new Error('the keyword sync read no horizon');
     if (first.generation !== held.generation || first.stale) {
@@ -245,8 +264,10 @@ export class StoreTermMirror {
     for (const row of rows) {
       if (row.logged === null) continue;
       const chunk = chunkTerms(row);
-      if (chunk) held.postings.add(chunk);
-      else held.postings.remove(row.logged);
+      // Held already: moved by a merge, or read by the load as well as logged (terms never change).
+      if (chunk) {
+        if (!held.postings.has(chunk.chunkId)) held.postings.add(chunk);
+      } else held.postings.remove(row.logged);
     }
     held.horizon = first.horizon;
     held.syncedAt = Date.now();

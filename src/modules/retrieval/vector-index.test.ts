@@ -104,13 +104,18 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     // 300 vectors almost on the query's axis elsewhere, 20 further off in the workspace searched.
     await workspaceWith('crowd', [{ texts: Array.from({ length: 300 }, (_, i) => `crowd ${i}`), vectors: Array.from({ length: 300 }, (_, i) => unit(0, 0.001 * i)) }]);
     const small = await workspaceWith('small', [{ texts: Array.from({ length: 20 }, (_, i) => `small ${i}`), vectors: Array.from({ length: 20 }, (_, i) => unit(0, 0.5 + 0.01 * i)) }]);
-    const { vector } = await index.search({ workspaceIds: [small.workspaceId], vector: unit(0), limit: 10, excludeDocumentIds: [] });
-    expect(vector).toHaveLength(10);
-    const scores = vector.map((hit) => hit.score);
-    expect(scores).toEqual([...scores].sort((a, b) => b - a));
-    expect(scores[0]).toBeCloseTo(Math.cos(0.5), 5);
-    const all = await index.search({ workspaceIds: [small.workspaceId], vector: unit(0), limit: 50, excludeDocumentIds: [] });
-    expect(all.vector).toHaveLength(20);
+    // pgvector: first outside the graph (compared one by one), then merged into it.
+    for (const round of [0, 1]) {
+      if (round === 1) while (((await index.mergeIntoGraph?.(500)) ?? 0) > 0);
+      const { vector } = await index.search({ workspaceIds: [small.workspaceId], vector: unit(0), limit: 10, excludeDocumentIds: [] });
+      expect(vector).toHaveLength(10);
+      const scores = vector.map((hit) => hit.score);
+      expect(scores).toEqual([...scores].sort((a, b) => b - a));
+      expect(scores[0]).toBeCloseTo(Math.cos(0.5), 5);
+      const all = await index.search({ workspaceIds: [small.workspaceId], vector: unit(0), limit: 50, excludeDocumentIds: [] });
+      expect(all.vector).toHaveLength(20);
+    }
+    expect((await index.graphBacklog?.()) ?? 0).toBe(0);
   });
 
   it('ranks keywords by BM25 exactly as the formula gives', async () => {
@@ -266,6 +271,57 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
   }
 
   if (!elasticsearchUrl) {
+    it('finds chunks alike outside the graph and after a merge moves them in, and a reader that loaded before the merge misses none', async () => {
+      const graph = index as VectorIndex & Required<Pick<VectorIndex, 'graphBacklog' | 'mergeIntoGraph'>>;
+      while ((await graph.mergeIntoGraph(500)) > 0);
+      const texts = Array.from({ length: 200 }, (_, i) => `pebble ${i} on the shore`);
+      const { workspaceId, documentIds } = await workspaceWith('merge', [
+        { texts, vectors: texts.map((_, i) => unit(300 + (i % 20), 0.002 * i)) },
+        { texts: ['pebble beach far away'], vectors: [unit(305, 0.3)] },
+      ]);
+      expect(await graph.graphBacklog()).toBe(201);
+      const search = (extra: { documentIds?: string[]; excludeDocumentIds?: string[] } = {}) =>
+        index.search({ workspaceIds: [workspaceId], vector: unit(305), terms: analyze('pebble 7 shore'), limit: 20, excludeDocumentIds: [], ...extra });
+      const outside = await search();
+      const outsideFiltered = await search({ documentIds: [documentIds[1]!] });
+      expect(outside.vector).toHaveLength(20);
+      expect(outsideFiltered.vector).toHaveLength(1);
+      const shoreHits = async (through: VectorIndex) =>
+        (await through.search({ workspaceIds: [workspaceId], terms: analyze('shore'), limit: 500, excludeDocumentIds: [] })).keyword.length;
+      const reader = await openIndex();
+      try {
+        expect(await shoreHits(reader)).toBe(200);
+        // In uneven slices, as merges in several processes would leave them.
+        let slices = 0;
+        while ((await graph.mergeIntoGraph(37)) > 0) slices += 1;
+        expect(slices).toBe(6);
+        expect(await graph.graphBacklog()).toBe(0);
+        const merged = await search();
+        expect(merged.vector.map((hit) => hit.chunkId)).toEqual(outside.vector.map((hit) => hit.chunkId));
+        merged.vector.forEach((hit, rank) => expect(hit.score).toBeCloseTo(outside.vector[rank]!.score, 6));
+        expect(merged.keyword).toEqual(outside.keyword);
+        expect((await search({ documentIds: [documentIds[1]!] })).vector).toEqual(outsideFiltered.vector);
+        expect(await shoreHits(reader)).toBe(200);
+        expect(await keywordTexts(reader, workspaceId, 'pebble 7')).toEqual(await keywordTexts(index, workspaceId, 'pebble 7'));
+        expect(await index.countByDocument(workspaceId)).toEqual(new Map([[documentIds[0]!, 200], [documentIds[1]!, 1]]));
+
+        // Some in the graph, some not: one search ranks both, and a deletion takes both.
+        const [late] = await addDocuments(workspaceId, [{ texts: ['pebble nearest of all', 'pebble second'], vectors: [unit(305, 0.0001), unit(305, 0.0003)] }]);
+        expect(await graph.graphBacklog()).toBe(2);
+        const mixed = await search();
+        const lateChunks = await db.prisma.chunk.findMany({ where: { documentId: late! }, orderBy: { chunkIndex: 'asc' }, select: { id: true } });
+        expect(mixed.vector.slice(0, 2).map((hit) => hit.chunkId)).toEqual([lateChunks[0]!.id, lateChunks[1]!.id]);
+        expect(mixed.vector.slice(2)).toEqual(outside.vector.slice(0, 18));
+        expect(await graph.mergeIntoGraph(1)).toBe(1);
+        await db.prisma.document.delete({ where: { id: late! } });
+        expect(await graph.graphBacklog()).toBe(0);
+        expect((await search()).vector).toEqual(outside.vector);
+        expect((await keywordTexts(reader, workspaceId, 'nearest')).length + (await keywordTexts(index, workspaceId, 'nearest')).length).toBe(0);
+      } finally {
+        await reader.close();
+      }
+    });
+
     it('answers the same under a memory budget too small to keep any workspace in memory', async () => {
       const tight = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 });
       const first = await workspaceWith('budget-a', [{ texts: ['otter river'], vectors: [unit(100)] }]);

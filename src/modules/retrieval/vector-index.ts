@@ -77,6 +77,13 @@ export interface VectorIndex {
    * between workspaces once `signal` aborts.
    */
   warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void): Promise<void>;
+  /**
+   * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
+   * by one meanwhile, so they are found all the same.
+   */
+  graphBacklog?(): Promise<number>;
+  /** pgvector: merges up to `maxRows` of those chunks into the graph; returns how many it merged. */
+  mergeIntoGraph?(maxRows: number): Promise<number>;
   close(): Promise<void>;
 }
 

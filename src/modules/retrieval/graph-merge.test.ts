@@ -1,0 +1,141 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../config.js';
+import { openDatabase, type Database } from '../../db/database.js';
+import { createLogger } from '../../logger.js';
+import { analyze } from './analyzer.js';
+import { startGraphMerge } from './graph-merge.js';
+import { openPgvectorIndex } from './pgvector-index.js';
+import type { VectorIndex } from './vector-index.js';
+
+// The merge loop against a real pgvector index (PostgreSQL in its matrix leg, else the embedded
+// store), with ingestion's activity set by the test.
+let dataDir: string;
+let db: Database;
+let index: VectorIndex;
+let workspaceId: string;
+let documentId: string;
+
+const dimensions = 384;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-graph-merge-'));
+  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(process.env.ELASTICSEARCH_URL && { DATABASE_URL: '' }) });
+  db = await openDatabase(config);
+  index = await openPgvectorIndex(db.prisma, { model: 'bge-small-en-v1.5-q', dimensions }, { keywordMemoryBytes: 16 * 1024 * 1024 });
+  const user = await db.prisma.user.create({ data: { email: `merge-${Math.random()}@example.com`, name: 'Merge' } });
+  const workspace = await db.prisma.workspace.create({ data: { userId: user.id, name: 'merge', nameKey: `merge-${Math.random()}` } });
+  workspaceId = workspace.id;
+  documentId = (await db.prisma.document.create({ data: { workspaceId, filename: 'a.txt', contentType: 'text/plain', sizeBytes: 1, sha256: `${Math.random()}`, status: 'ready' } })).id;
+  // Rows of earlier tests on a shared PostgreSQL database are merged first.
+  while ((await index.mergeIntoGraph!(1000)) > 0);
+}, 60_000);
+
+afterAll(async () => {
+  await index?.close();
+  await db?.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+let written = 0;
+async function write(count: number) {
+  const chunks = await db.prisma.chunk.createManyAndReturn({
+    data: Array.from({ length: count }, (_, n) => ({ documentId, chunkIndex: written + n, content: `stone ${written + n}`, tokenCount: 2 })),
+  });
+  written += count;
+  await index.upsert(
+    chunks.map((chunk) => {
+      const embedding = new Float32Array(dimensions);
+      embedding[chunk.chunkIndex % dimensions] = 1;
+      return { chunkId: chunk.id, documentId, workspaceId, embedding, terms: analyze(chunk.content) };
+    }),
+  );
+}
+
+const eventually = async (condition: () => Promise<boolean>) => {
+  for (let waited = 0; waited < 20_000; waited += 25) {
+    if (await condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return false;
+};
+
+describe('merging into the vector graph', () => {
+  it('waits while ingestion runs, merges once it has been idle, and merges down to the backlog limit while it runs', async () => {
+    let busy = true;
+    let idleSince = 0;
+    const activity = { idleForMs: () => (busy ? 0 : performance.now() - idleSince) };
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
+    try {
+      await write(20);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(await index.graphBacklog!()).toBe(20);
+
+      busy = false;
+      idleSince = performance.now();
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+      expect(performance.now() - idleSince).toBeGreaterThanOrEqual(200);
+
+      // Over the limit while ingestion runs: merged down to it, not further.
+      busy = true;
+      await write(50);
+      expect(await eventually(async () => (await index.graphBacklog!()) <= 30)).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await index.graphBacklog!()).toBeGreaterThan(20);
+      expect(await index.graphBacklog!()).toBeLessThanOrEqual(30);
+
+      const { vector } = await index.search({ workspaceIds: [workspaceId], vector: (() => { const v = new Float32Array(dimensions); v[7] = 1; return v; })(), limit: 70, excludeDocumentIds: [] });
+      expect(vector).toHaveLength(70);
+      expect(vector[0]!.score).toBeCloseTo(1, 5);
+    } finally {
+      await merge.stop();
+    }
+  });
+
+  it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {
+    const others = await Promise.all([1, 2].map(() => openPgvectorIndex(db.prisma, { model: 'bge-small-en-v1.5-q', dimensions }, { keywordMemoryBytes: 16 * 1024 * 1024 })));
+    try {
+      const documents = await Promise.all(
+        Array.from({ length: 6 }, async (_, position) => {
+          const id = (await db.prisma.document.create({ data: { workspaceId, filename: `${position}.txt`, contentType: 'text/plain', sizeBytes: 1, sha256: `${Math.random()}`, status: 'ready' } })).id;
+          const chunks = await db.prisma.chunk.createManyAndReturn({ data: Array.from({ length: 60 }, (_, n) => ({ documentId: id, chunkIndex: n, content: `pebble ${position} ${n}`, tokenCount: 2 })) });
+          return { id, chunks };
+        }),
+      );
+      const indexed = (chunks: { id: string; documentId: string; chunkIndex: number; content: string }[]) =>
+        chunks.map((chunk) => {
+          const embedding = new Float32Array(dimensions);
+          embedding[(chunk.chunkIndex + 11) % dimensions] = 1;
+          return { chunkId: chunk.id, documentId: chunk.documentId, workspaceId, embedding, terms: analyze(chunk.content) };
+        });
+      for (const document of documents) await index.upsert(indexed(document.chunks));
+      const mergers = [index, ...others].map(async (through) => {
+        while ((await through.mergeIntoGraph!(7)) > 0);
+      });
+      const writers = (async () => {
+        // Deleted while merges run, and another written again (an embed job's retry).
+        await db.prisma.document.delete({ where: { id: documents[0]!.id } });
+        await others[0]!.upsert(indexed(documents[1]!.chunks));
+        await db.prisma.document.delete({ where: { id: documents[2]!.id } });
+        await others[1]!.upsert(indexed(documents[3]!.chunks));
+      })();
+      await Promise.all([...mergers, writers]);
+      while ((await index.mergeIntoGraph!(50)) > 0);
+      expect(await index.graphBacklog!()).toBe(0);
+      const counts = await index.countByDocument(workspaceId);
+      for (const [position, document] of documents.entries()) expect(counts.get(document.id)).toBe(position === 0 || position === 2 ? undefined : 60);
+      const [doubled] = await db.prisma.$queryRaw<{ count: number }[]>`
+        SELECT count(*)::int AS count FROM chunk_index i JOIN chunk_index_fresh f USING (chunk_id)`;
+      expect(doubled!.count).toBe(0);
+    } finally {
+      await Promise.all(others.map((other) => other.close()));
+    }
+  });
+
+  it('is not started for an index without a graph of its own', () => {
+    const { graphBacklog: _backlog, mergeIntoGraph: _merge, ...withoutGraph } = index;
+    expect(startGraphMerge({ index: withoutGraph as VectorIndex, activity: { idleForMs: () => 0 }, log: createLogger('silent') })).toBeUndefined();
+  });
+});

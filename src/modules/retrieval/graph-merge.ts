@@ -1,0 +1,98 @@
+import type { Logger } from '../../logger.js';
+import type { VectorIndex } from './vector-index.js';
+
+/** What the merge needs to know of ingestion: how long no job has been running. */
+export type IngestionActivity = {
+  /** Milliseconds since the last job of this process ended; 0 while one runs. */
+  idleForMs(): number;
+};
+
+export type GraphMergeOptions = {
+  /** Rows moved per statement. The embedded store answers one statement at a time: a search waits for at most one slice. */
+  sliceRows: number;
+  /** Ingestion must have been idle this long before a merge starts. */
+  idleMs: number;
+  /** Beyond this many rows outside the graph, merging goes on during ingestion too: every search compares them all. */
+  backlogLimit: number;
+  /** How often the backlog is looked at while there is nothing to do. */
+  pollMs: number;
+};
+
+/**
+ * Measured on the 2-core machine (docs/retrieval.md): a slice of 16 rows takes the store 30-60 ms,
+ * and comparing a workspace's 20,000 unmerged chunks one by one adds about N ms to a search.
+ */
+export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
+
+export type GraphMerge = {
+  /** Stops after the slice in progress. */
+  stop(): Promise<void>;
+};
+
+/**
+ * Keeps the pgvector index's HNSW graph complete without making ingestion pay for it: chunks are
+ * written outside the graph, and this loop merges them in slices once ingestion has been idle for
+ * `idleMs` (on two cores the embedder needs them both while it runs), or at once while more than
+ * `backlogLimit` wait. Nothing is lost by a stop or a crash: the rows wait in the store, and the
+ * next start merges them. Undefined for an index without such a graph (Elasticsearch builds its
+ * own).
+ */
+export function startGraphMerge(
+  dependencies: { index: VectorIndex; activity: IngestionActivity; log: Logger },
+  options: GraphMergeOptions = defaultGraphMergeOptions,
+): GraphMerge | undefined {
+  const { activity, log } = dependencies;
+  const { graphBacklog, mergeIntoGraph } = dependencies.index;
+  if (!graphBacklog || !mergeIntoGraph) return undefined;
+  const index = { graphBacklog: graphBacklog.bind(dependencies.index), mergeIntoGraph: mergeIntoGraph.bind(dependencies.index) };
+  let stopping = false;
+  let wakeUp: (() => void) | undefined;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      function done() {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  async function mergeWhileAllowed(backlog: number) {
+    const started = performance.now();
+    let merged = 0;
+    while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
+      const moved = await index.mergeIntoGraph(options.sliceRows);
+      if (moved === 0) break;
+      merged += moved;
+      backlog -= moved;
+      // Between slices, other work on this process's event loop and store goes first.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    if (merged > 0) {
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      log.info(`search: ${merged} chunks merged into the vector graph in ${seconds} s${backlog > 0 ? `, ${backlog} left` : ''}`);
+    }
+  }
+
+  const running = (async () => {
+    while (!stopping) {
+      try {
+        const backlog = await index.graphBacklog();
+        if (backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) await mergeWhileAllowed(backlog);
+      } catch (error) {
+        if (!stopping) log.error('search: merging chunks into the vector graph failed; trying again', error);
+      }
+      if (!stopping) await pause(options.pollMs);
+    }
+  })();
+
+  return {
+    async stop() {
+      stopping = true;
+      wakeUp?.();
+      await running;
+    },
+  };
+}
