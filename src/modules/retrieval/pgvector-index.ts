@@ -84,16 +84,17 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
 }
 
 async function createTables(prisma: PrismaClient, dimensions: number) {
+  // The graph's table and the table of chunks waiting to be merged into it hold the same rows.
+  const rowColumns = `
+    chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    document_id uuid NOT NULL,
+    workspace_id uuid NOT NULL,
+    embedding vector(${dimensions}) NOT NULL,
+    terms text[] NOT NULL,
+    freqs integer[] NOT NULL,
+    term_count integer NOT NULL`;
   const statements = [
-    `CREATE TABLE IF NOT EXISTS chunk_index (
-       chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-       document_id uuid NOT NULL,
-       workspace_id uuid NOT NULL,
-       embedding vector(${dimensions}) NOT NULL,
-       terms text[] NOT NULL,
-       freqs integer[] NOT NULL,
-       term_count integer NOT NULL
-     )`,
+    `CREATE TABLE IF NOT EXISTS chunk_index (${rowColumns})`,
     // Loading a workspace's keyword side reads its chunks in chunk id order, page by page.
     'CREATE INDEX IF NOT EXISTS chunk_index_workspace_chunk ON chunk_index (workspace_id, chunk_id)',
     'DROP INDEX IF EXISTS chunk_index_workspace',
@@ -101,15 +102,7 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     // Keywords are ranked in memory now; the GIN index only cost every insert.
     'DROP INDEX IF EXISTS chunk_index_terms',
     'CREATE INDEX IF NOT EXISTS chunk_index_embedding ON chunk_index USING hnsw (embedding vector_cosine_ops)',
-    `CREATE TABLE IF NOT EXISTS chunk_index_fresh (
-       chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-       document_id uuid NOT NULL,
-       workspace_id uuid NOT NULL,
-       embedding vector(${dimensions}) NOT NULL,
-       terms text[] NOT NULL,
-       freqs integer[] NOT NULL,
-       term_count integer NOT NULL
-     )`,
+    `CREATE TABLE IF NOT EXISTS chunk_index_fresh (${rowColumns})`,
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_workspace ON chunk_index_fresh (workspace_id)',
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_document ON chunk_index_fresh (document_id)',
     // The vector side in one statement: the function's own settings hold while it runs. A

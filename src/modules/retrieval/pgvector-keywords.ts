@@ -33,18 +33,14 @@ export const changeLogStatements = [
      INSERT INTO chunk_index_log (workspace_id, chunk_id) SELECT workspace_id, chunk_id FROM removed;
      RETURN NULL;
    END $$`,
-  'DROP TRIGGER IF EXISTS chunk_index_log_added ON chunk_index',
-  `CREATE TRIGGER chunk_index_log_added AFTER INSERT ON chunk_index REFERENCING NEW TABLE AS added
-     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_added()`,
-  'DROP TRIGGER IF EXISTS chunk_index_log_removed ON chunk_index',
-  `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON chunk_index REFERENCING OLD TABLE AS removed
-     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
-  'DROP TRIGGER IF EXISTS chunk_index_log_added ON chunk_index_fresh',
-  `CREATE TRIGGER chunk_index_log_added AFTER INSERT ON chunk_index_fresh REFERENCING NEW TABLE AS added
-     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_added()`,
-  'DROP TRIGGER IF EXISTS chunk_index_log_removed ON chunk_index_fresh',
-  `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON chunk_index_fresh REFERENCING OLD TABLE AS removed
-     FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
+  ...['chunk_index', 'chunk_index_fresh'].flatMap((table) => [
+    `DROP TRIGGER IF EXISTS chunk_index_log_added ON ${table}`,
+    `CREATE TRIGGER chunk_index_log_added AFTER INSERT ON ${table} REFERENCING NEW TABLE AS added
+       FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_added()`,
+    `DROP TRIGGER IF EXISTS chunk_index_log_removed ON ${table}`,
+    `CREATE TRIGGER chunk_index_log_removed AFTER DELETE ON ${table} REFERENCING OLD TABLE AS removed
+       FOR EACH STATEMENT EXECUTE FUNCTION chunk_index_log_removed()`,
+  ]),
 ];
 
 /** A chunk's row in either table, as the keyword side reads it. */
