@@ -35,9 +35,10 @@ export type GraphQLResult<Data> = {
 /**
  * A new, empty database on the PostgreSQL server of `serverUrl`, dropped by `drop`. Each test
  * server gets one: on a shared database every test server's queue workers would claim the jobs
- * of the others, under their own settings and turns.
+ * of the others, under their own settings and turns. So do tests whose merges or resets of the
+ * index would reach the rows of other files.
  */
-async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createOwnDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const url = new URL(serverUrl);
   const name = `${url.pathname.slice(1) || 'kb'}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   const onServer = async (work: (client: pg.Client) => Promise<unknown>) => {

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOwnDatabase } from '../../../test/support/server.js';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
@@ -10,9 +11,11 @@ import { startGraphMerge } from './graph-merge.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 
-// The merge loop against a real pgvector index (PostgreSQL in its matrix leg, else the embedded
-// store), with ingestion's activity set by the test.
+// The merge loop against a real pgvector index (PostgreSQL in its matrix leg, in a database of
+// this file's own, since a merge takes every waiting row; else the embedded store), with
+// ingestion's activity set by the test.
 let dataDir: string;
+let ownDatabase: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 let db: Database;
 let index: VectorIndex;
 let workspaceId: string;
@@ -22,20 +25,21 @@ const dimensions = 384;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'kb-graph-merge-'));
-  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(process.env.ELASTICSEARCH_URL && { DATABASE_URL: '' }) });
+  const postgresUrl = (!process.env.ELASTICSEARCH_URL && process.env.DATABASE_URL) || undefined;
+  ownDatabase = postgresUrl ? await createOwnDatabase(postgresUrl) : undefined;
+  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: ownDatabase?.url ?? '' });
   db = await openDatabase(config);
   index = await openPgvectorIndex(db.prisma, { model: 'bge-small-en-v1.5-q', dimensions }, { keywordMemoryBytes: 16 * 1024 * 1024 });
   const user = await db.prisma.user.create({ data: { email: `merge-${Math.random()}@example.com`, name: 'Merge' } });
   const workspace = await db.prisma.workspace.create({ data: { userId: user.id, name: 'merge', nameKey: `merge-${Math.random()}` } });
   workspaceId = workspace.id;
   documentId = (await db.prisma.document.create({ data: { workspaceId, filename: 'a.txt', contentType: 'text/plain', sizeBytes: 1, sha256: `${Math.random()}`, status: 'ready' } })).id;
-  // Rows of earlier tests on a shared PostgreSQL database are merged first.
-  while ((await index.mergeIntoGraph!(1000)) > 0);
 }, 60_000);
 
 afterAll(async () => {
   await index?.close();
   await db?.close();
+  await ownDatabase?.drop();
   await rm(dataDir, { recursive: true, force: true });
 });
 

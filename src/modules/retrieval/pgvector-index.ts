@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { termFrequencies } from './analyzer.js';
 import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
@@ -136,11 +137,36 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     'DROP TABLE IF EXISTS chunk_index_stats',
     ...changeLogStatements,
   ];
-  await prisma.$transaction(async (tx) => {
-    // Two processes starting on one new PostgreSQL database must not both create the tables.
-    await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241598)');
-    for (const statement of statements) await tx.$executeRawUnsafe(statement);
-  });
+  // The DDL runs only when it changed (a new version, a reindex). Run at every start, it locked
+  // the tables against the writes and merges of other processes already running on the same
+  // PostgreSQL database, in another order than theirs: deadlocks, seen in the test suite.
+  const fingerprint = createHash('sha256').update(statements.join(';\n')).digest('hex');
+  const recorded = await prisma.$queryRawUnsafe<{ fingerprint: string }[]>('SELECT fingerprint FROM chunk_index_schema').catch(() => []);
+  if (recorded[0]?.fingerprint === fingerprint) return;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await prisma.$transaction(
+        async (tx) => {
+          // Two processes starting on one new PostgreSQL database must not both create the tables.
+          await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241598)');
+          await tx.$executeRawUnsafe(
+            'CREATE TABLE IF NOT EXISTS chunk_index_schema (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), fingerprint text NOT NULL)',
+          );
+          const [current] = await tx.$queryRawUnsafe<{ fingerprint: string }[]>('SELECT fingerprint FROM chunk_index_schema');
+          if (current?.fingerprint === fingerprint) return;
+          for (const statement of statements) await tx.$executeRawUnsafe(statement);
+          await tx.$executeRaw`
+            INSERT INTO chunk_index_schema (fingerprint) VALUES (${fingerprint}) ON CONFLICT (only_row) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`;
+        },
+        { timeout: 60_000 },
+      );
+      return;
+    } catch (error) {
+      // A deadlock with another process's writes: PostgreSQL rolled this back; its turn comes again.
+      if (attempt < 5 && /deadlock detected|40P01/.test((error as Error).message)) continue;
+      throw error;
+    }
+  }
 }
 
 class PgvectorIndex implements VectorIndex {
@@ -232,14 +258,15 @@ class PgvectorIndex implements VectorIndex {
    * Moves up to `maxRows` fresh rows into `chunk_index` (and so into the HNSW graph), in one
    * transaction; returns how many moved. Rows another transaction holds are skipped, never
    * waited for: a merge in each of several processes, or a document being deleted, cannot
-   * block it. The chunk rows are held too (as the foreign key check would), first, so a deletion
-   * of the same chunks waits for the merge instead of the two waiting for each other.
+   * block it. The chunk rows are held too, as the foreign key check would hold them, and skipped
+   * as well when a deletion holds them: a merge that waited there while holding the fresh row the
+   * deletion's cascade needs would deadlock with it. A deletion that comes later waits for the merge.
    */
   async mergeIntoGraph(maxRows: number) {
     const [row] = await this.prisma.$queryRaw<{ moved: number }[]>`
       WITH picked AS (
         SELECT f.chunk_id FROM chunks c JOIN chunk_index_fresh f ON f.chunk_id = c.id
-         LIMIT ${maxRows} FOR KEY SHARE OF c FOR UPDATE OF f SKIP LOCKED
+         LIMIT ${maxRows} FOR KEY SHARE OF c SKIP LOCKED FOR UPDATE OF f SKIP LOCKED
       ), moved AS (
         DELETE FROM chunk_index_fresh f USING picked WHERE f.chunk_id = picked.chunk_id
         RETURNING f.chunk_id, f.document_id, f.workspace_id, f.embedding, f.terms, f.freqs, f.term_count
@@ -337,6 +364,7 @@ class PgvectorIndex implements VectorIndex {
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index'),
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log'),
       this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log_marks'),
+      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_schema'),
       this.prisma.$executeRaw`UPDATE chunk_index_model SET model = ${model.model}, dimensions = ${model.dimensions}, created_at = clock_timestamp()`,
     ]);
     await createTables(this.prisma, model.dimensions);

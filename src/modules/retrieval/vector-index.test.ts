@@ -239,6 +239,27 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
   });
 
   if (postgresUrl) {
+    it('opens beside another process that is writing and merging, without taking a lock on the tables', async () => {
+      const client = new pg.Client({ connectionString: postgresUrl });
+      await client.connect();
+      try {
+        // What an upsert or a merge of another process holds while it runs; any DDL would wait for it.
+        await client.query('BEGIN');
+        await client.query('LOCK TABLE chunk_index, chunk_index_fresh, chunk_index_log IN ROW EXCLUSIVE MODE');
+        const opened = await Promise.race([
+          openIndex().then(async (other) => {
+            await other.close();
+            return 'opened';
+          }),
+          new Promise((resolve) => setTimeout(() => resolve('still waiting after 5 s'), 5_000)),
+        ]);
+        expect(opened).toBe('opened');
+      } finally {
+        await client.query('ROLLBACK');
+        await client.end();
+      }
+    });
+
     // Only a server with concurrent connections can commit transactions out of the order of their ids.
     it('finds a chunk whose transaction began before, and committed after, a sync that saw a later one', async () => {
       const other = await openIndex();
