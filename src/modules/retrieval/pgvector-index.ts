@@ -273,6 +273,8 @@ class PgvectorIndex implements VectorIndex {
       ), inserted AS (
         INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
         SELECT chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count FROM moved
+        -- Never met while upserts delete the fresh row before the merged one; should a chunk ever
+        -- be in both tables, the fresh row (the newer) wins instead of the merge failing for good.
         ON CONFLICT (chunk_id) DO UPDATE
           SET document_id = EXCLUDED.document_id, workspace_id = EXCLUDED.workspace_id, embedding = EXCLUDED.embedding,
               terms = EXCLUDED.terms, freqs = EXCLUDED.freqs, term_count = EXCLUDED.term_count
