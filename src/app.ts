@@ -14,6 +14,8 @@ import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
 import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
+import { AgentRuns, type AgentDependencies } from './modules/agent/service.js';
+import { createAnswerModel } from './modules/agent/select.js';
 import { startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
 import { modelMismatch } from './modules/retrieval/service.js';
@@ -84,7 +86,18 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
-    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval };
+    const agentRuns = new AgentRuns(db.prisma, config.agent.leaseSeconds * 1000, log);
+    await agentRuns.start({ exclusive: db.kind === 'pglite' });
+    const agent: AgentDependencies = {
+      prisma: db.prisma,
+      retrieval,
+      answerModel: createAnswerModel(config, embedder),
+      runs: agentRuns,
+      log,
+      cost: config.agentCost,
+      timeoutMs: config.agent.timeoutSeconds * 1000,
+    };
+    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
@@ -122,6 +135,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
         stopWarming.abort();
         await warming;
+        await agentRuns.stop();
         await ingestion.stop();
         await graphMerge?.stop();
         await parsePool.close();

@@ -51,6 +51,9 @@ const environmentSchema = z.object({
   KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
+  KB_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(300),
+  KB_AGENT_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(60),
+  KB_AGENT_HEARTBEAT_SECONDS: z.coerce.number().min(0.05).max(15).default(10),
   KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
   KB_MAX_UPLOAD_BYTES: positiveInt(50 * 1024 * 1024),
   KB_MAX_UPLOAD_FILES: positiveInt(20),
@@ -108,6 +111,14 @@ export type Config = {
   storeCacheMb: number | undefined;
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
+  agent: {
+    /** A run still going after this ends with an error event and a refund. */
+    timeoutSeconds: number;
+    /** A running job's lease: another process refunds it once the lease has passed unrenewed. */
+    leaseSeconds: number;
+    /** Longest silence on an open agent stream before a comment line is sent (at most 15 s). */
+    heartbeatSeconds: number;
+  };
   maxJsonBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
   ingestion: {
@@ -178,6 +189,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
+    agent: { timeoutSeconds: env.KB_AGENT_TIMEOUT_SECONDS, leaseSeconds: env.KB_AGENT_LEASE_SECONDS, heartbeatSeconds: env.KB_AGENT_HEARTBEAT_SECONDS },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
     uploads: { maxFileBytes: env.KB_MAX_UPLOAD_BYTES, maxFiles: env.KB_MAX_UPLOAD_FILES },
     ingestion: {

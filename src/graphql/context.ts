@@ -7,6 +7,7 @@ import type { PrismaClient } from '../generated/prisma/client.js';
 import type { RateLimits } from '../http/rate-limits.js';
 import type { JobQueue } from '../modules/jobs/queue.js';
 import type { RetrievalDependencies } from '../modules/retrieval/service.js';
+import type { AgentDependencies } from '../modules/agent/service.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
@@ -16,10 +17,16 @@ export interface AppServices {
   rateLimits: RateLimits;
   ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
   retrieval: RetrievalDependencies;
+  agent: AgentDependencies;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */
-export type RestResultHandOver = { result?: ExecutionResult };
+export type RestResultHandOver = {
+  result?: ExecutionResult;
+  /** Set by a streaming route: the subscription's results arrive here, one per event, unserialised. */
+  wantsStream?: boolean;
+  stream?: AsyncIterableIterator<ExecutionResult>;
+};
 
 /** What the REST layer hands Yoga with a request. */
 export interface RestServerContext {
@@ -40,6 +47,7 @@ export interface Context {
   rateLimits: RateLimits;
   ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
   retrieval: RetrievalDependencies;
+  agent: AgentDependencies;
   /** Aborts when the client goes away: long work (searches, the agent) stops. */
   signal: AbortSignal;
   viewer: Viewer | null;
@@ -58,6 +66,7 @@ export async function createContext(app: AppServices, request: Request, serverCo
     rateLimits: app.rateLimits,
     ingestion: app.ingestion,
     retrieval: app.retrieval,
+    agent: app.agent,
     signal: request.signal,
     viewer,
     restInputError: serverContext.restInputError,

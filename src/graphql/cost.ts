@@ -11,6 +11,12 @@ import { graphqlLimits } from './limits.js';
  * their items hold no further lists or connections, so a long one cannot multiply anything.
  */
 export const listSizes: Record<string, number> = {
+  // An agent event: a reasoning event holds one step; a step what a hop found (at most 4
+  // searches of 4 passages); sources at most the 80 passages deep research may gather.
+  'AgentReasoning.steps': 1,
+  'ReasoningStep.found': 16,
+  'AgentSources.sources': 80,
+  'AgentSource.passages': 10,
   'ChatSession.messages': 100,
   'ChunkContext.chunks': 201,
   'CreditSummary.recent': 20,

@@ -7,5 +7,6 @@ import '../modules/workspaces/types.js';
 import '../modules/chat/types.js';
 import '../modules/documents/types.js';
 import '../modules/retrieval/types.js';
+import '../modules/agent/types.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -7,6 +7,7 @@ builder.addScalarType('JSON', JSONResolver);
 
 builder.queryType({});
 builder.mutationType({});
+builder.subscriptionType({});
 
 const ErrorInterface = builder.interfaceRef<AppError>('Error').implement({
   description: 'Every error a mutation can return as data.',

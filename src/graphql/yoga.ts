@@ -52,10 +52,29 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
       }),
       useOperationGate(),
       useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),
+      useSubscriptionRefusalsWithData(),
       usePublicValidationErrors(),
       useRestResultHandOver(),
     ],
   });
+}
+
+/**
+ * A subscription refused before its first event (graphql-js `subscribe` returns `{errors}`)
+ * gets `data: null`: graphql-sse tells a result from operation arguments by its `data` key, and
+ * without one answered "Unable to detect operation AST" instead of the refusal, leaving a
+ * single-connection client waiting for events that never came.
+ */
+function useSubscriptionRefusalsWithData(): Plugin {
+  return {
+    onSubscribe() {
+      return {
+        onSubscribeResult({ result, setResult }) {
+          if (!(Symbol.asyncIterator in result) && !('data' in result)) setResult({ ...result, data: null });
+        },
+      };
+    },
+  };
 }
 
 /**
@@ -82,13 +101,22 @@ function useQueryParameterErrors(): Plugin {
 /**
  * A REST request's result goes to the REST layer as the object it is (errors already masked),
  * not as JSON that the REST layer would parse again to write its own body. Last among the
- * plugins, so that it replaces the result processor the others chose. Streams (SSE) keep theirs.
+ * plugins, so that it replaces the result processor the others chose. A subscription's events are
+ * handed over as the iterator they are to a streaming route, which writes them itself.
  */
 function useRestResultHandOver(): Plugin<Record<string, unknown>, GraphQLServerContext> {
   return {
     onResultProcess({ result, serverContext, setResultProcessor }) {
       const handOver = serverContext.restResult;
-      if (!handOver || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      if (!handOver || Array.isArray(result)) return;
+      if (Symbol.asyncIterator in result) {
+        if (!handOver.wantsStream) return;
+        setResultProcessor((processed) => {
+          handOver.stream = processed as AsyncIterableIterator<ExecutionResult>;
+          return new Response(null, { status: 204 });
+        }, 'text/event-stream');
+        return;
+      }
       setResultProcessor((processed, fetchAPI) => {
         handOver.result = processed as ExecutionResult;
         return new fetchAPI.Response(null, { status: 204 });

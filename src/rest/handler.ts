@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
 import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
@@ -59,13 +60,20 @@ export async function handleRestRequest(
   }
   const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
   const { body, contentType, contentLength } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
-  const headers = new Headers({ accept: 'application/graphql-response+json' });
+  const streaming = 'stream' in route.response;
+  const headers = new Headers({ accept: streaming ? 'text/event-stream' : 'application/graphql-response+json' });
   headers.set('content-type', contentType);
   if (contentLength !== undefined) headers.set('content-length', String(contentLength));
   const authorization = request.headers.get('authorization');
   if (authorization !== null) headers.set('authorization', authorization);
-  const handOver: RestResultHandOver = {};
-  const response = await yoga.fetch(new URL(graphqlEndpoint, url), { method: 'POST', headers, body: body as BodyInit }, { restInputError, viewer: viewer ?? undefined, restResult: handOver });
+  const handOver: RestResultHandOver = { wantsStream: streaming };
+  const response = await yoga.fetch(
+    new URL(graphqlEndpoint, url),
+    // The client's signal: when it goes away, searches and agent runs stop.
+    { method: 'POST', headers, body: body as BodyInit, signal: request.signal },
+    { restInputError, viewer: viewer ?? undefined, restResult: handOver },
+  );
+  if (handOver.stream) return eventStreamResponse(handOver.stream, app.config.agent.heartbeatSeconds * 1000);
   // Yoga answers itself, with no result to hand over, only when it refuses the request before
   // running it (which the REST layer's requests are made not to provoke).
   const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
@@ -207,6 +215,65 @@ function withoutTypename(value: unknown) {
     return rest;
   }
   return value;
+}
+
+/**
+ * A subscription's events as Server-Sent Events: each event's `result` as a `data: <json>` line,
+ * and a comment line whenever the stream has been silent for `heartbeatMs`, so that proxies and
+ * clients do not take a long search for a dead connection. A client that goes away cancels the
+ * subscription (and with it the agent's run).
+ */
+function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult>, heartbeatMs: number): Response {
+  const encoder = new TextEncoder();
+  let heartbeat: NodeJS.Timeout | undefined;
+  let closed = false;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const write = (text: string) => {
+        if (closed) return;
+        controller.enqueue(encoder.encode(text));
+        heartbeat?.refresh();
+      };
+      heartbeat = setInterval(() => write(': heartbeat\n\n'), heartbeatMs);
+      void (async () => {
+        try {
+          for (;;) {
+            const { value, done } = await events.next();
+            if (done || closed) break;
+            const failure = errorOf(value as GraphQLResponseBody);
+            if (failure) {
+              // An event the schema could not give: the run cannot be followed any further.
+              write(`data: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message })}\n\n`);
+              await events.return?.();
+              break;
+            }
+            write(`data: ${JSON.stringify((value.data as { result: unknown }).result)}\n\n`);
+          }
+        } finally {
+          clearInterval(heartbeat);
+          if (!closed) {
+            closed = true;
+            controller.close();
+          }
+        }
+      })();
+    },
+    cancel() {
+      closed = true;
+      clearInterval(heartbeat);
+      void events.return?.();
+    },
+  });
+  return new Response(body, {
+    status: 200,
+    headers: {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      // nginx and others buffer responses unless told not to.
+      'x-accel-buffering': 'no',
+    },
+  });
 }
 
 export function errorResponse(error: AppError): Response {

@@ -339,7 +339,38 @@ export const RestSearch = graphql(`
   }
 `);
 
-const restOperations = { RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
+export const RestAgentStream = graphql(`
+  subscription RestAgentStream($input: AgentStreamInput!) {
+    result: agentStream(input: $input) {
+      ... on AgentJobStarted { type jobId }
+      ... on AgentReasoning {
+        type
+        steps {
+          index
+          kind
+          queries
+          found { document_id: documentId filename chunk_index: chunkIndex page score }
+          decision
+          reason
+        }
+      }
+      ... on AgentToken { type content }
+      ... on AgentSources {
+        type
+        sources {
+          doc_id: documentId
+          filename
+          pages
+          passages { citation chunk_index: chunkIndex page quote start end }
+        }
+      }
+      ... on AgentDone { type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
+      ... on AgentError { type code message }
+    }
+  }
+`);
+
+const restOperations = { RestAgentStream, RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
 
 /**
  * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These

@@ -1,5 +1,6 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import type {
+  AgentStreamInput,
   CreateApiKeyInput,
   CreateChatSessionInput,
   SearchInput,
@@ -35,7 +36,13 @@ export type Route<Result = unknown, Variables = Record<string, unknown>> = {
   readsBody?: 'json' | 'upload';
   variables?: (request: RestRequest) => Variables;
   /** `list`: a connection answered as a bare array with a `Link: rel="next"` header. */
-  response: { status: 200 | 201 | 202 } | { status: 204 } | { status: 200; list: true } | { status: 200; pick: (result: Result) => unknown };
+  response:
+    | { status: 200 | 201 | 202 }
+    | { status: 204 }
+    | { status: 200; list: true }
+    | { status: 200; pick: (result: Result) => unknown }
+    /** A subscription: refusals answer as JSON errors, then each event is written as a `data:` line of an SSE stream. */
+    | { status: 200; stream: true };
 };
 
 const route = <Result, Variables>(definition: Route<Result, Variables>) => definition as unknown as Route;
@@ -245,6 +252,23 @@ const searchRoute = (path: string) =>
   });
 
 routes.push(searchRoute('/v1/kb/query'), searchRoute('/query'));
+
+routes.push(
+  route({
+    method: 'POST',
+    path: '/agent/stream',
+    operation: operations.RestAgentStream,
+    readsBody: 'json',
+    variables: ({ body }) => ({
+      input: bodyInput<AgentStreamInput>(
+        body,
+        { message: 'message', workspaceIds: 'workspaceIds[]', sessionId: 'sessionId', mode: 'mode', limits: 'limits' },
+        { ids: ['workspaceIds', 'sessionId'] },
+      ),
+    }),
+    response: { status: 200, stream: true },
+  }),
+);
 
 export type RouteMatch = { route: Route; params: Record<string, string> } | { allowed: string[] } | null;
 

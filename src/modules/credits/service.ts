@@ -36,8 +36,8 @@ export async function creditSummary(prisma: PrismaClient, userId: string) {
   const [user, subscription, granted, used, recent] = await Promise.all([
     prisma.user.findUniqueOrThrow({ where: { id: userId }, select: { creditsBalance: true } }),
     prisma.subscription.findUnique({ where: { userId } }),
-    prisma.creditEntry.aggregate({ where: { userId, amount: { gt: 0 } }, _sum: { amount: true } }),
-    prisma.creditEntry.aggregate({ where: { userId, amount: { lt: 0 } }, _sum: { amount: true } }),
+    prisma.creditEntry.aggregate({ where: { userId, amount: { gt: 0 }, reason: { not: refundReason } }, _sum: { amount: true } }),
+    prisma.creditEntry.aggregate({ where: { userId, OR: [{ amount: { lt: 0 } }, { reason: refundReason }] }, _sum: { amount: true } }),
     prisma.creditEntry.findMany({
       where: { userId },
       orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
@@ -51,7 +51,103 @@ export async function creditSummary(prisma: PrismaClient, userId: string) {
       status: subscription?.status ?? ('inactive' as const),
       currentPeriodEnd: subscription?.currentPeriodEnd ?? null,
     },
+    // A refund cancels its reservation: `used` counts what runs were charged.
     totals: { granted: granted._sum.amount ?? 0, used: -(used._sum.amount ?? 0) },
     recent,
   };
+}
+
+export type AgentRunMode = 'fast' | 'deep';
+
+/** Ledger reasons of the agent's entries: a reservation is `agent_fast` or `agent_deep`; its reversal is `refund`. */
+export const refundReason = 'refund';
+
+/**
+ * Reserves an agent run's cost before its stream opens, in one transaction: a conditional update
+ * of the balance (it never goes below zero, and two runs can never spend the same credit), the
+ * ledger entry and the job row. 402 without an active subscription or with too few credits.
+ */
+export async function reserveAgentRun(
+  prisma: PrismaClient,
+  request: { userId: string; mode: AgentRunMode; cost: number; leaseMs: number },
+): Promise<{ jobId: string }> {
+  const { userId, mode, cost } = request;
+  return prisma.$transaction(async (tx) => {
+    const subscription = await tx.subscription.findUnique({ where: { userId } });
+    const lapsed = subscription?.currentPeriodEnd != null && subscription.currentPeriodEnd.getTime() < Date.now();
+    if (!subscription || subscription.status !== 'active' || lapsed) {
+      throw new AppError('payment_required', 'the agent needs an active subscription');
+    }
+    const { count } = await tx.user.updateMany({ where: { id: userId, creditsBalance: { gte: cost } }, data: { creditsBalance: { decrement: cost } } });
+    if (count === 0) {
+      const user = await tx.user.findUniqueOrThrow({ where: { id: userId }, select: { creditsBalance: true } });
+      throw new AppError('payment_required', `a ${mode} agent run costs ${cost} credits and the balance is ${user.creditsBalance}`);
+    }
+    const job = await tx.agentJob.create({
+      data: { userId, mode, creditsReserved: cost, leaseExpiresAt: new Date(Date.now() + request.leaseMs) },
+      select: { id: true },
+    });
+    await tx.creditEntry.create({ data: { userId, amount: -cost, reason: `agent_${mode}`, jobId: job.id } });
+    return { jobId: job.id };
+  });
+}
+
+type Transaction = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
+
+/**
+ * Turns a reservation into the charge, inside the transaction that stores the answer; the
+ * reserved amount is what a run costs. Throws when the job is no longer running (refunded as
+ * stale meanwhile): the answer is then not stored either.
+ */
+export async function chargeAgentRun(tx: Transaction, jobId: string, outcome: { sessionId: string; supportScore: number | null }): Promise<number> {
+  const [job] = await tx.$queryRaw<{ credits_reserved: number }[]>`
+    UPDATE agent_jobs SET status = 'done', credits_used = credits_reserved, session_id = ${outcome.sessionId}::uuid,
+           support_score = ${outcome.supportScore}, finished_at = now(), lease_expires_at = NULL
+     WHERE id = ${jobId}::uuid AND status = 'running'
+    RETURNING credits_reserved`;
+  if (!job) throw new AppError('internal_error', 'the run was stopped before its answer could be stored');
+  return job.credits_reserved;
+}
+
+/**
+ * Gives a run's reservation back (failure, cancellation, a dead process). Does nothing for a run
+ * that is no longer running, so a refund can never be made twice or after a charge.
+ */
+export async function refundAgentRun(prisma: PrismaClient, jobId: string, status: 'failed' | 'cancelled', error: string | null): Promise<boolean> {
+  return prisma.$transaction(async (tx) => {
+    const [job] = await tx.$queryRaw<{ user_id: string; credits_reserved: number }[]>`
+      UPDATE agent_jobs SET status = ${status}::agent_job_status, error = ${error}, finished_at = now(), lease_expires_at = NULL
+       WHERE id = ${jobId}::uuid AND status = 'running'
+      RETURNING user_id::text, credits_reserved`;
+    if (!job) return false;
+    await tx.user.update({ where: { id: job.user_id }, data: { creditsBalance: { increment: job.credits_reserved } } });
+    await tx.creditEntry.create({ data: { userId: job.user_id, amount: job.credits_reserved, reason: refundReason, jobId } });
+    return true;
+  });
+}
+
+/** Keeps running jobs' leases ahead of the sweep. */
+export async function renewAgentLeases(prisma: PrismaClient, jobIds: readonly string[], leaseMs: number) {
+  if (jobIds.length === 0) return;
+  await prisma.agentJob.updateMany({
+    where: { id: { in: [...jobIds] }, status: 'running' },
+    data: { leaseExpiresAt: new Date(Date.now() + leaseMs) },
+  });
+}
+
+/**
+ * Refunds runs left reserved by a process that stopped: those whose lease has passed, or, with
+ * `all`, every running one (the embedded store at start: no other process can be running them).
+ */
+export async function refundAbandonedRuns(prisma: PrismaClient, options: { all?: boolean } = {}): Promise<number> {
+  const stale = await prisma.agentJob.findMany({
+    where: { status: 'running', ...(!options.all && { OR: [{ leaseExpiresAt: { lt: new Date() } }, { leaseExpiresAt: null }] }) },
+    select: { id: true },
+    take: 1000,
+  });
+  let refunded = 0;
+  for (const job of stale) {
+    if (await refundAgentRun(prisma, job.id, 'failed', 'the process running it stopped')) refunded += 1;
+  }
+  return refunded;
 }

@@ -8,7 +8,7 @@ import { ownedWorkspaceCondition } from '../workspaces/service.js';
 import { analyze } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
 import { readyChunks } from './stored-chunks.js';
-import { IndexUnavailableError, type IndexHit, type StoredChunk, type VectorIndex } from './vector-index.js';
+import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
 
 export const searchLimits = {
   /** Longest query in characters; the model reads its first 512 tokens in any case. */
@@ -123,8 +123,8 @@ export async function searchScope(query: DirectQuery, userId: string, workspaceI
 }
 
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
-export function readBack(query: DirectQuery, workspaceId: string, chunkIds: readonly string[]): Promise<StoredChunk[]> {
-  return query<StoredChunk>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, [workspaceId]));
+export function readBack(query: DirectQuery, workspaceIds: string | readonly string[], chunkIds: readonly string[]): Promise<StoredChunk[]> {
+  return query<StoredChunk>(readyChunks(Prisma.sql`${[...chunkIds]}::uuid[]`, typeof workspaceIds === 'string' ? [workspaceIds] : workspaceIds));
 }
 
 /** Hits asked of each side (for hybrid, enough for the fusion), and how many the index may read along (one side only). */
@@ -249,4 +249,64 @@ export async function search(
     }
   }
   return results;
+}
+
+/** A chunk found for the agent: a search result with the chunk's id and its workspace's scope kept. */
+export type Passage = SearchResult & { chunkId: string };
+
+/**
+ * Hybrid search over workspaces whose ownership the caller has checked already (the agent checks
+ * them once, before its stream opens). `exclude` drops chunks found by earlier hops. Same ranking
+ * as `search`; the query is used as given (the agent bounds it).
+ */
+export async function searchPassages(
+  dependencies: RetrievalDependencies,
+  request: { query: string; workspaceIds: readonly string[]; topK: number; exclude?: ReadonlySet<string> },
+  signal?: AbortSignal,
+): Promise<Passage[]> {
+  const { embedder, index, timeoutMs } = dependencies;
+  const mismatch = modelMismatch(dependencies);
+  if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
+  const query = request.query.trim().slice(0, searchLimits.maxQueryCharacters);
+  const aborted = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])]);
+  const embedding = withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector!);
+  embedding.catch(() => undefined);
+  const notReady = await dependencies.query<{ id: string }>(Prisma.sql`
+    SELECT d.id::text FROM documents d WHERE d.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) AND d.status <> 'ready'`);
+  const excluded = request.exclude?.size ?? 0;
+  const terms = [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
+  let sides: IndexSearchResult;
+  try {
+    const limit = Math.max(fusionDepth, request.topK + excluded);
+    [sides] = await Promise.all([
+      withinTime(
+        index.search({ workspaceIds: request.workspaceIds, vector: embedding, terms, limit, readTop: 0, excludeDocumentIds: notReady.map((row) => row.id) }, aborted),
+        timeoutMs,
+        'the search index',
+      ),
+      embedding,
+    ]);
+  } catch (error) {
+    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
+    if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
+    throw error;
+  }
+  const ranked = fuseConvex(sides.vector, sides.keyword).filter((hit) => !request.exclude?.has(hit.chunkId));
+  const wanted = ranked.slice(0, request.topK + 5);
+  const chunks = new Map((await readBack(dependencies.query, request.workspaceIds, wanted.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
+  const passages: Passage[] = [];
+  for (const hit of wanted) {
+    const chunk = chunks.get(hit.chunkId);
+    if (!chunk || passages.length === request.topK) continue;
+    passages.push({
+      chunkId: chunk.id,
+      documentId: chunk.documentId,
+      filename: chunk.filename,
+      chunkIndex: chunk.chunkIndex,
+      content: chunk.content,
+      score: hit.score,
+      metadata: chunk.metadata,
+    });
+  }
+  return passages;
 }

@@ -1,0 +1,47 @@
+import type { Passage } from '../retrieval/service.js';
+
+export type AgentMode = 'fast' | 'deep';
+
+/** A retrieved passage as the answer model sees it: numbered for citation as `[number]`. */
+export type NumberedPassage = Passage & { number: number; page: number | null; /** The deep-research hop that found it (0 for fast mode). */ hop?: number };
+
+export type Turn = { role: 'user' | 'assistant' | 'system'; content: string };
+
+export type AnswerRequest = {
+  question: string;
+  passages: readonly NumberedPassage[];
+  mode: AgentMode;
+  signal: AbortSignal;
+};
+
+/** What the next hop of deep research should search for; none when the evidence covers the question. */
+export type NextQueries = { queries: string[]; reason: string };
+
+/**
+ * Writes answers from retrieved passages. One is chosen from configuration at start (select.ts):
+ * an OpenAI-compatible chat model, or the embedded extractive answerer that needs no model server.
+ */
+export interface AnswerModel {
+  readonly kind: 'extractive' | 'openai';
+  /** The question made to stand alone from the conversation so far ("and its revenue?" → "Lyft revenue"). */
+  rewrite(question: string, history: readonly Turn[], signal: AbortSignal): Promise<string>;
+  /** Deep mode's first step: the searches a question needs (a comparison of two things needs two). */
+  decompose(question: string, signal: AbortSignal): Promise<string[]>;
+  /** Deep mode's next hop, from the question and the evidence found so far. */
+  nextQueries(request: { question: string; evidence: readonly NumberedPassage[]; asked: readonly string[]; signal: AbortSignal }): Promise<NextQueries>;
+  /** The answer as it is written, piece by piece; passages are cited as `[n]`. */
+  answer(request: AnswerRequest): AsyncIterable<string>;
+}
+
+/** The answer model failed (server down, malformed reply); the run ends with an `error` event. */
+export class AnswerModelError extends Error {
+  override name = 'AnswerModelError';
+}
+
+export const notFoundAnswer = 'I could not find an answer to that in the selected workspaces.';
+
+/** The page a chunk comes from, when its format has pages. */
+export function pageOf(metadata: unknown): number | null {
+  const page = (metadata as { page?: unknown } | null)?.page;
+  return typeof page === 'number' && Number.isInteger(page) ? page : null;
+}

@@ -1,0 +1,244 @@
+import type { Embedder } from '../embeddings/embedder.js';
+import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
+import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
+
+/** A sentence of a retrieved passage, scored against the question. */
+export type ScoredSentence = Sentence & {
+  passage: NumberedPassage;
+  /** Position among its passage's sentences. */
+  position: number;
+  /** Share of the question's topic terms (IDF-weighted) the sentence holds, 0 to 1. */
+  lexical: number;
+  /** Cosine similarity of the sentence's and the question's embeddings. */
+  semantic: number;
+  score: number;
+};
+
+export const extractiveSettings = {
+  /** Sentences embedded per answer: the best by words and rank, so the time to the first token stays short. */
+  embeddedSentences: 32,
+  /** Fewest words a sentence needs to be part of an answer. */
+  minimumWords: 4,
+  /** Sentences read per passage. */
+  sentencesPerPassage: 60,
+  /** Sentences of each passage that are embedded whatever the others score. */
+  sentencesPerPassageShortlist: 3,
+  /** Below this score nothing found is taken to answer the question. */
+  minimumScore: 0.42,
+  /** A further sentence joins the answer when it scores at least this share of the best one. */
+  companionShare: 0.92,
+  /** Most sentences in a fast answer, and in a deep one. */
+  fastSentences: 2,
+  deepSentences: 4,
+  /** What a further sentence of a deep answer must add (see `chain`). */
+  chainMinimum: 0.35,
+  /** Names deep research follows from one hop's evidence. */
+  bridgesPerHop: 3,
+} as const;
+
+const weights = { semantic: 0.6, lexical: 0.3, rank: 0.1 };
+
+/**
+ * The embedded answerer: it writes no words of its own. It selects the sentences of the retrieved
+ * passages that answer the question (scored by embedding similarity and by the question's words
+ * they hold, rarer words counting more), orders them and joins them, each with its citation.
+ */
+export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
+  scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]>;
+} {
+  async function scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]> {
+    const terms = [...new Set(topicTerms(question))];
+    const candidates: ScoredSentence[] = [];
+    passages.forEach((passage, rank) => {
+      sentencesOf(passage.content)
+        .slice(0, extractiveSettings.sentencesPerPassage)
+        // A heading or a label is no answer: a sentence has a few words at least.
+        .filter((sentence) => (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords)
+        .forEach((sentence, position) => {
+          candidates.push({ ...sentence, passage, position, lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
+        });
+    });
+    if (candidates.length === 0) return [];
+    const sentenceTerms = candidates.map((candidate) => new Set(topicTerms(candidate.text)));
+    const weightOf = new Map(
+      terms.map((term) => {
+        const holding = sentenceTerms.filter((held) => held.has(term)).length;
+        return [term, Math.log(1 + candidates.length / (1 + holding))];
+      }),
+    );
+    const totalWeight = [...weightOf.values()].reduce((sum, weight) => sum + weight, 0) || 1;
+    candidates.forEach((candidate, index) => {
+      const held = sentenceTerms[index]!;
+      candidate.lexical = terms.reduce((sum, term) => sum + (held.has(term) ? weightOf.get(term)! : 0), 0) / totalWeight;
+    });
+    // Only the likeliest sentences are embedded: each passage's best by the words they hold, then
+    // the best of the rest by words and their passage's rank.
+    const byWords = (a: ScoredSentence, b: ScoredSentence) => b.lexical + 0.2 * b.score - (a.lexical + 0.2 * a.score) || a.position - b.position;
+    const picked = new Set<ScoredSentence>();
+    for (const passage of passages) {
+      for (const candidate of candidates.filter((item) => item.passage === passage).sort(byWords).slice(0, extractiveSettings.sentencesPerPassageShortlist)) picked.add(candidate);
+    }
+    for (const candidate of [...candidates].sort(byWords)) {
+      if (picked.size >= extractiveSettings.embeddedSentences) break;
+      picked.add(candidate);
+    }
+    const shortlist = [...picked].slice(0, Math.max(extractiveSettings.embeddedSentences, passages.length * extractiveSettings.sentencesPerPassageShortlist));
+    const [[questionVector], sentenceVectors] = await Promise.all([
+      embedder.embed([question], 'query', signal),
+      embedder.embed(
+        shortlist.map((candidate) => candidate.text),
+        'passage',
+        signal,
+      ),
+    ]);
+    shortlist.forEach((candidate, index) => {
+      candidate.semantic = dot(questionVector!, sentenceVectors[index]!);
+      const rankPrior = candidate.score;
+      candidate.score = weights.semantic * candidate.semantic + weights.lexical * candidate.lexical + weights.rank * rankPrior;
+    });
+    return shortlist.sort((a, b) => b.score - a.score);
+  }
+
+  function compose(chosen: ScoredSentence[]): string {
+    if (chosen.length === 0) return notFoundAnswer;
+    // In reading order: by passage as cited, then by place in the passage.
+    const ordered = [...chosen].sort((a, b) => a.passage.number - b.passage.number || a.position - b.position);
+    return ordered.map((sentence) => cite(sentence.text, sentence.passage.number)).join(' ');
+  }
+
+  return {
+    kind: 'extractive',
+    scoreSentences,
+
+    async rewrite(question: string, history: readonly Turn[]) {
+      return standaloneQuestion(question, history);
+    },
+
+    async decompose(question: string) {
+      const names = namesIn(question);
+      const comparing = names.length >= 2 && /\b(or|both|and|same|either|neither|more|less|older|younger|first|earlier|later)\b/i.test(question);
+      if (!comparing) return [question];
+      const rest = question.replace(new RegExp(names.map(escapeRegExp).join('|'), 'g'), ' ').replace(/\s+/g, ' ');
+      const about = topicTerms(rest).length > 0 ? rest.replace(/[?.!]+$/, '').trim() : '';
+      return [question, ...names.slice(0, 3).map((name) => `${name} ${about}`.trim())];
+    },
+
+    async nextQueries({ question, evidence, asked, signal }) {
+      const known = new Set([...namesIn(question), ...asked.flatMap((query) => namesIn(query))].map((name) => name.toLowerCase()));
+      const scored = await scoreSentences(question, evidence, signal);
+      // Bridges: names the best evidence mentions that no search has followed yet, the names of
+      // better sentences first, longer names first among equals.
+      const bridges = new Map<string, { value: number; from: ScoredSentence }>();
+      for (const sentence of scored.slice(0, 8)) {
+        for (const name of namesIn(sentence.text)) {
+          const key = name.toLowerCase();
+          if (known.has(key) || questionMentions(question, name) || bridges.has(key)) continue;
+          bridges.set(key, { value: sentence.score + 0.05 * Math.min(name.split(' ').length, 3), from: sentence });
+        }
+      }
+      const followed = [...bridges.entries()].sort((a, b) => b[1].value - a[1].value).slice(0, extractiveSettings.bridgesPerHop);
+      if (followed.length === 0) return { queries: [], reason: 'the evidence names nothing the searches have not followed' };
+      const original = (name: string) => namesIn(followed.find(([key]) => key === name)![1].from.text).find((candidate) => candidate.toLowerCase() === name) ?? name;
+      return {
+        queries: followed.map(([name]) => `${original(name)} ${question}`),
+        reason: `the evidence names ${followed.map(([name, { from }]) => `${original(name)} ([${from.passage.number}] ${from.passage.filename})`).join(', ')}, which the question does not: following them`,
+      };
+    },
+
+    async *answer({ question, passages, mode, signal }: AnswerRequest) {
+      const scored = await scoreSentences(question, passages, signal);
+      const best = scored[0];
+      let chosen: ScoredSentence[] = [];
+      if (best && best.score >= extractiveSettings.minimumScore) {
+        chosen = mode === 'deep' ? chain(question, scored) : [best, ...scored.slice(1, extractiveSettings.fastSentences).filter((candidate) => candidate.score >= extractiveSettings.companionShare * best.score)];
+      }
+      yield* asTokens(compose(chosen));
+    },
+  };
+}
+
+/**
+ * Deep mode's answer: a chain of sentences, each chosen for what it adds. After the best one, the
+ * next is the one that holds most of the question's words not yet covered, or that names what
+ * the chosen sentences introduced (the bridge a multi-hop question turns on: "designed by Ilse
+ * Marant" leads to "Ilse Marant was born in Ghent"); it stops when nothing adds enough.
+ */
+function chain(question: string, scored: readonly ScoredSentence[]): ScoredSentence[] {
+  const questionTerms = new Set(topicTerms(question));
+  const questionNames = new Set(namesIn(question).map((name) => name.toLowerCase()));
+  const chosen = [scored[0]!];
+  const covered = new Set(topicTerms(scored[0]!.text).filter((term) => questionTerms.has(term)));
+  const bridges = new Set(namesIn(scored[0]!.text).map((name) => name.toLowerCase()).filter((name) => !questionNames.has(name)));
+  while (chosen.length < extractiveSettings.deepSentences) {
+    let next: { sentence: ScoredSentence; value: number; terms: string[] } | undefined;
+    for (const sentence of scored) {
+      if (chosen.includes(sentence)) continue;
+      const terms = topicTerms(sentence.text);
+      const added = [...new Set(terms)].filter((term) => questionTerms.has(term) && !covered.has(term));
+      const gain = added.length / Math.max(questionTerms.size, 1);
+      const lower = sentence.text.toLowerCase();
+      const linked = [...bridges].some((name) => lower.includes(name)) || chosen.some((other) => other.passage === sentence.passage && Math.abs(other.position - sentence.position) === 1);
+      const value = 2 * gain + (linked ? 0.25 : 0) + 0.3 * sentence.semantic;
+      if (gain === 0 && !linked) continue;
+      if (!next || value > next.value) next = { sentence, value, terms };
+    }
+    if (!next || next.value < extractiveSettings.chainMinimum) break;
+    chosen.push(next.sentence);
+    for (const term of next.terms) if (questionTerms.has(term)) covered.add(term);
+    for (const name of namesIn(next.sentence.text)) if (!questionNames.has(name.toLowerCase())) bridges.add(name.toLowerCase());
+  }
+  return chosen;
+}
+
+function dot(a: Float32Array, b: Float32Array) {
+  let sum = 0;
+  for (let index = 0; index < a.length; index += 1) sum += a[index]! * b[index]!;
+  return sum;
+}
+
+/** `text [n].`: the citation goes before the sentence's closing punctuation. */
+function cite(text: string, number: number) {
+  const closing = /[.!?]["'”’)]*$/u.exec(text);
+  return closing ? `${text.slice(0, closing.index)} [${number}]${closing[0]}` : `${text} [${number}]`;
+}
+
+/** Words with the spaces after them, as a model streams its tokens. */
+export function* asTokens(text: string): Generator<string> {
+  for (const [token] of text.matchAll(/\s*\S+/g)) yield token;
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const questionMentions = (question: string, name: string) => question.toLowerCase().includes(name.toLowerCase());
+
+const pronoun = /\b(it|its|they|them|their|theirs|he|him|his|she|her|hers|this|that|these|those|there)\b/i;
+
+/**
+ * A follow-up made to stand alone without a language model: pronouns are replaced by the topic of
+ * the last question (the names it held, or failing those its words), and a question that opens with
+ * "and" or "what about" takes that topic in front.
+ */
+export function standaloneQuestion(question: string, history: readonly Turn[]): string {
+  const previous = [...history].reverse().find((turn) => turn.role === 'user');
+  if (!previous) return question;
+  const names = namesIn(previous.content);
+  const topic = names.length > 0 ? names.join(' ') : topicTerms(previous.content).length > 0 ? previous.content.replace(/[?.!]+$/, '') : '';
+  if (!topic) return question;
+  const followsUp = pronoun.test(question) || /^\s*(and|also|what about|how about)\b/i.test(question) || topicTerms(question).length <= 1;
+  if (!followsUp) return question;
+  if (namesIn(question).some((name) => names.includes(name))) return question;
+  let rewritten = question.replace(/^\s*(and|also)\s+/i, '').replace(/^\s*(what|how) about\s+/i, '');
+  let replaced = false;
+  rewritten = rewritten.replace(/\b(its|their|his|her)\b/i, () => {
+    replaced = true;
+    return `${topic}'s`;
+  });
+  if (!replaced) {
+    rewritten = rewritten.replace(/\b(it|they|them|he|him|she|this|that)\b/i, () => {
+      replaced = true;
+      return topic;
+    });
+  }
+  if (!replaced) rewritten = `${topic} ${rewritten}`;
+  rewritten = rewritten.trim();
+  return rewritten.charAt(0).toUpperCase() + rewritten.slice(1);
+}
