@@ -73,8 +73,9 @@ export class AgentRuns {
 
   async #tick() {
     try {
-      await renewAgentLeases(this.prisma, [...this.#running.keys()], this.leaseMs);
-      const refunded = await refundAbandonedRuns(this.prisma);
+      const running = [...this.#running.keys()];
+      await renewAgentLeases(this.prisma, running, this.leaseMs);
+      const refunded = await refundAbandonedRuns(this.prisma, { running });
       if (refunded > 0) this.log.info(`agent: refunded ${refunded} runs whose process stopped`);
     } catch (error) {
       if (!this.#stopped.signal.aborted) this.log.error('agent: renewing leases failed', error);

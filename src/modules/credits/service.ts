@@ -59,8 +59,8 @@ export async function creditSummary(prisma: PrismaClient, userId: string) {
 
 export type AgentRunMode = 'fast' | 'deep';
 
-/** Ledger reasons of the agent's entries: a reservation is `agent_fast` or `agent_deep`; its reversal is `refund`. */
-export const refundReason = 'refund';
+/** Ledger reasons of the agent's entries: a reservation is `agent_fast` or `agent_deep`; its reversal is `agent_refund`. */
+export const refundReason = 'agent_refund';
 
 /**
  * Reserves an agent run's cost before its stream opens, in one transaction: a conditional update
@@ -139,9 +139,14 @@ export async function renewAgentLeases(prisma: PrismaClient, jobIds: readonly st
  * Refunds runs left reserved by a process that stopped: those whose lease has passed, or, with
  * `all`, every running one (the embedded store at start: no other process can be running them).
  */
-export async function refundAbandonedRuns(prisma: PrismaClient, options: { all?: boolean } = {}): Promise<number> {
+export async function refundAbandonedRuns(prisma: PrismaClient, options: { all?: boolean; running?: readonly string[] } = {}): Promise<number> {
   const stale = await prisma.agentJob.findMany({
-    where: { status: 'running', ...(!options.all && { OR: [{ leaseExpiresAt: { lt: new Date() } }, { leaseExpiresAt: null }] }) },
+    where: {
+      status: 'running',
+      // This process's own runs are alive whatever their lease says (a stalled renewal).
+      ...(options.running && options.running.length > 0 && { id: { notIn: [...options.running] } }),
+      ...(!options.all && { OR: [{ leaseExpiresAt: { lt: new Date() } }, { leaseExpiresAt: null }] }),
+    },
     select: { id: true },
     take: 1000,
   });

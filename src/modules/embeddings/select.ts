@@ -2,14 +2,15 @@ import { ConfigError, type Config } from '../../config.js';
 import type { Embedder } from './embedder.js';
 
 /**
- * The one place the embedder is chosen: an OpenAI-compatible server when OPENAI_BASE_URL is
- * set (OPENAI_EMBEDDING_MODEL names its model), else the embedded model in worker threads.
+ * The one place the embedder is chosen: an OpenAI-compatible server when OPENAI_BASE_URL and
+ * OPENAI_EMBEDDING_MODEL are set, else the embedded model in worker threads (a server may serve
+ * only answers: OPENAI_CHAT_MODEL without OPENAI_EMBEDDING_MODEL).
  */
 export async function createEmbedder(config: Config): Promise<Embedder> {
-  if (config.openai.baseUrl) {
-    if (!config.openai.embeddingModel) {
-      throw new ConfigError(['OPENAI_EMBEDDING_MODEL: is required with OPENAI_BASE_URL (the embedding model to ask the server for)']);
-    }
+  if (config.openai.baseUrl && !config.openai.chatModel && !config.openai.embeddingModel) {
+    throw new ConfigError(['OPENAI_EMBEDDING_MODEL: is required with OPENAI_BASE_URL (the embedding model to ask the server for), unless OPENAI_CHAT_MODEL is set and the server only answers']);
+  }
+  if (config.openai.baseUrl && config.openai.embeddingModel) {
     const { createOpenAIEmbedder } = await import('./openai-embedder.js');
     return createOpenAIEmbedder({
       baseUrl: config.openai.baseUrl,
