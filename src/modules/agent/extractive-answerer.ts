@@ -24,7 +24,7 @@ export const extractiveSettings = {
   /** Sentences of each passage that are embedded whatever the others score. */
   sentencesPerPassageShortlist: 3,
   /** Below this score nothing found is taken to answer the question. */
-  minimumScore: 0.42,
+  minimumScore: 0.55,
   /** A further sentence joins the answer when it scores at least this share of the best one. */
   companionShare: 0.92,
   /** Most sentences in a fast answer, and in a deep one. */

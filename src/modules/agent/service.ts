@@ -212,6 +212,9 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     signal.throwIfAborted();
     run.channel.push({ type: 'sources', sources });
     const stored = await prisma.$transaction(async (tx) => {
+      if (run.sessionId && (await tx.chatSession.count({ where: { id: run.sessionId, userId: run.userId } })) === 0) {
+        throw new AppError('not_found', 'the chat session was deleted during the run');
+      }
       const sessionId =
         run.sessionId ??
         (await tx.chatSession.create({ data: { userId: run.userId, title: titleOf(run.message), workspaceIds: run.workspaceIds }, select: { id: true } })).id;
