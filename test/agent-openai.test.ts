@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { reserveAgentRun } from '../src/modules/credits/service.js';
-import { expectProtocol, expectVerbatimQuotes, streamAgent, type AgentStream } from './support/agent.js';
+import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
@@ -203,5 +203,11 @@ describe('the agent with an OpenAI-compatible chat model', () => {
     expect(await balance()).toBe(before);
     const job = await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: jobId } });
     expect(job).toMatchObject({ status: 'failed', error: 'the process running it stopped' });
+  });
+});
+
+describe('every run of this file', () => {
+  it('cited only quotes that occur verbatim in the stored chunk at their offsets', async () => {
+    expect(await expectEveryStoredQuoteVerbatim(server)).toBeGreaterThanOrEqual(3);
   });
 });

@@ -1,6 +1,6 @@
 import { createClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
+import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
@@ -266,5 +266,11 @@ describe('Subscription.agentStream over GraphQL', () => {
     } finally {
       client.dispose();
     }
+  });
+});
+
+describe('every run of this file', () => {
+  it('cited only quotes that occur verbatim in the stored chunk at their offsets', async () => {
+    expect(await expectEveryStoredQuoteVerbatim(server)).toBeGreaterThanOrEqual(10);
   });
 });

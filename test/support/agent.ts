@@ -115,3 +115,23 @@ export async function expectVerbatimQuotes(server: TestServer, key: string, work
     }
   }
 }
+
+/**
+ * Every answer stored on this server (every run that reached `done`): each cited passage's quote
+ * is the stored chunk's content at its offsets. Returns how many quotes were checked.
+ */
+export async function expectEveryStoredQuoteVerbatim(server: TestServer): Promise<number> {
+  const prisma = server.app.db.prisma;
+  const answers = await prisma.chatMessage.findMany({ where: { role: 'assistant', jobId: { not: null } }, select: { sources: true } });
+  let checked = 0;
+  for (const answer of answers) {
+    for (const source of answer.sources as { doc_id: string; passages: { chunk_index: number; quote: string; start: number; end: number }[] }[]) {
+      for (const passage of source.passages) {
+        const chunk = await prisma.chunk.findFirst({ where: { documentId: source.doc_id, chunkIndex: passage.chunk_index }, select: { content: true } });
+        expect(chunk?.content.slice(passage.start, passage.end)).toBe(passage.quote);
+        checked += 1;
+      }
+    }
+  }
+  return checked;
+}
