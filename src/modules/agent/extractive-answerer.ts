@@ -149,7 +149,7 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       const scored = await scoreSentences(question, passages, signal);
       const best = scored[0];
       let chosen: ScoredSentence[] = [];
-      if (best && best.score >= extractiveSettings.minimumScore) {
+      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, best.passage.content)) {
         chosen = mode === 'deep' ? chain(question, scored) : [best, ...scored.slice(1, extractiveSettings.fastSentences).filter((candidate) => candidate.score >= extractiveSettings.companionShare * best.score)];
       }
       yield* asTokens(compose(chosen));
@@ -188,6 +188,16 @@ function chain(question: string, scored: readonly ScoredSentence[]): ScoredSente
     for (const name of namesIn(next.sentence.text)) if (!questionNames.has(name.toLowerCase())) bridges.add(name.toLowerCase());
   }
   return chosen;
+}
+
+/**
+ * Whether the passage holds every number the question names (a year, a count): a passage about
+ * 1985 does not answer a question about 1995, however alike the rest. On SQuAD 2.0 this caught
+ * unanswerable questions and no answerable one (docs/benchmarks.md).
+ */
+function holdsNumbersOf(question: string, passage: string): boolean {
+  const numbers = question.match(/\d+(?:[.,]\d+)*/g) ?? [];
+  return numbers.every((number) => new RegExp(`(?<![\\d.,])${number.replace(/[.,]/g, '[.,]')}(?![\\d])`).test(passage));
 }
 
 function dot(a: Float32Array, b: Float32Array) {

@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { checkSentences, sourcesOf, supportScoreOf } from './citations.js';
+import { standaloneQuestion } from './extractive-answerer.js';
+import type { NumberedPassage } from './answer-model.js';
+import { namesIn, sentencesOf } from './text.js';
+
+const passage = (number: number, content: string, documentId = `doc-${number}`): NumberedPassage => ({
+  chunkId: `chunk-${number}`,
+  documentId,
+  filename: `${documentId}.txt`,
+  chunkIndex: number,
+  content,
+  score: 1,
+  metadata: {},
+  number,
+  page: null,
+});
+
+describe('sentencesOf', () => {
+  it('gives each sentence with offsets that cut exactly it out of the text, whatever the text', () => {
+    const pieces = ['Dr. Smith went home.', '\n\n', '# Heading', '\n', 'Ünïcödé — “quoted.”', ' ', '日本語の文です。', '  ', 'x'.repeat(1500), ' ', 'e.g. 3.14 is pi!', '\u0000', '\ud83d\ude00 ok?'];
+    for (let round = 0; round < 200; round += 1) {
+      const text = Array.from({ length: 1 + (round % 9) }, (_, index) => pieces[(round * 7 + index * 3) % pieces.length]).join('');
+      for (const sentence of sentencesOf(text)) {
+        expect(text.slice(sentence.start, sentence.end)).toBe(sentence.text);
+        expect(sentence.text).toBe(sentence.text.trim());
+        expect(sentence.text.length).toBeLessThanOrEqual(600);
+      }
+    }
+  });
+
+  it('ends a sentence at a blank line: headings and list items stand alone', () => {
+    expect(sentencesOf('Revenue\n\nRevenue rose by 12 percent. Costs fell.').map((sentence) => sentence.text)).toEqual(['Revenue', 'Revenue rose by 12 percent.', 'Costs fell.']);
+  });
+});
+
+describe('namesIn and follow-ups', () => {
+  it('finds runs of capitalised words, not question words or a sentence opener', () => {
+    expect(namesIn('Which university did the author of The Hobbit attend?')).toEqual(['The Hobbit']);
+    expect(namesIn('Where was the designer of the Zephyr-9 reactor born?')).toEqual(['Zephyr-9']);
+    expect(namesIn('It was designed by Ilse Marant (a Belgian engineer), in Ghent.')).toEqual(['Ilse Marant', 'Belgian', 'Ghent']);
+  });
+
+  it('makes a follow-up stand alone from the previous question', () => {
+    const history = [{ role: 'user' as const, content: 'Where does Lyft have its headquarters?' }, { role: 'assistant' as const, content: 'In San Francisco [1].' }];
+    expect(standaloneQuestion('and its revenue?', history)).toBe("Lyft's revenue?");
+    expect(standaloneQuestion('How many riders did it have?', history)).toBe('How many riders did Lyft have?');
+    expect(standaloneQuestion('Who founded Uber?', history)).toBe('Who founded Uber?');
+    expect(standaloneQuestion('and its revenue?', [])).toBe('and its revenue?');
+  });
+});
+
+describe('checkSentences and sourcesOf', () => {
+  const passages = [passage(1, 'Intro line here. The reactor is cooled by liquid lead. It has nineteen fuel assemblies.'), passage(2, 'Ilse Marant was born in Ghent in 1961.')];
+
+  it('supports a sentence whose cited passage holds its words, and quotes the closest sentence verbatim', () => {
+    const checked = checkSentences('The reactor is cooled by liquid lead [1]. Its designer studied physics in Leuven [2].', passages);
+    expect(checked.map((sentence) => [sentence.citations, sentence.supported])).toEqual([
+      [[1], true],
+      [[2], false],
+    ]);
+    expect(supportScoreOf(checked)).toBe(0.5);
+    const sources = sourcesOf(checked, passages);
+    expect(sources.map((source) => source.documentId)).toEqual(['doc-1', 'doc-2']);
+    const quoted = sources[0]!.passages[0]!;
+    expect(quoted).toMatchObject({ citation: 1, quote: 'The reactor is cooled by liquid lead.' });
+    expect(passages[0]!.content.slice(quoted.start, quoted.end)).toBe(quoted.quote);
+  });
+
+  it('gives no support to an uncited claim or a citation of a passage that was not retrieved', () => {
+    const checked = checkSentences('The reactor is cooled by liquid lead. The moon is made of cheese [7].', passages);
+    expect(checked.map((sentence) => sentence.supported)).toEqual([false, false]);
+    expect(sourcesOf(checked, passages)).toEqual([]);
+  });
+});
