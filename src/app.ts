@@ -130,12 +130,14 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       server,
       warmed: warming,
       close: async () => {
+        // Runs first: each still streaming ends with an error event and a refund, then connections close.
+        await agentRuns.stop();
+        await new Promise((resolve) => setTimeout(resolve, 20));
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
         stopWarming.abort();
         await warming;
-        await agentRuns.stop();
         await ingestion.stop();
         await graphMerge?.stop();
         await parsePool.close();

@@ -206,6 +206,39 @@ describe('the agent with an OpenAI-compatible chat model', () => {
   });
 });
 
+describe('a server that shuts down', () => {
+  it('ends its open streams with an error event and refunds them', async () => {
+    behaviour = 'slow';
+    const stopping = await startTestServer({ OPENAI_BASE_URL: baseUrl, OPENAI_CHAT_MODEL: 'fake-chat', KB_AGENT_HEARTBEAT_SECONDS: '0.1' });
+    let closed = false;
+    try {
+      const owner = await stopping.createUser({ credits: 10 });
+      const workspace = (await stopping.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'w' } })).body.id;
+      const uploaded = await upload(stopping, owner.key, workspace, [{ name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic.' }]);
+      await waitForDocuments(stopping, owner.key, uploaded.body.map((document: { id: string }) => document.id));
+      let firstToken!: () => void;
+      const tokenSeen = new Promise<void>((resolve) => (firstToken = resolve));
+      const streaming = streamAgent(stopping, owner.key, { message: 'What cools the Zephyr-9 reactor?', workspaceIds: [workspace] }, {
+        stopAfter: (event) => {
+          if (event.type === 'token') firstToken();
+          return false;
+        },
+      });
+      await tokenSeen;
+      const shutdown = (async () => {
+        await stopping.close();
+        closed = true;
+      })();
+      const stream = await streaming;
+      expect(stream.events.at(-1)).toMatchObject({ type: 'error', code: 'service_unavailable' });
+      expect(stream.events.filter((event) => event.type === 'error' || event.type === 'done')).toHaveLength(1);
+      await shutdown;
+    } finally {
+      if (!closed) await stopping.close();
+    }
+  }, 120_000);
+});
+
 describe('every run of this file', () => {
   it('cited only quotes that occur verbatim in the stored chunk at their offsets', async () => {
     expect(await expectEveryStoredQuoteVerbatim(server)).toBeGreaterThanOrEqual(3);

@@ -106,6 +106,24 @@ describe('POST /agent/stream, fast mode', () => {
   });
 });
 
+describe('a client that leaves', () => {
+  it('is charged nothing when it disconnects while the run searches', async () => {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const before = await balance();
+      const left = await streamAgent(server, user.key, { message: 'What coolant does the Zephyr-9 reactor use?', workspaceIds: [workspaceId] }, { stopAfter: (event) => event.type === 'job_started' });
+      const jobId = left.events[0]!.jobId;
+      let job = await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: jobId } });
+      for (let waited = 0; waited < 5_000 && job.status === 'running'; waited += 25) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        job = await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: jobId } });
+      }
+      expect(job.status, String(job.error)).toBe('cancelled');
+      expect(await balance()).toBe(before);
+      expect(await server.app.db.prisma.chatMessage.count({ where: { jobId } })).toBe(0);
+    }
+  });
+});
+
 describe('POST /agent/stream, deep mode', () => {
   it('reports its research steps, follows the bridge to a second document, verifies, and charges the deep cost', async () => {
     const before = await balance();
@@ -142,11 +160,17 @@ describe('POST /agent/stream refusals, before the stream opens', () => {
     ['an unknown key', () => agent({ message: 'hi' }, 'sk_' + 'x'.repeat(40)), 401, 'unauthorized'],
     ['a missing message', () => agent({}), 400, 'bad_request', /^message: /],
     ['an empty message', () => agent({ message: '   ' }), 400, 'bad_request', /^message: /],
+    ['a message of invisible characters', () => agent({ message: '\u200b\u200b' }), 400, 'bad_request', /^message: /],
+    ['no workspaceIds', () => streamAgent(server, user.key, { message: 'hi' }), 400, 'bad_request', /^workspaceIds: is required/],
+    ['an unknown field inside limits', () => agent({ message: 'hi', limits: { maxTokens: 3 } }), 400, 'bad_request', /^limits\.maxTokens: is not a known field/],
+    ['limits of the wrong type', () => agent({ message: 'hi', limits: { maxHops: 'many' } }), 400, 'bad_request', /^limits\.maxHops: must be an integer/],
+    ['an empty sessionId', () => agent({ message: 'hi', sessionId: '' }), 400, 'bad_request', /^sessionId: /],
     ['a message over 50,000 characters', () => agent({ message: 'x'.repeat(50_001) }), 400, 'bad_request', /^message: must be at most 50000/],
     ['a message that is not text', () => agent({ message: 42 }), 400, 'bad_request', /^message: /],
     ['no workspaces', () => agent({ message: 'hi', workspaceIds: [] }), 400, 'bad_request', /^workspaceIds: /],
     ['workspaceIds that is not a list', () => agent({ message: 'hi', workspaceIds: 'abc' }), 400, 'bad_request', /^workspaceIds: /],
     ['a workspace id that is not a UUID', () => agent({ message: 'hi', workspaceIds: ['not-a-uuid'] }), 400, 'bad_request', /^workspaceIds\[0\]: /],
+    ['101 distinct workspace ids', () => agent({ message: 'hi', workspaceIds: Array.from({ length: 101 }, () => crypto.randomUUID()) }), 400, 'bad_request', /at most 100/],
     ['1,000 workspace ids', () => agent({ message: 'hi', workspaceIds: Array.from({ length: 1000 }, () => crypto.randomUUID()) }), 400, 'bad_request', /at most 100/],
     ['a bad mode', () => agent({ message: 'hi', mode: 'turbo' }), 400, 'bad_request', /^mode: /],
     ['an unknown field', () => agent({ message: 'hi', top_k: 3 }), 400, 'bad_request', /^top_k: /],
@@ -182,7 +206,7 @@ describe('POST /agent/stream refusals, before the stream opens', () => {
   it('402 payment_required without an active subscription or with too few credits', async () => {
     const broke = await server.createUser({ credits: 0 });
     const brokeWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: broke.key, json: { name: 'w' } })).body.id;
-    expect(expectError((await streamAgent(server, broke.key, { message: 'hi', workspaceIds: [brokeWorkspace] })) as never, 402, 'payment_required').message).toMatch(/costs 1 credits and the balance is 0/);
+    expect(expectError((await streamAgent(server, broke.key, { message: 'hi', workspaceIds: [brokeWorkspace] })) as never, 402, 'payment_required').message).toMatch(/costs 1 credit and the balance is 0/);
     const lapsed = await server.createUser({ credits: 50, active: false });
     const lapsedWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: lapsed.key, json: { name: 'w' } })).body.id;
     expect(expectError((await streamAgent(server, lapsed.key, { message: 'hi', workspaceIds: [lapsedWorkspace] })) as never, 402, 'payment_required').message).toMatch(/subscription/);
@@ -227,6 +251,38 @@ describe('Subscription.agentStream over GraphQL', () => {
     }
   }`;
   const input = () => ({ message: 'What coolant does the Zephyr-9 reactor use?', workspaceIds: [workspaceId] });
+
+  it('406 for a subscription asked without Accept: text/event-stream, before anything is reserved', async () => {
+    const before = await balance();
+    for (const accept of ['application/json', 'application/graphql-response+json', 'multipart/mixed']) {
+      const response = await fetch(new URL('/graphql', server.url), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json', accept },
+        body: JSON.stringify({ query: subscription, variables: { input: input() } }),
+      });
+      expect(response.status, `${accept}: ${await response.clone().text()}`).toBe(406);
+      // Yoga has no way to write a single result as multipart/mixed: its 406 then has no body.
+      if (accept !== 'multipart/mixed') expect((await response.json()).errors[0].extensions.code).toBe('not_acceptable');
+    }
+    expect(await balance()).toBe(before);
+  });
+
+  it("a graphql-sse stream token is its owner's: another user cannot read its events or send to it", async () => {
+    const endpoint = new URL('/graphql/stream', server.url);
+    const reserved = await fetch(endpoint, { method: 'PUT', headers: { authorization: `Bearer ${user.key}` } });
+    expect(reserved.status).toBe(201);
+    const token = await reserved.text();
+    const other = await server.createUser({ credits: 5 });
+    const stolen = await fetch(endpoint, { headers: { authorization: `Bearer ${other.key}`, accept: 'text/event-stream', 'x-graphql-event-stream-token': token } });
+    expect(stolen.status).toBe(404);
+    expect((await stolen.json()).error).toBe('not_found');
+    const posted = await fetch(endpoint, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${other.key}`, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+      body: JSON.stringify({ query: subscription, variables: { input: input() }, extensions: { operationId: 'x' } }),
+    });
+    expect(posted.status).toBe(404);
+  });
 
   it('is in the schema', async () => {
     const result = await server.graphql<{ __schema: { subscriptionType: { fields: { name: string }[] } } }>(user.key, '{ __schema { subscriptionType { fields { name } } } }');

@@ -52,7 +52,13 @@ export interface Context {
   signal: AbortSignal;
   viewer: Viewer | null;
   restInputError: AppError | undefined;
+  /** Whether the answer can be an event stream: a subscription is refused before it starts otherwise. */
+  acceptsEventStream: boolean;
 }
+
+// graphql-sse's endpoint (yoga.ts): its single-connection mode sends operations by POST and
+// streams their events on another request.
+const graphqlStreamPath = '/graphql/stream';
 
 /** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
 export async function createContext(app: AppServices, request: Request, serverContext: GraphQLServerContext): Promise<Context> {
@@ -70,5 +76,7 @@ export async function createContext(app: AppServices, request: Request, serverCo
     signal: request.signal,
     viewer,
     restInputError: serverContext.restInputError,
+    acceptsEventStream:
+      (request.headers.get('accept') ?? '').includes('text/event-stream') || new URL(request.url).pathname === graphqlStreamPath,
   };
 }

@@ -82,6 +82,11 @@ async function check(args: GateArgs): Promise<GraphQLError | null> {
   const { viewer } = args.contextValue;
   const denied = accessErrorOf(requirements, viewer);
   if (denied) return requestError(denied);
+  // Refused before it starts: a subscription that ran first (the agent reserves credits) and
+  // then found it could not be delivered would have done its work for nobody.
+  if (operation.operation === 'subscription' && !args.contextValue.acceptsEventStream) {
+    return requestError(new AppError('not_acceptable', 'a subscription answers as Server-Sent Events: send Accept: text/event-stream, or use /graphql/stream'));
+  }
 
   const points = new Map<RateLimitName, number>();
   for (const { rateLimit } of requirements) if (rateLimit) points.set(rateLimit, (points.get(rateLimit) ?? 0) + 1);

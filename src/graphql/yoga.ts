@@ -3,7 +3,11 @@ import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operation
 import { GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Config } from '../config.js';
-import { AppError, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Response as SseResponse } from 'graphql-sse';
+import type { Viewer } from '../auth/authenticate.js';
+import { AppError, authenticationRequired, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { createContext, type AppServices, type Context, type GraphQLServerContext } from './context.js';
@@ -13,7 +17,7 @@ import { requestError } from './request-error.js';
 import { schema } from './schema.js';
 
 export const graphqlEndpoint = '/graphql';
-export const graphqlStreamEndpoint = '/graphql/stream';
+export const graphqlStreamEndpoint = '/graphql/stream'; // context.ts names it too
 
 export type Yoga = YogaServerInstance<GraphQLServerContext, Context>;
 
@@ -51,12 +55,57 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
         getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
       }),
       useOperationGate(),
-      useGraphQLSSE({ endpoint: graphqlStreamEndpoint }),
+      ...useStreamTokensOfTheirOwner(),
       useSubscriptionRefusalsWithData(),
       usePublicValidationErrors(),
       useRestResultHandOver(),
     ],
   });
+}
+
+/**
+ * graphql-sse at /graphql/stream, with its single-connection tokens bound to the user who
+ * reserved them: another credential presenting a token (to read that stream's events, or to
+ * send or stop operations on it) is told no such stream exists. The library's own tokens are
+ * not bound to anyone (nor made with a secure random source). Owners are forgotten a day after
+ * the reservation.
+ */
+function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLServerContext>[] {
+  const viewers = new WeakMap<Request, Viewer | undefined>();
+  const owners = new Map<string, { userId: string; reservedAt: number }>();
+  const tokenLifetimeMs = 24 * 60 * 60 * 1000;
+  // graphql-sse's own response form: [body, init].
+  const refusal = (error: AppError): SseResponse => [
+    JSON.stringify({ ...error.toBody(), errors: [{ message: error.message, extensions: { code: error.code } }] }),
+    { status: error.status, statusText: STATUS_CODES[error.status] ?? '', headers: { 'content-type': 'application/json' } },
+  ];
+  const noSuchStream = () => refusal(new AppError('not_found', 'no event stream with this token for this credential'));
+  return [
+    {
+      onRequest({ request, serverContext }) {
+        viewers.set(request, serverContext.viewer);
+      },
+    },
+    useGraphQLSSE({
+      endpoint: graphqlStreamEndpoint,
+      authenticate: (request) => {
+        const viewer = viewers.get(request.raw as Request);
+        if (!viewer) return refusal(authenticationRequired());
+        const given = request.headers.get('x-graphql-event-stream-token') ?? new URL(request.url, 'http://localhost').searchParams.get('token');
+        if (given) return owners.get(given)?.userId === viewer.userId ? given : noSuchStream();
+        const token = randomUUID();
+        if (request.method === 'PUT') {
+          const now = Date.now();
+          for (const [old, { reservedAt }] of owners) {
+            if (now - reservedAt < tokenLifetimeMs) break;
+            owners.delete(old);
+          }
+          owners.set(token, { userId: viewer.userId, reservedAt: now });
+        }
+        return token;
+      },
+    }) as Plugin<Record<string, unknown>, GraphQLServerContext>,
+  ];
 }
 
 /**

@@ -77,7 +77,7 @@ export async function handleRestRequest(
   // Yoga answers itself, with no result to hand over, only when it refuses the request before
   // running it (which the REST layer's requests are made not to provoke).
   const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
-  const failure = errorOf(result);
+  const failure = errorOf(result, route);
   if (failure) return errorResponse(failure);
   return successResponse(route, result.data!.result, url);
 }
@@ -138,13 +138,13 @@ function filesIn(variables: unknown): [path: string, file: File][] {
 const encodeRfc5987 = (text: string) =>
   encodeURIComponent(text).replace(/['()*]/g, (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`);
 
-function errorOf(result: GraphQLResponseBody): AppError | undefined {
+function errorOf(result: GraphQLResponseBody, route?: Route): AppError | undefined {
   const [error] = result.errors ?? [];
   if (error) {
     const code = error.extensions?.code;
     const retryAfterSeconds = typeof error.extensions?.retryAfterSeconds === 'number' ? error.extensions.retryAfterSeconds : undefined;
     if (isErrorCode(code)) {
-      const message = code === 'bad_request' ? restMessageOf(error.message) : error.message;
+      const message = code === 'bad_request' ? restMessageOf(error.message, route?.fieldNames) : error.message;
       return new AppError(code, message, { retryAfterSeconds });
     }
     return new AppError('internal_error', 'internal error');
@@ -159,11 +159,15 @@ function errorOf(result: GraphQLResponseBody): AppError | undefined {
  * GraphQL reports a REST body that does not fit the input type in its own words
  * (`Variable "$input" got invalid value ...`); say it in terms of the REST body's fields.
  */
-export function restMessageOf(message: string): string {
+export function restMessageOf(message: string, fieldNames: 'snake_case' | 'camelCase' = 'snake_case'): string {
+  const snakeCase = fieldNames === 'camelCase' ? (path: string) => path : toSnakeCase;
+  // Where in the body: `at "input.limits"` names the object holding the field GraphQL reports.
+  const within = /at "\w+\.([\w.[\]]+)"; Field "/.exec(message)?.[1];
+  const inside = (field: string) => snakeCase(within ? `${within}.${field}` : field);
   const missing = /Field "(\w+)" of required type "[^"]+" was not provided/.exec(message);
-  if (missing) return `${snakeCase(missing[1]!)}: is required`;
+  if (missing) return `${inside(missing[1]!)}: is required`;
   const unknown = /Field "(\w+)" is not defined by type/.exec(message);
-  if (unknown) return `${snakeCase(unknown[1]!)}: is not a known field`;
+  if (unknown) return `${inside(unknown[1]!)}: is not a known field`;
   const invalid = /got invalid value .* at "\w+\.([\w.[\]]+)"; (.*)$/s.exec(message);
   if (invalid) return `${snakeCase(invalid[1]!)}: ${describeCoercion(invalid[2]!)}`;
   const wrongShape = /Variable "\$(\w+)" got invalid value .*; (.*)$/s.exec(message);
@@ -187,7 +191,7 @@ function describeCoercion(detail: string) {
   return detail;
 }
 
-const snakeCase = (path: string) => path.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+const toSnakeCase = (path: string) => path.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
 
 function successResponse(route: Route, value: unknown, url: URL): Response {
   const { response } = route;

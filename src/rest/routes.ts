@@ -32,6 +32,8 @@ export type Route<Result = unknown, Variables = Record<string, unknown>> = {
   method: Method;
   path: string;
   operation: TypedDocumentNode<{ result: Result }, Variables>;
+  /** How the body's fields are named in messages: snake_case (the default) or as the specification spells them. */
+  fieldNames?: 'snake_case' | 'camelCase';
   /** `json`: a JSON body; `upload`: a document upload (multipart, or JSON text). */
   readsBody?: 'json' | 'upload';
   variables?: (request: RestRequest) => Variables;
@@ -258,6 +260,8 @@ routes.push(
     method: 'POST',
     path: '/agent/stream',
     operation: operations.RestAgentStream,
+    // The specification names this body's fields in camelCase (`workspaceIds`, `sessionId`).
+    fieldNames: 'camelCase',
     readsBody: 'json',
     variables: ({ body }) => ({
       input: bodyInput<AgentStreamInput>(

@@ -31,23 +31,31 @@ export function checkSentences(answer: string, passages: readonly NumberedPassag
     if (!terms) passageTerms.set(passage.number, (terms = new Set(topicTerms(passage.content))));
     return terms;
   };
-  const checked: CheckedSentence[] = [];
+  // First the sentences with their citations: a piece that is only markers ("[1]" after a
+  // sentence whose closing quote the segmenter ended it at) belongs to the sentence before it.
+  const pieces: { text: string; citations: number[] }[] = [];
   for (const sentence of sentencesOf(answer)) {
     const citations = [...sentence.text.matchAll(citationMarker)].flatMap((match) => match[1]!.split(',').map((number) => Number(number.trim())));
-    const valid = [...new Set(citations)].filter((number) => byNumber.has(number));
-    const claim = [...new Set(topicTerms(withoutMarkers(sentence.text)))];
-    if (claim.length === 0) {
-      // A marker on its own ("[1]." after a sentence the segmenter ended early) belongs to the sentence before.
-      const previous = checked.at(-1);
-      if (previous && valid.length > 0) previous.citations.push(...valid.filter((number) => !previous.citations.includes(number)));
-      continue;
+    const markersOnly = withoutMarkers(sentence.text).replace(/[\p{P}\p{Cf}\s]/gu, '') === '';
+    const previous = pieces.at(-1);
+    if (markersOnly && previous) {
+      previous.text = `${previous.text} ${sentence.text}`;
+      previous.citations.push(...citations);
+    } else {
+      pieces.push({ text: sentence.text, citations });
     }
+  }
+  const checked: CheckedSentence[] = [];
+  for (const piece of pieces) {
+    const valid = [...new Set(piece.citations)].filter((number) => byNumber.has(number));
+    const claim = [...new Set(topicTerms(withoutMarkers(piece.text)))];
+    if (claim.length === 0) continue;
     let support = 0;
     for (const number of valid) {
       const held = termsOf(byNumber.get(number)!);
       support = Math.max(support, claim.filter((term) => held.has(term)).length / claim.length);
     }
-    checked.push({ text: sentence.text, citations: valid, support, supported: support >= supportThreshold });
+    checked.push({ text: piece.text, citations: valid, support, supported: support >= supportThreshold });
   }
   return checked;
 }

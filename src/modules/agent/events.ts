@@ -31,6 +31,7 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
   #buffer: Event[] = [];
   #waiting: ((result: IteratorResult<Event>) => void) | undefined;
   #ended = false;
+  #drained: (() => void)[] = [];
 
   constructor(private readonly onStop: () => void) {}
 
@@ -47,6 +48,7 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
 
   end() {
     this.#ended = true;
+    this.#settleDrained();
     if (this.#waiting && this.#buffer.length === 0) {
       const resolve = this.#waiting;
       this.#waiting = undefined;
@@ -57,7 +59,18 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
   next(): Promise<IteratorResult<Event>> {
     if (this.#buffer.length > 0) return Promise.resolve({ value: this.#buffer.shift()!, done: false });
     if (this.#ended) return Promise.resolve({ value: undefined, done: true });
+    this.#settleDrained();
     return new Promise((resolve) => (this.#waiting = resolve));
+  }
+
+  /** Settles once the reader has taken every event pushed so far (or reading has ended). */
+  drained(): Promise<void> {
+    if (this.#ended || (this.#buffer.length === 0 && this.#waiting)) return Promise.resolve();
+    return new Promise((resolve) => this.#drained.push(resolve));
+  }
+
+  #settleDrained() {
+    for (const resolve of this.#drained.splice(0)) resolve();
   }
 
   return(): Promise<IteratorResult<Event>> {

@@ -208,7 +208,8 @@ function dot(a: Float32Array, b: Float32Array) {
 
 /** `text [n].`: the citation goes before the sentence's closing punctuation. */
 function cite(text: string, number: number) {
-  const closing = /[.!?]["'”’)]*$/u.exec(text);
+  // Closing quotes and brackets of any script („…“, «…», 「…」) and invisible format characters.
+  const closing = /[.!?…。！？][\p{Pe}\p{Pf}\p{Pi}\p{Cf}"'\s]*$/u.exec(text);
   return closing ? `${text.slice(0, closing.index)} [${number}]${closing[0]}` : `${text} [${number}]`;
 }
 
@@ -220,32 +221,52 @@ export function* asTokens(text: string): Generator<string> {
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const questionMentions = (question: string, name: string) => question.toLowerCase().includes(name.toLowerCase());
 
-const pronoun = /\b(it|its|they|them|their|theirs|he|him|his|she|her|hers|this|that|these|those|there)\b/i;
+const thingPronoun = /\b(it|its|this|that|these|those|there)\b/i;
+const personPronoun = /\b(he|him|his|she|her|hers|they|them|their|theirs)\b/i;
 
 /**
- * A follow-up made to stand alone without a language model: pronouns are replaced by the topic of
- * the last question (the names it held, or failing those its words), and a question that opens with
- * "and" or "what about" takes that topic in front.
+ * A follow-up made to stand alone without a language model, from the last question and answer:
+ * - "what about X?" with a new name asks the last question again about X;
+ * - a person pronoun ("where was she born?") stands for a name the last answer introduced, a
+ *   thing pronoun ("and its revenue?") for the names of the last question (or, failing those,
+ *   its words); a question opening with "and" takes them in front;
+ * - a question that names something new and refers to nothing is searched as it is.
  */
 export function standaloneQuestion(question: string, history: readonly Turn[]): string {
-  const previous = [...history].reverse().find((turn) => turn.role === 'user');
-  if (!previous) return question;
-  const names = namesIn(previous.content);
-  const topic = names.length > 0 ? names.join(' ') : topicTerms(previous.content).length > 0 ? previous.content.replace(/[?.!]+$/, '') : '';
+  const lastQuestion = [...history].reverse().find((turn) => turn.role === 'user');
+  if (!lastQuestion) return question;
+  const lastAnswer = [...history].reverse().find((turn) => turn.role === 'assistant');
+  const questionNames = namesIn(lastQuestion.content);
+  const newNames = namesIn(question).filter((name) => !questionNames.some((known) => known.toLowerCase() === name.toLowerCase()));
+  const elliptical = /^\s*(and\s+)?(what|how)\s+about\s+/i;
+  if (elliptical.test(question) && newNames.length > 0 && questionNames.length > 0) {
+    let asked = lastQuestion.content;
+    for (const name of questionNames) asked = asked.split(name).join(newNames.join(' '));
+    return asked;
+  }
+  const person = personPronoun.exec(question);
+  const thing = thingPronoun.exec(question);
+  if (newNames.length > 0 && !person && !thing) return question;
+  const introduced = lastAnswer ? namesIn(lastAnswer.content.replace(/\[\d+\]/g, '')).filter((name) => !questionNames.includes(name)) : [];
+  const topic =
+    person && introduced.length > 0
+      ? introduced[0]!
+      : questionNames.length > 0
+        ? questionNames.join(' ')
+        : topicTerms(lastQuestion.content).length > 0
+          ? lastQuestion.content.replace(/[?.!]+$/, '')
+          : '';
   if (!topic) return question;
-  const followsUp = pronoun.test(question) || /^\s*(and|also|what about|how about)\b/i.test(question) || topicTerms(question).length <= 1;
+  const followsUp = person || thing || /^\s*(and|also)\b/i.test(question) || elliptical.test(question) || topicTerms(question).length <= 1;
   if (!followsUp) return question;
-  if (namesIn(question).some((name) => names.includes(name))) return question;
-  let rewritten = question.replace(/^\s*(and|also)\s+/i, '').replace(/^\s*(what|how) about\s+/i, '');
+  let rewritten = question.replace(/^\s*(and|also)\s+/i, '').replace(elliptical, '');
   let replaced = false;
-  rewritten = rewritten.replace(/\b(its|their|his|her)\b/i, () => {
-    replaced = true;
-    return `${topic}'s`;
-  });
-  if (!replaced) {
-    rewritten = rewritten.replace(/\b(it|they|them|he|him|she|this|that)\b/i, () => {
+  const pronoun = person ?? thing;
+  if (pronoun) {
+    const possessive = /^(its|his|her|hers|their|theirs)$/i.test(pronoun[1]!);
+    rewritten = rewritten.replace(pronoun[0], () => {
       replaced = true;
-      return topic;
+      return possessive ? `${topic}'s` : topic;
     });
   }
   if (!replaced) rewritten = `${topic} ${rewritten}`;

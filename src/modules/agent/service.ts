@@ -93,7 +93,7 @@ export class AgentRuns {
 
   /** Cancels the runs still going and waits for their refunds. */
   async stop() {
-    this.#stopped.abort();
+    this.#stopped.abort(new AppError('service_unavailable', 'the server is shutting down; the run was stopped and nothing was charged'));
     clearInterval(this.#timer);
     await Promise.allSettled([...this.#running.values()]);
   }
@@ -103,17 +103,18 @@ function checkInput(input: AgentStreamInput) {
   if (typeof input.message !== 'string') throw badRequest('message', 'is required');
   const problem = textProblem(input.message);
   if (problem) throw badRequest('message', problem);
-  if (input.message.trim().length === 0) throw badRequest('message', 'must not be empty');
+  if (!/[\p{L}\p{N}\p{S}]/u.test(input.message)) throw badRequest('message', 'must hold a question (it has no letters, digits or symbols)');
   if (input.message.length > agentLimits.maxMessageCharacters) {
     throw badRequest('message', `must be at most ${agentLimits.maxMessageCharacters} characters`);
   }
   if (!Array.isArray(input.workspaceIds) || input.workspaceIds.length === 0) throw badRequest('workspaceIds', 'must name at least one workspace');
-  if (input.workspaceIds.length > agentLimits.maxWorkspaces) {
+  if (new Set(input.workspaceIds.map((id) => String(id).toLowerCase())).size > agentLimits.maxWorkspaces) {
     throw badRequest('workspaceIds', `must name at most ${agentLimits.maxWorkspaces} workspaces`);
   }
   input.workspaceIds.forEach((id, position) => {
     if (typeof id !== 'string' || !isUuid(id)) throw badRequest(`workspaceIds[${position}]`, 'must be a workspace id (a UUID)');
   });
+  if (input.sessionId === '') throw badRequest('sessionId', 'must not be empty (leave it out to start a new session)');
   const mode = input.mode ?? 'fast';
   if (mode !== 'fast' && mode !== 'deep') throw badRequest('mode', 'must be fast or deep');
   const limits = input.limits ?? {};
@@ -169,14 +170,18 @@ export async function startAgentRun(
 
   const cancel = new AbortController();
   const channel = new EventChannel<AgentEvent>(() => cancel.abort(new RunCancelled()));
+  // The client going away cancels the run; the server stopping fails it (the client is told).
   const onRequestAbort = () => cancel.abort(new RunCancelled());
-  const stopping = AbortSignal.any([signal, dependencies.runs.signal]);
-  stopping.addEventListener('abort', onRequestAbort, { once: true });
-  if (stopping.aborted) onRequestAbort();
+  const onShutdown = () => cancel.abort(dependencies.runs.signal.reason);
+  signal.addEventListener('abort', onRequestAbort, { once: true });
+  dependencies.runs.signal.addEventListener('abort', onShutdown, { once: true });
+  if (signal.aborted) onRequestAbort();
+  if (dependencies.runs.signal.aborted) onShutdown();
   channel.push({ type: 'job_started', jobId });
   const run = { ...request, jobId, userId, sessionId, history, channel };
   const execution = executeRun(dependencies, run, cancel).finally(() => {
-    stopping.removeEventListener('abort', onRequestAbort);
+    signal.removeEventListener('abort', onRequestAbort);
+    dependencies.runs.signal.removeEventListener('abort', onShutdown);
     channel.end();
   });
   dependencies.runs.track(jobId, execution);
@@ -211,6 +216,12 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     const supportScore = answer.trim() === notFoundAnswer ? null : supportScoreOf(checked);
     signal.throwIfAborted();
     run.channel.push({ type: 'sources', sources });
+    // The answer is charged only once the client has taken it: a client that has gone by then
+    // is charged nothing (the check is repeated inside the transaction, before the charge).
+    await Promise.race([run.channel.drained(), aborted(signal)]);
+    // A turn of the event loop: a connection closed meanwhile is noticed before the charge.
+    await new Promise((resolve) => setImmediate(resolve));
+    signal.throwIfAborted();
     const stored = await prisma.$transaction(async (tx) => {
       if (run.sessionId && (await tx.chatSession.count({ where: { id: run.sessionId, userId: run.userId } })) === 0) {
         throw new AppError('not_found', 'the chat session was deleted during the run');
@@ -222,13 +233,17 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
         data: { sessionId, role: 'user', content: run.message, rewrittenQuery: query },
         select: { createdAt: true },
       });
+      // A millisecond after the question: the store's clock may give both the same stamp, and
+      // the history must never show the answer first.
       const answered = await tx.chatMessage.create({
-        data: { sessionId, role: 'assistant', content: answer, sources: sourcesForStorage(sources), jobId: run.jobId, supportScore },
+        data: { sessionId, role: 'assistant', content: answer, sources: sourcesForStorage(sources), jobId: run.jobId, supportScore, createdAt: new Date(asked.createdAt.getTime() + 1) },
         select: { createdAt: true },
       });
       const updated = await tx.chatSession.updateMany({ where: { id: sessionId, userId: run.userId }, data: { updatedAt: answered.createdAt > asked.createdAt ? answered.createdAt : asked.createdAt } });
       if (updated.count === 0) throw new AppError('not_found', 'the chat session was deleted during the run');
       const creditsUsed = await chargeAgentRun(tx, run.jobId, { sessionId, supportScore });
+      // Last before the commit: a client gone by now is charged nothing, and nothing is stored.
+      signal.throwIfAborted();
       return { sessionId, creditsUsed };
     });
     run.channel.push({ type: 'done', jobId: run.jobId, sessionId: stored.sessionId, creditsUsed: stored.creditsUsed, supportScore, rewrittenQuery: query });
@@ -242,11 +257,14 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     } catch (error) {
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
     }
-    if (!cancelled) run.channel.push({ type: 'error', code: reason instanceof AppError ? reason.code : 'internal_error', message });
+    const code = reason instanceof AppError ? reason.code : reason instanceof AnswerModelError ? 'service_unavailable' : 'internal_error';
+    if (!cancelled) run.channel.push({ type: 'error', code, message });
   } finally {
     clearTimeout(timeout);
   }
 }
+
+const aborted = (signal: AbortSignal) => new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
 
 function publicMessage(error: unknown): string {
   if (error instanceof AppError) return error.message;
@@ -291,7 +309,7 @@ async function fastAnswer(dependencies: AgentDependencies, run: Run, query: stri
     run.channel.push({ type: 'token', content: token });
   }
   if (answer.trim().length === 0) throw new AnswerModelError('it returned an empty answer');
-  return { passages, answer, checked: checkSentences(answer, passages) };
+  return { passages, answer, checked: answer.trim() === notFoundAnswer ? [] : checkSentences(answer, passages) };
 }
 
 /**
@@ -375,7 +393,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
   let answer = '';
   for await (const token of answerModel.answer({ question: query, passages: evidence, mode: 'deep', signal })) answer += token;
   if (answer.trim().length === 0) throw new AnswerModelError('it returned an empty answer');
-  const checked = checkSentences(answer, evidence);
+  const checked = answer.trim() === notFoundAnswer ? [] : checkSentences(answer, evidence);
   const kept = checked.filter((sentence) => sentence.supported);
   const dropped = checked.length - kept.length;
   const verified = dropped === 0 ? answer : kept.length > 0 ? kept.map((sentence) => sentence.text).join(' ') : notFoundAnswer;

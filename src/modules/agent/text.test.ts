@@ -73,3 +73,25 @@ describe('checkSentences and sourcesOf', () => {
     expect(sourcesOf(checked, passages)).toEqual([]);
   });
 });
+
+describe('citations after closing quotes of other languages', () => {
+  it('keeps a quoted sentence whole and supported, whatever quote closes it', async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const sentences = ['Der Vorstand der Nordbahn sagte: „Die Nordbahn eröffnet 2031 eine Strecke nach Kiel.“', 'Le directeur a déclaré : « Lumina ouvrira une usine en 2029. »', 'Plain sentence about the Velora plant opening in 2027.\u200f'];
+    const passages = sentences.map((content, index) => passage(index + 1, content));
+    for (const [index, text] of sentences.entries()) {
+      // What the extractive answerer writes: the sentence with its marker before the closing punctuation.
+      const fake = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+      const answerer = createExtractiveAnswerer(fake);
+      const scored = await answerer.scoreSentences(text, [passages[index]!], AbortSignal.timeout(1000));
+      // French puts a space before «»: the segmenter ends the sentence at its full stop.
+      expect(text.startsWith(scored[0]!.text)).toBe(true);
+      let answer = '';
+      for await (const token of answerer.answer({ question: text, passages: [passages[index]!], mode: 'fast', signal: AbortSignal.timeout(1000) })) answer += token;
+      const checked = checkSentences(answer, passages);
+      expect(checked, answer).toHaveLength(1);
+      expect(checked[0]).toMatchObject({ citations: [index + 1], supported: true });
+      expect(sourcesOf(checked, passages)[0]!.passages[0]!.quote).toBe(scored[0]!.text);
+    }
+  });
+});

@@ -81,7 +81,7 @@ export async function reserveAgentRun(
     const { count } = await tx.user.updateMany({ where: { id: userId, creditsBalance: { gte: cost } }, data: { creditsBalance: { decrement: cost } } });
     if (count === 0) {
       const user = await tx.user.findUniqueOrThrow({ where: { id: userId }, select: { creditsBalance: true } });
-      throw new AppError('payment_required', `a ${mode} agent run costs ${cost} credits and the balance is ${user.creditsBalance}`);
+      throw new AppError('payment_required', `a ${mode} agent run costs ${cost} credit${cost === 1 ? '' : 's'} and the balance is ${user.creditsBalance}`);
     }
     const job = await tx.agentJob.create({
       data: { userId, mode, creditsReserved: cost, leaseExpiresAt: new Date(Date.now() + request.leaseMs) },
