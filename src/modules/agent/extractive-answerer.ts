@@ -149,7 +149,7 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       const scored = await scoreSentences(question, passages, signal);
       const best = scored[0];
       let chosen: ScoredSentence[] = [];
-      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, best.passage.content)) {
+      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, passages.map((passage) => passage.content).join('\n'))) {
         chosen = mode === 'deep' ? chain(question, scored) : [best, ...scored.slice(1, extractiveSettings.fastSentences).filter((candidate) => candidate.score >= extractiveSettings.companionShare * best.score)];
       }
       yield* asTokens(compose(chosen));
@@ -191,9 +191,9 @@ function chain(question: string, scored: readonly ScoredSentence[]): ScoredSente
 }
 
 /**
- * Whether the passage holds every number the question names (a year, a count): a passage about
- * 1985 does not answer a question about 1995, however alike the rest. On SQuAD 2.0 this caught
- * unanswerable questions and no answerable one (docs/benchmarks.md).
+ * Whether the passages found hold every number the question names (a year, a count): passages
+ * about 1985 do not answer a question about 1995, however alike the rest. All the passages, not
+ * only the best one: a multi-hop question's number may be in the other hop's passage.
  */
 function holdsNumbersOf(question: string, passage: string): boolean {
   const numbers = question.match(/\d+(?:[.,]\d+)*/g) ?? [];
