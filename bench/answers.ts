@@ -101,18 +101,7 @@ type Mode = (typeof modes)[number];
 // ---------------------------------------------------------------------------------------------
 // Service
 
-type Stats = {
-  document_count: number;
-  chunk_count: number;
-  embedded_chunk_count: number;
-  documents_by_status: { queued: number; processing: number; ready: number; failed: number };
-};
-
 class Client extends ServiceClient {
-  stats(workspaceId: string) {
-    return this.json<Stats>('GET', `/v1/kb/workspaces/${workspaceId}/stats`);
-  }
-
   async workspace(name: string) {
     return (await this.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
   }

@@ -79,6 +79,14 @@ export function machineDescription(): string {
  * The service's HTTP API as the benchmarks call it: JSON requests and multipart uploads with one
  * key. `UploadedDocument` is what a benchmark reads of the documents an upload answers with.
  */
+/** `GET /v1/kb/workspaces/{id}/stats`, as the benchmarks read it. */
+export type WorkspaceStats = {
+  document_count: number;
+  chunk_count: number;
+  embedded_chunk_count: number;
+  documents_by_status: { queued: number; processing: number; ready: number; failed: number };
+};
+
 export class ServiceClient<UploadedDocument = { id: string; filename: string }> {
   constructor(
     readonly baseUrl: string,
@@ -99,6 +107,10 @@ export class ServiceClient<UploadedDocument = { id: string; filename: string }> 
 
   async json<T>(method: string, pathname: string, body?: unknown): Promise<T> {
     return (await this.request<T>(method, pathname, body)).body;
+  }
+
+  stats(workspaceId: string) {
+    return this.json<WorkspaceStats>('GET', `/v1/kb/workspaces/${workspaceId}/stats`);
   }
 
   /** One multipart request with a `file` part per file, and a `metadata` part when given. */

@@ -114,19 +114,8 @@ async function readBaselines(): Promise<Baseline[]> {
 // HTTP client
 
 type SearchResultBody = { document_id: string; filename: string; chunk_index: number; content: string; score: number; metadata: unknown };
-type Stats = {
-  chunk_count: number;
-  embedded_chunk_count: number;
-  document_count: number;
-  documents_by_status: { queued: number; processing: number; ready: number; failed: number };
-};
-
 /** The service's API, with the two calls this benchmark makes most. */
 class Client extends ServiceClient {
-  stats(workspaceId: string) {
-    return this.json<Stats>('GET', `/v1/kb/workspaces/${workspaceId}/stats`);
-  }
-
   /** One search; the latency is the client's: request sent until the whole body is read and parsed. */
   async query(body: { query: string; workspace_id: string; top_k: number; mode: Mode }): Promise<{ results: SearchResultBody[]; ms: number }> {
     const started = performance.now();

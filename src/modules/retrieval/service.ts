@@ -132,6 +132,15 @@ export function sideDepths(mode: SearchMode, topK: number): { limit: number; rea
   return mode === 'hybrid' ? { limit: Math.max(fusionDepth, topK), readTop: 0 } : { limit: topK, readTop: topK };
 }
 
+const resultOf = (chunk: StoredChunk, score: number): SearchResult => ({
+  documentId: chunk.documentId,
+  filename: chunk.filename,
+  chunkIndex: chunk.chunkIndex,
+  content: chunk.content,
+  score,
+  metadata: chunk.metadata,
+});
+
 /** Rejects with a 503 when `work` has not settled within `ms`. */
 async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -238,14 +247,7 @@ export async function search(
     for (const hit of page) {
       const chunk = readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
       if (!chunk || results.length === topK) continue;
-      results.push({
-        documentId: chunk.documentId,
-        filename: chunk.filename,
-        chunkIndex: chunk.chunkIndex,
-        content: chunk.content,
-        score: hit.score,
-        metadata: chunk.metadata,
-      });
+      results.push(resultOf(chunk, hit.score));
     }
   }
   return results;
@@ -298,15 +300,7 @@ export async function searchPassages(
   for (const hit of wanted) {
     const chunk = chunks.get(hit.chunkId);
     if (!chunk || passages.length === request.topK) continue;
-    passages.push({
-      chunkId: chunk.id,
-      documentId: chunk.documentId,
-      filename: chunk.filename,
-      chunkIndex: chunk.chunkIndex,
-      content: chunk.content,
-      score: hit.score,
-      metadata: chunk.metadata,
-    });
+    passages.push({ chunkId: chunk.id, ...resultOf(chunk, hit.score) });
   }
   return passages;
 }
