@@ -103,6 +103,7 @@ function checkInput(input: AgentStreamInput) {
   if (typeof input.message !== 'string') throw badRequest('message', 'is required');
   const problem = textProblem(input.message);
   if (problem) throw badRequest('message', problem);
+  if (input.message.trim().length === 0) throw badRequest('message', 'must not be empty');
   if (!/[\p{L}\p{N}\p{S}]/u.test(input.message)) throw badRequest('message', 'must hold a question (it has no letters, digits or symbols)');
   if (input.message.length > agentLimits.maxMessageCharacters) {
     throw badRequest('message', `must be at most ${agentLimits.maxMessageCharacters} characters`);
