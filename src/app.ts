@@ -8,6 +8,7 @@ import { AppError } from './errors.js';
 import type { AppServices } from './graphql/context.js';
 import { createGraphQLServer } from './graphql/yoga.js';
 import { createRateLimits } from './http/rate-limits.js';
+import { createMetrics, meteredEmbedder, meteredHandlers } from './observability/metrics.js';
 import { createHttpServer, createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createParsePool } from './modules/ingestion/parse-pool.js';
@@ -57,7 +58,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, warm: true });
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
-    const embedder = await createEmbedder(config);
+    const metrics = createMetrics(db.prisma);
+    const embedder = meteredEmbedder(await createEmbedder(config), metrics);
     const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
       await embedder.close();
       throw error;
@@ -70,7 +72,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
     queue = startJobQueue(
       db.prisma,
-      ingestionHandlers(dependencies, ingestionSettings(config)),
+      meteredHandlers(ingestionHandlers(dependencies, ingestionSettings(config)), metrics),
       {
         concurrency,
         leaseMs: config.ingestion.leaseSeconds * 1000,
@@ -96,8 +98,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       log,
       cost: config.agentCost,
       timeoutMs: config.agent.timeoutSeconds * 1000,
+      metrics,
     };
-    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent };
+    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent, metrics };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;

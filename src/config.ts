@@ -68,6 +68,7 @@ const environmentSchema = z.object({
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
   KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
   KB_MAX_TEXT_CHARACTERS: positiveInt(10_000_000),
+  KB_METRICS_TOKEN: optionalString,
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
   KB_API_KEY: optionalString,
@@ -140,6 +141,8 @@ export type Config = {
     maxTextCharacters: number;
   };
   logLevel: 'silent' | 'error' | 'info' | 'debug';
+  /** When set, GET /metrics needs `Authorization: Bearer <it>`. */
+  metricsToken: string | undefined;
   /** Where `kb import` finds a running server, and the key it uses there. */
   client: { url: string | undefined; apiKey: string | undefined };
 };
@@ -205,6 +208,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       maxTextCharacters: env.KB_MAX_TEXT_CHARACTERS,
     },
     logLevel: env.KB_LOG_LEVEL,
+    metricsToken: env.KB_METRICS_TOKEN,
     client: { url: env.KB_URL, apiKey: env.KB_API_KEY },
   };
 }

@@ -8,6 +8,7 @@ import type { RateLimits } from '../http/rate-limits.js';
 import type { JobQueue } from '../modules/jobs/queue.js';
 import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 import type { AgentDependencies } from '../modules/agent/service.js';
+import type { Metrics } from '../observability/metrics.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
@@ -18,6 +19,8 @@ export interface AppServices {
   ingestion: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
   retrieval: RetrievalDependencies;
   agent: AgentDependencies;
+  /** Prometheus series (GET /metrics); absent in processes that serve no HTTP. */
+  metrics?: Metrics;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */

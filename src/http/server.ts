@@ -6,13 +6,49 @@ import type { AppServices } from '../graphql/context.js';
 import { handleGraphQLHttpRequest } from '../graphql/http.js';
 import { graphqlEndpoint, graphqlStreamEndpoint, type Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
+import { requestContext, requestIdOf } from '../observability/request-context.js';
 import { errorResponse, handleRestRequest } from '../rest/handler.js';
 import { matchRoute } from '../rest/routes.js';
 
-/** The request handler of the whole service, as a fetch-style function. */
+/**
+ * The request handler of the whole service, as a fetch-style function. Every response carries
+ * `X-Request-Id` (the caller's, when it sent a usable one), every request is timed into
+ * `kb_http_request_duration_seconds` by its route pattern and written as one JSON access line.
+ */
 export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
   const handle = routeRequest(app, yoga, log);
-  return async (request: Request): Promise<Response> => withReasonPhrase(await handle(request));
+  return (request: Request): Promise<Response> => {
+    const requestId = requestIdOf(request);
+    return requestContext.run({ requestId }, async () => {
+      const started = performance.now();
+      const response = withHeader(withReasonPhrase(await handle(request)), 'x-request-id', requestId);
+      const seconds = (performance.now() - started) / 1000;
+      const { pathname } = new URL(request.url);
+      const route = routeLabel(request.method, pathname);
+      app.metrics?.httpRequestDuration.observe({ method: request.method, route, status: String(response.status) }, seconds);
+      log.access({ request_id: requestId, method: request.method, route, path: pathname, status: response.status, duration_ms: Math.round(seconds * 10_000) / 10 });
+      return response;
+    });
+  };
+}
+
+/** The route pattern (`/v1/kb/workspaces/:id`), never the path itself: ids would make a series each. */
+function routeLabel(method: string, pathname: string): string {
+  if (['/healthz', '/readyz', '/metrics', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
+  const match = matchRoute(method, pathname);
+  return match && 'route' in match ? match.route.path : match ? 'method not allowed' : 'unknown';
+}
+
+function withHeader(response: Response, name: string, value: string): Response {
+  try {
+    response.headers.set(name, value);
+    return response;
+  } catch {
+    // Headers of some responses are immutable: the same response, made again.
+    const headers = new Headers(response.headers);
+    headers.set(name, value);
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
 }
 
 /**
@@ -32,6 +68,11 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
       if (url.pathname === '/healthz' || url.pathname === '/readyz') {
         if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(request.method, url.pathname, ['GET', 'HEAD']);
         const response = url.pathname === '/healthz' ? Response.json({ status: 'ok' }) : await readiness(app);
+        return request.method === 'HEAD' ? withoutBody(response) : response;
+      }
+      if (url.pathname === '/metrics') {
+        if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(request.method, url.pathname, ['GET', 'HEAD']);
+        const response = await metricsResponse(app, request);
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
@@ -71,6 +112,19 @@ async function withoutBody(response: Response): Promise<Response> {
   const headers = new Headers(response.headers);
   headers.set('content-length', String(length));
   return new Response(null, { status: response.status, headers });
+}
+
+/**
+ * Prometheus's text format. Open unless KB_METRICS_TOKEN is set; then it needs
+ * `Authorization: Bearer <that token>` (a scraper's credential, not a user's key).
+ */
+async function metricsResponse(app: AppServices, request: Request): Promise<Response> {
+  const token = app.config.metricsToken;
+  if (token && request.headers.get('authorization') !== `Bearer ${token}`) {
+    return errorResponse(new AppError('unauthorized', 'metrics need Authorization: Bearer <KB_METRICS_TOKEN>'));
+  }
+  if (!app.metrics) return errorResponse(new AppError('not_found', 'metrics are not collected by this server'));
+  return new Response(await app.metrics.registry.metrics(), { headers: { 'content-type': app.metrics.registry.contentType } });
 }
 
 /** 200 only when the store and the index answer and the index was built with the configured model. */

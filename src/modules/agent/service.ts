@@ -2,6 +2,7 @@ import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { isUuid, requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
+import type { Metrics } from '../../observability/metrics.js';
 import { textProblem } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
@@ -44,6 +45,7 @@ export type AgentDependencies = {
   cost: { fast: number; deep: number };
   /** A run that has not ended by then ends with an `error` event and a refund. */
   timeoutMs: number;
+  metrics?: Pick<Metrics, 'agentTimeToFirstToken' | 'agentRuns' | 'creditsCharged'>;
 };
 
 /**
@@ -179,7 +181,20 @@ export async function startAgentRun(
   if (signal.aborted) onRequestAbort();
   if (dependencies.runs.signal.aborted) onShutdown();
   channel.push({ type: 'job_started', jobId });
-  const run = { ...request, jobId, userId, sessionId, history, channel };
+  const started = performance.now();
+  let tokens = 0;
+  const run = {
+    ...request,
+    jobId,
+    userId,
+    sessionId,
+    history,
+    channel,
+    token(content: string) {
+      if (tokens++ === 0) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: request.mode }, (performance.now() - started) / 1000);
+      channel.push({ type: 'token', content });
+    },
+  };
   const execution = executeRun(dependencies, run, cancel).finally(() => {
     signal.removeEventListener('abort', onRequestAbort);
     dependencies.runs.signal.removeEventListener('abort', onShutdown);
@@ -202,6 +217,8 @@ type Run = ReturnType<typeof checkInput> & {
   sessionId: string | null;
   history: Turn[];
   channel: EventChannel<AgentEvent>;
+  /** Pushes a token event (the first one is timed). */
+  token(content: string): void;
 };
 
 async function executeRun(dependencies: AgentDependencies, run: Run, cancel: AbortController) {
@@ -247,6 +264,8 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
       signal.throwIfAborted();
       return { sessionId, creditsUsed };
     });
+    dependencies.metrics?.creditsCharged.inc({ mode: run.mode }, stored.creditsUsed);
+    dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: 'done' });
     run.channel.push({ type: 'done', jobId: run.jobId, sessionId: stored.sessionId, creditsUsed: stored.creditsUsed, supportScore, rewrittenQuery: query });
   } catch (caught) {
     const reason = signal.aborted ? signal.reason : caught;
@@ -258,6 +277,7 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     } catch (error) {
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
     }
+    dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: cancelled ? 'cancelled' : 'failed' });
     const code = reason instanceof AppError ? reason.code : reason instanceof AnswerModelError ? 'service_unavailable' : 'internal_error';
     if (!cancelled) run.channel.push({ type: 'error', code, message });
   } finally {
@@ -307,7 +327,7 @@ async function fastAnswer(dependencies: AgentDependencies, run: Run, query: stri
     signal.throwIfAborted();
     if (!token) continue;
     answer += token;
-    run.channel.push({ type: 'token', content: token });
+    run.token(token);
   }
   if (answer.trim().length === 0) throw new AnswerModelError('it returned an empty answer');
   return { passages, answer, checked: answer.trim() === notFoundAnswer ? [] : checkSentences(answer, passages) };
@@ -408,7 +428,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
         ? 'the answer makes no claim to check'
         : `${kept.length} of ${checked.length} sentences are supported by the passages they cite${dropped > 0 ? `; ${dropped} unsupported dropped: ${checked.filter((sentence) => !sentence.supported).map((sentence) => JSON.stringify(withoutMarkers(sentence.text))).join(', ')}` : ''}`,
   });
-  for (const [token] of verified.matchAll(/\s*\S+/g)) run.channel.push({ type: 'token', content: token });
+  for (const [token] of verified.matchAll(/\s*\S+/g)) run.token(token);
   const final: CheckedSentence[] = dropped === 0 ? checked : kept;
   return { passages: evidence, answer: verified, checked: final };
 }

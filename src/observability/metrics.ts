@@ -1,0 +1,118 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PrismaClient } from '../generated/prisma/client.js';
+import type { Embedder } from '../modules/embeddings/embedder.js';
+import type { JobHandler } from '../modules/jobs/queue.js';
+
+/**
+ * The service's Prometheus series, in a registry of their own (one per running app: tests run
+ * several in one process). Served at GET /metrics; docs/observability.md lists them.
+ */
+export function createMetrics(prisma: PrismaClient) {
+  const registry = new Registry();
+  const seconds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+  const metrics = {
+    registry,
+    httpRequestDuration: new Histogram({
+      name: 'kb_http_request_duration_seconds',
+      help: 'Time to the response headers, by route pattern (an SSE stream: until it opens).',
+      labelNames: ['method', 'route', 'status'],
+      buckets: seconds,
+      registers: [registry],
+    }),
+    ingestionStageDuration: new Histogram({
+      name: 'kb_ingestion_stage_duration_seconds',
+      help: 'Time a claim of ingestion jobs took, by stage (job kind) and outcome.',
+      labelNames: ['stage', 'outcome'],
+      buckets: seconds,
+      registers: [registry],
+    }),
+    ingestionJobs: new Gauge({
+      name: 'kb_ingestion_queue_jobs',
+      help: 'Ingestion jobs in the durable queue, by stage and status (read from the store at each scrape).',
+      labelNames: ['stage', 'status'],
+      registers: [registry],
+      async collect() {
+        const rows = await prisma.$queryRaw<{ kind: string; status: string; count: number }[]>`
+          SELECT kind::text, status::text, count(*)::int AS count FROM jobs GROUP BY kind, status`;
+        this.reset();
+        for (const row of rows) this.set({ stage: row.kind, status: row.status }, row.count);
+      },
+    }),
+    embeddedTexts: new Counter({
+      name: 'kb_embedder_texts_total',
+      help: 'Texts embedded, by purpose (passage: ingestion; query: searches and answers).',
+      labelNames: ['purpose'],
+      registers: [registry],
+    }),
+    embedderSeconds: new Counter({
+      name: 'kb_embedder_seconds_total',
+      help: 'Seconds spent in embedding calls, by purpose; texts_total / seconds_total is the throughput.',
+      labelNames: ['purpose'],
+      registers: [registry],
+    }),
+    agentTimeToFirstToken: new Histogram({
+      name: 'kb_agent_time_to_first_token_seconds',
+      help: "From the run's start (credits reserved) to its first token event, by mode.",
+      labelNames: ['mode'],
+      buckets: seconds,
+      registers: [registry],
+    }),
+    agentRuns: new Counter({
+      name: 'kb_agent_runs_total',
+      help: 'Agent runs that ended, by mode and outcome (done, failed, cancelled).',
+      labelNames: ['mode', 'outcome'],
+      registers: [registry],
+    }),
+    creditsCharged: new Counter({
+      name: 'kb_credits_charged_total',
+      help: 'Credits charged for agent runs, by mode.',
+      labelNames: ['mode'],
+      registers: [registry],
+    }),
+  };
+  return metrics;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The embedder, counting texts and time per purpose. */
+export function meteredEmbedder(embedder: Embedder, metrics: Metrics): Embedder {
+  return {
+    get modelId() {
+      return embedder.modelId;
+    },
+    get dimensions() {
+      return embedder.dimensions;
+    },
+    async embed(texts, purpose, signal) {
+      const started = performance.now();
+      const vectors = await embedder.embed(texts, purpose, signal);
+      metrics.embeddedTexts.inc({ purpose }, texts.length);
+      metrics.embedderSeconds.inc({ purpose }, (performance.now() - started) / 1000);
+      return vectors;
+    },
+    close: () => embedder.close(),
+  };
+}
+
+/** Each job kind's handler, timed per claim. */
+export function meteredHandlers<Kind extends string>(handlers: Record<Kind, JobHandler>, metrics: Metrics): Record<Kind, JobHandler> {
+  return Object.fromEntries(
+    Object.entries<JobHandler>(handlers).map(([stage, handler]) => [
+      stage,
+      {
+        ...handler,
+        run: async (...args: Parameters<JobHandler['run']>) => {
+          const end = metrics.ingestionStageDuration.startTimer({ stage });
+          try {
+            await handler.run(...args);
+            end({ outcome: 'ok' });
+          } catch (error) {
+            end({ outcome: 'error' });
+            throw error;
+          }
+        },
+      },
+    ]),
+  ) as Record<Kind, JobHandler>;
+}

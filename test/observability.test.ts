@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { expectProtocol, streamAgent } from './support/agent.js';
+import { upload, waitForDocuments } from './support/documents.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+let server: TestServer;
+let user: TestUser;
+const metricsToken = 'scraper-secret-token';
+
+beforeAll(async () => {
+  server = await startTestServer({ KB_METRICS_TOKEN: metricsToken, KB_LOG_LEVEL: 'info' });
+  user = await server.createUser({ credits: 10 });
+}, 120_000);
+
+afterAll(() => server?.close());
+
+/** The value of one series (name and exact label set) in Prometheus's text format, or undefined. */
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([key, value]) => `${key}="${value}"`);
+  for (const line of text.split('\n')) {
+    const match = /^(\w+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const present = (match[2] ?? '').split(',').filter(Boolean);
+    if (wanted.every((label) => present.includes(label))) return Number(match[3]);
+  }
+  return undefined;
+}
+
+describe('request ids and access logs', () => {
+  it("answers every response with X-Request-Id, keeping a caller's usable one, and logs one JSON line per request", async () => {
+    const written: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const mine = await server.request('GET', '/v1/user/me', { key: user.key, headers: { 'x-request-id': 'trace-42.a' } });
+      expect(mine.headers.get('x-request-id')).toBe('trace-42.a');
+      const made = await server.request('GET', '/v1/kb/workspaces/not-a-uuid', { key: user.key, headers: { 'x-request-id': 'bad id with spaces' } });
+      expect(made.status).toBe(404);
+      expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      expect((await server.request('GET', '/healthz')).headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    } finally {
+      spy.mockRestore();
+    }
+    const lines = written.join('').split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+    expect(lines.find((line) => line.request_id === 'trace-42.a')).toMatchObject({ msg: 'request', method: 'GET', route: '/v1/user/me', path: '/v1/user/me', status: 200 });
+    expect(lines.find((line) => line.path === '/v1/kb/workspaces/not-a-uuid')).toMatchObject({ route: '/v1/kb/workspaces/:id', status: 404 });
+  });
+});
+
+describe('GET /metrics', () => {
+  it('needs the scraper token when one is configured', async () => {
+    expect((await server.request('GET', '/metrics')).status).toBe(401);
+    expect((await server.request('GET', '/metrics', { headers: { authorization: `Bearer ${user.key}` } })).status).toBe(401);
+  });
+
+  it('exposes request latency by route, ingestion stages and queue, embedder throughput, agent time to first token and credits, after real traffic', async () => {
+    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'metrics' } })).body.id;
+    const uploaded = await upload(server, user.key, workspaceId, [{ name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic.' }]);
+    await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
+    expect((await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'reactor coolant', workspace_id: workspaceId } })).status).toBe(200);
+    expectProtocol(await streamAgent(server, user.key, { message: 'What cools the Zephyr-9 reactor?', workspaceIds: [workspaceId] }));
+
+    const response = await server.request('GET', '/metrics', { headers: { authorization: `Bearer ${metricsToken}` } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/plain');
+    const text = response.text;
+    expect(sample(text, 'kb_http_request_duration_seconds_count', { method: 'POST', route: '/v1/kb/query', status: '200' })).toBe(1);
+    expect(sample(text, 'kb_http_request_duration_seconds_count', { method: 'POST', route: '/agent/stream', status: '200' })).toBe(1);
+    expect(sample(text, 'kb_http_request_duration_seconds_count', { method: 'GET', route: '/v1/kb/documents/:id', status: '200' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'kb_ingestion_stage_duration_seconds_count', { stage: 'parse', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'kb_ingestion_stage_duration_seconds_count', { stage: 'embed', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/^kb_ingestion_queue_jobs\{stage="embed",status="done"\} [1-9]/m);
+    expect(sample(text, 'kb_embedder_texts_total', { purpose: 'passage' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'kb_embedder_texts_total', { purpose: 'query' })).toBeGreaterThanOrEqual(2);
+    expect(sample(text, 'kb_embedder_seconds_total', { purpose: 'passage' })).toBeGreaterThan(0);
+    expect(sample(text, 'kb_agent_time_to_first_token_seconds_count', { mode: 'fast' })).toBe(1);
+    expect(sample(text, 'kb_agent_runs_total', { mode: 'fast', outcome: 'done' })).toBe(1);
+    expect(sample(text, 'kb_credits_charged_total', { mode: 'fast' })).toBe(1);
+  });
+});
