@@ -73,6 +73,7 @@ import {
   resultPage,
   resultsDir,
   runBenchmark,
+  cleanUpOnInterrupt,
   ServiceClient,
   sleep,
   textTable,
@@ -429,11 +430,7 @@ async function main() {
       await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
       await rm(dataDir, { recursive: true, force: true });
     };
-    const interrupted = () => {
-      log('interrupted; cleaning up');
-      void cleanUp().finally(() => process.exit(130));
-    };
-    process.once('SIGINT', interrupted);
+    const stopListening = cleanUpOnInterrupt(cleanUp);
     try {
       const { key } = await newUser(app, 'Answers benchmark');
       const client = new Client(app.url, key);
@@ -456,7 +453,7 @@ async function main() {
         loads.hotpot = [before, loadNow()];
       }
     } finally {
-      process.off('SIGINT', interrupted);
+      stopListening();
       await cleanUp();
     }
   }
@@ -490,11 +487,7 @@ async function main() {
       await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
       if (!useCache) await rm(storeDir, { recursive: true, force: true });
     };
-    const interrupted = () => {
-      log('interrupted; cleaning up');
-      void cleanUp().finally(() => process.exit(130));
-    };
-    process.once('SIGINT', interrupted);
+    const stopListening = cleanUpOnInterrupt(cleanUp);
     try {
       const reused = manifest !== undefined;
       if (manifest) {
@@ -514,7 +507,7 @@ async function main() {
       for (const run of [...measured.warmup, ...measured.runs.map((entry) => entry.run)]) if (run.sessionId) sessions.push(run.sessionId);
       latency = { runs: measured.runs, loadBefore: measured.loadBefore, loadAfter: measured.loadAfter, manifest, reused, storeDir, docsPerCopy: abstracts.length };
     } finally {
-      process.off('SIGINT', interrupted);
+      stopListening();
       await cleanUp();
     }
   }

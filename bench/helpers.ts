@@ -180,3 +180,16 @@ export async function writeResults(name: string, json: unknown, html: string) {
   await writeFile(htmlPath, html);
   process.stdout.write(`\nresults: ${path.relative(process.cwd(), jsonPath)}, ${path.relative(process.cwd(), htmlPath)}\n`);
 }
+
+/**
+ * Runs `cleanUp` and exits when the benchmark is interrupted (Ctrl-C), so no temporary store or
+ * index is left behind; returns the function that stops listening, for when the run ends itself.
+ */
+export function cleanUpOnInterrupt(cleanUp: () => Promise<void>): () => void {
+  const interrupted = () => {
+    log('interrupted; cleaning up');
+    void cleanUp().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupted);
+  return () => process.off('SIGINT', interrupted);
+}

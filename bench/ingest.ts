@@ -23,7 +23,7 @@ import { loadConfig } from '../src/config.js';
 import { chunkDocument, type ChunkOptions } from '../src/modules/ingestion/chunk.js';
 import { detectDocumentType, type DocumentType } from '../src/modules/ingestion/detect.js';
 import { parseDocument } from '../src/modules/ingestion/parse.js';
-import { elapsedSeconds, intFromEnv, log, machineDescription, progressBar, runBenchmark, ServiceClient, sleep } from './helpers.js';
+import { cleanUpOnInterrupt, elapsedSeconds, intFromEnv, log, machineDescription, progressBar, runBenchmark, ServiceClient, sleep } from './helpers.js';
 import { PeakRss } from './memory.js';
 import { htmlReport, textTable, type Measurement, type Report } from './report.js';
 
@@ -259,11 +259,7 @@ async function main() {
     await app.close().catch((error: unknown) => log(`could not close the server: ${String(error)}`));
     await rm(dataDir, { recursive: true, force: true });
   };
-  const interrupted = () => {
-    log('interrupted; cleaning up');
-    void cleanUp().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', interrupted);
+  const stopListening = cleanUpOnInterrupt(cleanUp);
 
   let uploadSeconds: number;
   let failed: DocumentBody[];
@@ -276,7 +272,7 @@ async function main() {
     measurements.push(corpusRun.measurement);
     ({ uploadSeconds, failed } = corpusRun);
   } finally {
-    process.off('SIGINT', interrupted);
+    stopListening();
     await cleanUp();
   }
 

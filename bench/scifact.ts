@@ -58,6 +58,7 @@ import {
   progressBar,
   resultPage,
   runBenchmark,
+  cleanUpOnInterrupt,
   ServiceClient,
   sleep,
   textTable,
@@ -328,11 +329,7 @@ async function main() {
     await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
     await rm(dataDir, { recursive: true, force: true });
   };
-  const interrupted = () => {
-    log('interrupted; cleaning up');
-    void cleanUp().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', interrupted);
+  const stopListening = cleanUpOnInterrupt(cleanUp);
 
   try {
     workspaceId = (await client.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: `scifact ${new Date().toISOString()}` })).id;
@@ -642,7 +639,7 @@ ${htmlTable(ingestHeaders, ingestRows)}`,
     });
     await writeResults(`scifact${suffix}`, json, html);
   } finally {
-    process.off('SIGINT', interrupted);
+    stopListening();
     await cleanUp();
   }
 }

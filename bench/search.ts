@@ -63,6 +63,7 @@ import {
   resultPage,
   resultsDir,
   runBenchmark,
+  cleanUpOnInterrupt,
   ServiceClient,
   textTable,
   writeResults,
@@ -436,11 +437,7 @@ async function main() {
     await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
     if (!useCache) await rm(storeDir, { recursive: true, force: true });
   };
-  const interrupted = () => {
-    log('interrupted; cleaning up');
-    void cleanUp().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', interrupted);
+  const stopListening = cleanUpOnInterrupt(cleanUp);
 
   try {
     // The measuring side's own embedder and index, made from the same configuration as the
@@ -631,7 +628,7 @@ ${htmlTable(headers, rows)}`,
     });
     await writeResults(`search${suffix}`, json, html);
   } finally {
-    process.off('SIGINT', interrupted);
+    stopListening();
     await cleanUp();
   }
 }

@@ -47,6 +47,11 @@ export class AppError extends Error {
   toBody() {
     return { error: this.code, message: this.message };
   }
+
+  /** A refusal of a GraphQL HTTP request: the REST fields and GraphQL's `errors`, for either kind of client. */
+  toGraphQLHttpBody() {
+    return { ...this.toBody(), errors: [{ message: this.message, extensions: { code: this.code } }] };
+  }
 }
 
 export const badRequest = (field: string, problem: string) => new AppError('bad_request', `${field}: ${problem}`, { field });

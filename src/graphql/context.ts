@@ -9,6 +9,7 @@ import type { JobQueue } from '../modules/jobs/queue.js';
 import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 import type { AgentDependencies } from '../modules/agent/service.js';
 import type { Metrics } from '../observability/metrics.js';
+import { graphqlStreamEndpoint } from './endpoints.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
@@ -59,10 +60,6 @@ export interface Context {
   acceptsEventStream: boolean;
 }
 
-// graphql-sse's endpoint (yoga.ts): its single-connection mode sends operations by POST and
-// streams their events on another request.
-const graphqlStreamPath = '/graphql/stream';
-
 /** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
 export async function createContext(app: AppServices, request: Request, serverContext: GraphQLServerContext): Promise<Context> {
   const viewer =
@@ -80,6 +77,6 @@ export async function createContext(app: AppServices, request: Request, serverCo
     viewer,
     restInputError: serverContext.restInputError,
     acceptsEventStream:
-      (request.headers.get('accept') ?? '').includes('text/event-stream') || new URL(request.url).pathname === graphqlStreamPath,
+      (request.headers.get('accept') ?? '').includes('text/event-stream') || new URL(request.url).pathname === graphqlStreamEndpoint,
   };
 }

@@ -4,7 +4,8 @@ import { authenticate } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
 import { checkJsonCharset, mediaTypeOf, readBodyBytes, refuseDeclaredSize } from '../http/body.js';
 import type { AppServices } from './context.js';
-import { graphqlEndpoint, graphqlStreamEndpoint, graphqlUploadLimit, type Yoga } from './yoga.js';
+import { graphqlEndpoint, graphqlStreamEndpoint } from './endpoints.js';
+import { graphqlUploadLimit, type Yoga } from './yoga.js';
 
 /**
  * `/graphql` and `/graphql/stream` as HTTP: what is wrong with the request itself is answered
@@ -95,8 +96,5 @@ export function httpErrorResponse(error: AppError): Response {
   const headers = new Headers();
   // The rest of an oversized body was never read, so this connection cannot carry another request.
   if (error.code === 'payload_too_large') headers.set('connection', 'close');
-  return Response.json(
-    { ...error.toBody(), errors: [{ message: error.message, extensions: { code: error.code } }] },
-    { status: error.status, headers },
-  );
+  return Response.json(error.toGraphQLHttpBody(), { status: error.status, headers });
 }

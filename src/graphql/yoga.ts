@@ -10,14 +10,13 @@ import type { Viewer } from '../auth/authenticate.js';
 import { AppError, authenticationRequired, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
+import { graphqlEndpoint, graphqlStreamEndpoint } from './endpoints.js';
 import { createContext, type AppServices, type Context, type GraphQLServerContext } from './context.js';
 import { useDocumentLimits } from './document-limits.js';
 import { useOperationGate } from './operation-gate.js';
 import { requestError } from './request-error.js';
 import { schema } from './schema.js';
 
-export const graphqlEndpoint = '/graphql';
-export const graphqlStreamEndpoint = '/graphql/stream'; // context.ts names it too
 
 export type Yoga = YogaServerInstance<GraphQLServerContext, Context>;
 
@@ -76,7 +75,7 @@ function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLS
   const tokenLifetimeMs = 24 * 60 * 60 * 1000;
   // graphql-sse's own response form: [body, init].
   const refusal = (error: AppError): SseResponse => [
-    JSON.stringify({ ...error.toBody(), errors: [{ message: error.message, extensions: { code: error.code } }] }),
+    JSON.stringify(error.toGraphQLHttpBody()),
     { status: error.status, statusText: STATUS_CODES[error.status] ?? '', headers: { 'content-type': 'application/json' } },
   ];
   const noSuchStream = () => refusal(new AppError('not_found', 'no event stream with this token for this credential'));

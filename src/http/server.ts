@@ -4,11 +4,12 @@ import { createServerAdapter } from '@whatwg-node/server';
 import { AppError } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
 import { handleGraphQLHttpRequest } from '../graphql/http.js';
-import { graphqlEndpoint, graphqlStreamEndpoint, type Yoga } from '../graphql/yoga.js';
+import { graphqlEndpoint, graphqlStreamEndpoint } from '../graphql/endpoints.js';
+import type { Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf } from '../observability/request-context.js';
 import { errorResponse, handleRestRequest } from '../rest/handler.js';
-import { matchRoute } from '../rest/routes.js';
+import { matchRoute, type RouteMatch } from '../rest/routes.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
@@ -21,10 +22,11 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
     const requestId = requestIdOf(request);
     return requestContext.run({ requestId }, async () => {
       const started = performance.now();
-      const response = withHeader(withReasonPhrase(await handle(request)), 'x-request-id', requestId);
-      const seconds = (performance.now() - started) / 1000;
       const { pathname } = new URL(request.url);
-      const route = routeLabel(request.method, pathname);
+      const match = matchRoute(request.method, pathname);
+      const response = withHeader(withReasonPhrase(await handle(request, match)), 'x-request-id', requestId);
+      const seconds = (performance.now() - started) / 1000;
+      const route = routeLabel(pathname, match);
       app.metrics?.httpRequestDuration.observe({ method: request.method, route, status: String(response.status) }, seconds);
       log.access({ request_id: requestId, method: request.method, route, path: pathname, status: response.status, duration_ms: Math.round(seconds * 10_000) / 10 });
       return response;
@@ -33,9 +35,8 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
 }
 
 /** The route pattern (`/v1/kb/workspaces/:id`), never the path itself: ids would make a series each. */
-function routeLabel(method: string, pathname: string): string {
+function routeLabel(pathname: string, match: RouteMatch): string {
   if (['/healthz', '/readyz', '/metrics', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
-  const match = matchRoute(method, pathname);
   return match && 'route' in match ? match.route.path : match ? 'method not allowed' : 'unknown';
 }
 
@@ -62,7 +63,7 @@ function withReasonPhrase(response: Response): Response {
 }
 
 function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
-  return async (request: Request): Promise<Response> => {
+  return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {
       if (url.pathname === '/healthz' || url.pathname === '/readyz') {
@@ -78,7 +79,6 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
         return await handleGraphQLHttpRequest(request, app, yoga);
       }
-      const match = matchRoute(request.method, url.pathname);
       if (match && 'route' in match) {
         const response = await handleRestRequest(request, match.route, match.params, yoga, app);
         return request.method === 'HEAD' ? withoutBody(response) : response;

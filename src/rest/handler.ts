@@ -3,7 +3,7 @@ import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
 import { AppError, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
-import { graphqlEndpoint } from '../graphql/yoga.js';
+import { graphqlEndpoint } from '../graphql/endpoints.js';
 import { authenticate, type Viewer } from '../auth/authenticate.js';
 import type { AppServices, RestResultHandOver } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';

@@ -7,6 +7,8 @@ export type ScoredSentence = Sentence & {
   passage: NumberedPassage;
   /** Position among its passage's sentences. */
   position: number;
+  /** Its topic terms (see `topicTerms`). */
+  terms: ReadonlySet<string>;
   /** Share of the question's topic terms (IDF-weighted) the sentence holds, 0 to 1. */
   lexical: number;
   /** Cosine similarity of the sentence's and the question's embeddings. */
@@ -55,22 +57,20 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
         // A heading or a label is no answer: a sentence has a few words at least.
         .filter((sentence) => (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords)
         .forEach((sentence, position) => {
-          candidates.push({ ...sentence, passage, position, lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
+          candidates.push({ ...sentence, passage, position, terms: new Set(topicTerms(sentence.text)), lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
         });
     });
     if (candidates.length === 0) return [];
-    const sentenceTerms = candidates.map((candidate) => new Set(topicTerms(candidate.text)));
     const weightOf = new Map(
       terms.map((term) => {
-        const holding = sentenceTerms.filter((held) => held.has(term)).length;
+        const holding = candidates.filter((candidate) => candidate.terms.has(term)).length;
         return [term, Math.log(1 + candidates.length / (1 + holding))];
       }),
     );
     const totalWeight = [...weightOf.values()].reduce((sum, weight) => sum + weight, 0) || 1;
-    candidates.forEach((candidate, index) => {
-      const held = sentenceTerms[index]!;
-      candidate.lexical = terms.reduce((sum, term) => sum + (held.has(term) ? weightOf.get(term)! : 0), 0) / totalWeight;
-    });
+    for (const candidate of candidates) {
+      candidate.lexical = terms.reduce((sum, term) => sum + (candidate.terms.has(term) ? weightOf.get(term)! : 0), 0) / totalWeight;
+    }
     // Only the likeliest sentences are embedded: each passage's best by the words they hold, then
     // the best of the rest by words and their passage's rank.
     const byWords = (a: ScoredSentence, b: ScoredSentence) => b.lexical + 0.2 * b.score - (a.lexical + 0.2 * a.score) || a.position - b.position;
@@ -167,24 +167,23 @@ function chain(question: string, scored: readonly ScoredSentence[]): ScoredSente
   const questionTerms = new Set(topicTerms(question));
   const questionNames = new Set(namesIn(question).map((name) => name.toLowerCase()));
   const chosen = [scored[0]!];
-  const covered = new Set(topicTerms(scored[0]!.text).filter((term) => questionTerms.has(term)));
+  const covered = new Set([...scored[0]!.terms].filter((term) => questionTerms.has(term)));
   const bridges = new Set(namesIn(scored[0]!.text).map((name) => name.toLowerCase()).filter((name) => !questionNames.has(name)));
   while (chosen.length < extractiveSettings.deepSentences) {
-    let next: { sentence: ScoredSentence; value: number; terms: string[] } | undefined;
+    let next: { sentence: ScoredSentence; value: number } | undefined;
     for (const sentence of scored) {
       if (chosen.includes(sentence)) continue;
-      const terms = topicTerms(sentence.text);
-      const added = [...new Set(terms)].filter((term) => questionTerms.has(term) && !covered.has(term));
+      const added = [...sentence.terms].filter((term) => questionTerms.has(term) && !covered.has(term));
       const gain = added.length / Math.max(questionTerms.size, 1);
       const lower = sentence.text.toLowerCase();
       const linked = [...bridges].some((name) => lower.includes(name)) || chosen.some((other) => other.passage === sentence.passage && Math.abs(other.position - sentence.position) === 1);
       const value = 2 * gain + (linked ? 0.25 : 0) + 0.3 * sentence.semantic;
       if (gain === 0 && !linked) continue;
-      if (!next || value > next.value) next = { sentence, value, terms };
+      if (!next || value > next.value) next = { sentence, value };
     }
     if (!next || next.value < extractiveSettings.chainMinimum) break;
     chosen.push(next.sentence);
-    for (const term of next.terms) if (questionTerms.has(term)) covered.add(term);
+    for (const term of next.sentence.terms) if (questionTerms.has(term)) covered.add(term);
     for (const name of namesIn(next.sentence.text)) if (!questionNames.has(name.toLowerCase())) bridges.add(name.toLowerCase());
   }
   return chosen;

@@ -1,4 +1,5 @@
-import OpenAI, { APIError, APIUserAbortError } from 'openai';
+import { APIError, APIUserAbortError } from 'openai';
+import { createOpenAIClient } from '../../openai-client.js';
 import { AnswerModelError, notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
 import { standaloneQuestion } from './extractive-answerer.js';
 
@@ -42,16 +43,7 @@ function modelError(error: unknown, signal: AbortSignal): unknown {
  * first token; a failure after it ends the run (an `error` event and a refund).
  */
 export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerModel {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    apiKey: options.apiKey ?? 'unused',
-    timeout: options.timeoutMs,
-    maxRetries: options.maxRetries ?? 2,
-    organization: null,
-    project: null,
-    adminAPIKey: null,
-    webhookSecret: null,
-  });
+  const client = createOpenAIClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, timeoutMs: options.timeoutMs, maxRetries: options.maxRetries ?? 2 });
 
   async function complete(system: string, user: string, signal: AbortSignal): Promise<string> {
     try {

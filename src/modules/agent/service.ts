@@ -4,6 +4,7 @@ import { isUuid, requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { textProblem } from '../../input-limits.js';
+import { requireOwnWorkspaces } from '../chat/service.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
@@ -149,10 +150,7 @@ export async function startAgentRun(
 ): Promise<AsyncIterableIterator<AgentEvent>> {
   const { prisma } = dependencies;
   const request = checkInput(input);
-  const owned = await prisma.workspace.findMany({ where: { userId, id: { in: request.workspaceIds } }, select: { id: true } });
-  const ownedIds = new Set(owned.map((workspace) => workspace.id));
-  const missing = request.workspaceIds.find((id) => !ownedIds.has(id));
-  if (missing !== undefined) throw notFound('workspace', missing);
+  await requireOwnWorkspaces(prisma, userId, request.workspaceIds);
   let history: Turn[] = [];
   let sessionId: string | null = null;
   if (input.sessionId !== undefined && input.sessionId !== null) {

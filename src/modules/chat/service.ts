@@ -22,8 +22,8 @@ export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirst
   return session;
 }
 
-/** Every workspace a session names must be the user's own; the first that is not is a 404. */
-async function requireOwnWorkspaces(prisma: PrismaClient, userId: string, workspaceIds: readonly string[]) {
+/** Every workspace named must be the user's own; the first that is not is a 404. Returns them lower-cased, once each. */
+export async function requireOwnWorkspaces(prisma: PrismaClient, userId: string, workspaceIds: readonly string[]) {
   const unique = [...new Set(workspaceIds.map((id) => id.toLowerCase()))];
   const invalid = unique.find((id) => !isUuid(id));
   if (invalid !== undefined) throw notFound('workspace', invalid);

@@ -1,4 +1,5 @@
-import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import { createOpenAIClient } from '../../openai-client.js';
 import { EmbedderError, type Embedder, type EmbeddingPurpose } from './embedder.js';
 
 export type OpenAIEmbedderOptions = {
@@ -51,19 +52,7 @@ function normalised(values: unknown, expected: number | undefined, position: num
  * at start learns them, so the server must answer then.
  */
 export async function createOpenAIEmbedder(options: OpenAIEmbedderOptions): Promise<Embedder> {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    // Local servers often need no key; the SDK insists on one.
-    apiKey: options.apiKey ?? 'unused',
-    timeout: options.timeoutMs,
-    maxRetries: options.maxRetries ?? 3,
-    // Configuration comes from src/config.ts only: without these the SDK would read
-    // OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_ADMIN_KEY and OPENAI_WEBHOOK_SECRET itself.
-    organization: null,
-    project: null,
-    adminAPIKey: null,
-    webhookSecret: null,
-  });
+  const client = createOpenAIClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, timeoutMs: options.timeoutMs, maxRetries: options.maxRetries ?? 3 });
   let dimensions = options.dimensions;
 
   async function embedBatch(texts: readonly string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {

@@ -141,6 +141,13 @@ const resultOf = (chunk: StoredChunk, score: number): SearchResult => ({
   metadata: chunk.metadata,
 });
 
+/** A failure of the embedding model or the index, as the 503 a search answers with; undefined for anything else. */
+function backendUnavailable(error: unknown): AppError | undefined {
+  if (error instanceof IndexUnavailableError) return new AppError('service_unavailable', error.message);
+  if (error instanceof EmbedderError) return new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
+  return undefined;
+}
+
 /** Rejects with a 503 when `work` has not settled within `ms`. */
 async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -219,7 +226,7 @@ export async function search(
       await embedding;
     } catch (error) {
       abandon.abort();
-      if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
+      if (error instanceof EmbedderError) throw backendUnavailable(error)!;
       if (deadline.aborted && !signal?.aborted) throw new AppError('service_unavailable', `the embedding model did not answer within ${timeoutMs / 1000} s; try again`);
       throw error;
     }
@@ -230,8 +237,7 @@ export async function search(
   try {
     ({ vector: vectorHits, keyword: keywordHits, chunks: readAlong } = await sides);
   } catch (error) {
-    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
-    throw error;
+    throw backendUnavailable(error) ?? error;
   }
   const ranked = mode === 'hybrid' ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
 
@@ -289,9 +295,7 @@ export async function searchPassages(
       embedding,
     ]);
   } catch (error) {
-    if (error instanceof IndexUnavailableError) throw new AppError('service_unavailable', error.message);
-    if (error instanceof EmbedderError) throw new AppError('service_unavailable', `the embedding model is unavailable: ${error.message}`);
-    throw error;
+    throw backendUnavailable(error) ?? error;
   }
   const ranked = fuseConvex(sides.vector, sides.keyword).filter((hit) => !request.exclude?.has(hit.chunkId));
   const wanted = ranked.slice(0, request.topK + 5);
