@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
-import { AppError, isErrorCode } from '../errors.js';
+import { AppError, badRequest, isErrorCode } from '../errors.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/endpoints.js';
 import { authenticate, type Viewer } from '../auth/authenticate.js';
@@ -11,6 +11,7 @@ import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
 import type { Route } from './routes.js';
 import { readUploadBody } from './upload-body.js';
+import { bodyInput, queryInput } from './request-input.js';
 
 type GraphQLResponseBody = {
   data?: { result?: unknown } | null;
@@ -24,7 +25,7 @@ type GraphQLResponseBody = {
 export async function handleRestRequest(
   request: Request,
   route: Route,
-  params: Record<string, string>,
+  rawParams: Record<string, string>,
   yoga: Yoga,
   app: AppServices,
 ): Promise<Response> {
@@ -39,20 +40,22 @@ export async function handleRestRequest(
     if (error instanceof AppError) return errorResponse(error);
     throw error;
   }
-  if (route.readsBody) {
+  if (route.body) {
     const denied = accessError(schema, route.operation, viewer);
     if (denied) return errorResponse(denied);
   }
   let variables: unknown = {};
   let restInputError: AppError | undefined;
   try {
+    const params = pathParams(route, rawParams);
+    const query = route.query ? queryInput(url.searchParams, route.query) : {};
     const body =
-      route.readsBody === 'json'
-        ? await readJsonBody(request, limits.maxJsonBytes)
-        : route.readsBody === 'upload'
+      route.body?.kind === 'json'
+        ? bodyInput(await readJsonBody(request, limits.maxJsonBytes), route.body.fields, route.body)
+        : route.body?.kind === 'upload'
           ? await readUploadBody(request, limits.uploads)
           : undefined;
-    variables = route.variables?.({ params, query: url.searchParams, body }) ?? {};
+    variables = route.variables?.({ params, query, body }) ?? {};
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
     restInputError = error;
@@ -138,6 +141,14 @@ function filesIn(variables: unknown): [path: string, file: File][] {
 const encodeRfc5987 = (text: string) =>
   encodeURIComponent(text).replace(/['()*]/g, (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`);
 
+/** Path parameters checked against the route's patterns; a mismatch is a 400 naming the parameter. */
+function pathParams(route: Route, params: Record<string, string>): Record<string, string> {
+  for (const [name, rule] of Object.entries(route.params ?? {})) {
+    if (!rule.pattern.test(params[name] ?? '')) throw badRequest(name, rule.problem);
+  }
+  return params;
+}
+
 function errorOf(result: GraphQLResponseBody, route?: Route): AppError | undefined {
   const [error] = result.errors ?? [];
   if (error) {
@@ -209,7 +220,12 @@ function successResponse(route: Route, value: unknown, url: URL): Response {
       { status: 200, headers },
     );
   }
-  const body = 'pick' in response ? response.pick(value) : withoutTypename(value);
+  const body =
+    'field' in response
+      ? (value as Record<string, unknown>)[response.field]
+      : 'wrap' in response
+        ? { [response.wrap]: value }
+        : withoutTypename(value);
   return Response.json(body, { status: response.status });
 }
 

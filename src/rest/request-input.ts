@@ -65,15 +65,13 @@ export const booleanParameter = (fallback: boolean) =>
     .default(fallback);
 
 /** `limit` (default 100, at most 1000) and `cursor` of list endpoints, as Relay `first`/`after`. */
-export function listInput(query: URLSearchParams) {
-  const { limit, cursor } = queryInput(query, {
-    limit: z
-      .string()
-      .regex(/^\d+$/, 'must be an integer from 1 to 1000')
-      .transform(Number)
-      .pipe(z.number().min(1, 'must be at least 1').max(1000, 'must be at most 1000'))
-      .default(100),
-    cursor: z.string().min(1, 'must not be empty').optional(),
-  });
-  return { first: limit, after: cursor ?? null };
-}
+export const listQuery = {
+  limit: z
+    .string()
+    .regex(/^\d+$/, 'must be an integer from 1 to 1000')
+    .transform(Number)
+    .pipe(z.number().min(1, 'must be at least 1').max(1000, 'must be at most 1000'))
+    .default(100)
+    .describe('How many items to return, from 1 to 1000.'),
+  cursor: z.string().min(1, 'must not be empty').optional().describe('Where to continue: the `cursor` of the previous page\'s `Link: rel="next"` URL.'),
+};

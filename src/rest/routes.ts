@@ -8,90 +8,151 @@ import type {
   UpdateMeInput,
   WorkspaceInput,
 } from '../generated/graphql/graphql.js';
-import { badRequest } from '../errors.js';
 import * as operations from './operations.js';
 import { z } from 'zod';
-import { booleanParameter, bodyInput, countParameter, listInput, queryInput, requiredParameter } from './request-input.js';
+import { booleanParameter, countParameter, listQuery, requiredParameter } from './request-input.js';
 import type { UploadBody } from './upload-body.js';
 
-export type RestRequest = {
+export type RestRequest<Query = Record<string, unknown>, Body = unknown> = {
   params: Record<string, string>;
-  query: URLSearchParams;
-  body: unknown;
+  /** The query parameters as the route's `query` shape parsed them. */
+  query: Query;
+  /** A JSON body as the route's `body` mapped it onto the GraphQL input, or the upload. */
+  body: Body;
 };
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
+/** The groups of /docs and of the OpenAPI description. */
+export type RouteTag = 'User' | 'API keys' | 'Workspaces' | 'Documents' | 'Chat' | 'Search' | 'Agent';
+
+/**
+ * A JSON body: its REST fields and the GraphQL input type they fill. A GraphQL name ending in
+ * `[]` is a list. `ids` name the fields that hold ids (strings only). The OpenAPI description
+ * of the body is generated from the same declaration and the input type's validators.
+ */
+export type JsonBody = {
+  kind: 'json';
+  input: string;
+  fields: Record<string, string>;
+  optional?: boolean;
+  ids?: readonly string[];
+};
+
+/** A document upload: multipart `file` parts and `metadata`, or JSON `{filename, content, metadata}`. */
+export type UploadBodySpec = { kind: 'upload' };
+
 /**
  * One documented endpoint: the persisted GraphQL operation it runs, how the HTTP request becomes
- * that operation's variables, and how the operation's `result` becomes the response.
+ * that operation's variables, and how the operation's `result` becomes the response. Query
+ * parameters and bodies are declared (not parsed inside `variables`) so that the OpenAPI
+ * description is generated from what the handler validates with.
  * `variables` may throw a 400/413/415 AppError; it is then reported from inside the GraphQL
  * pipeline, after authentication, scope and rate limit, as the contract orders them.
  */
-export type Route<Result = unknown, Variables = Record<string, unknown>> = {
+export type Route<Result = unknown, Variables = Record<string, unknown>, Query = Record<string, unknown>, Body = unknown> = {
   method: Method;
   path: string;
   operation: TypedDocumentNode<{ result: Result }, Variables>;
+  /** One line for the OpenAPI description and /docs (a test fails when one is missing). */
+  summary: string;
+  description?: string;
+  tag: RouteTag;
+  /** A POST that creates something: it honours `Idempotency-Key`. */
+  idempotent?: boolean;
   /** How the body's fields are named in messages: snake_case (the default) or as the specification spells them. */
   fieldNames?: 'snake_case' | 'camelCase';
-  /** `json`: a JSON body; `upload`: a document upload (multipart, or JSON text). */
-  readsBody?: 'json' | 'upload';
-  variables?: (request: RestRequest) => Variables;
-  /** `list`: a connection answered as a bare array with a `Link: rel="next"` header. */
+  /** Path parameters that are more than any non-empty string. */
+  params?: Record<string, { pattern: RegExp; problem: string; description: string }>;
+  query?: z.ZodRawShape;
+  body?: JsonBody | UploadBodySpec;
+  variables?: (request: RestRequest<Query, Body>) => Variables;
+  /**
+   * `list`: a connection answered as a bare array with a `Link: rel="next"` header;
+   * `field`: the result's field of that name; `wrap`: the result as the only field of an object.
+   */
   response:
     | { status: 200 | 201 | 202 }
     | { status: 204 }
     | { status: 200; list: true }
-    | { status: 200; pick: (result: Result) => unknown }
+    | { status: 200; field: string }
+    | { status: 200; wrap: string }
     /** A subscription: refusals answer as JSON errors, then each event is written as a `data:` line of an SSE stream. */
     | { status: 200; stream: true };
 };
 
-const route = <Result, Variables>(definition: Route<Result, Variables>) => definition as unknown as Route;
+const route = <Result, Variables, Query = Record<string, unknown>, Body = unknown>(definition: Route<Result, Variables, Query, Body>) =>
+  definition as unknown as Route;
+
+const jsonBody = (input: string, fields: Record<string, string>, options: { optional?: boolean; ids?: readonly string[] } = {}): JsonBody => ({
+  kind: 'json',
+  input,
+  fields,
+  ...options,
+});
 
 const idParam = ({ params }: RestRequest) => ({ id: params.id! });
 
-const documentInWorkspace = ({ params, query }: RestRequest) => ({
-  id: params.id!,
-  workspaceId: queryInput(query, { workspace_id: requiredParameter }).workspace_id,
-});
+type Listed = { limit: number; cursor?: string };
+const listVariables = (query: Listed) => ({ first: query.limit, after: query.cursor ?? null });
 
-const chunkIndexParam = z.string().regex(/^\d{1,9}$/, 'must be a non-negative integer').transform(Number);
+const documentInWorkspace = ({ params, query }: RestRequest<{ workspace_id: string }>) => ({ id: params.id!, workspaceId: query.workspace_id });
+
+const workspaceIdQuery = { workspace_id: requiredParameter.describe('The workspace that holds the document.') };
 
 export const routes: Route[] = [
-  route({ method: 'GET', path: '/v1/user/me', operation: operations.RestGetMe, response: { status: 200 } }),
+  route({
+    method: 'GET',
+    path: '/v1/user/me',
+    tag: 'User',
+    summary: "The caller's profile and credit balance.",
+    operation: operations.RestGetMe,
+    response: { status: 200 },
+  }),
   route({
     method: 'PATCH',
     path: '/v1/user/me',
+    tag: 'User',
+    summary: "Changes the caller's phone number (null removes it).",
     operation: operations.RestUpdateMe,
-    readsBody: 'json',
-    variables: ({ body }) => ({ input: bodyInput<UpdateMeInput>(body, { phone: 'phone' }) }),
+    body: jsonBody('UpdateMeInput', { phone: 'phone' }),
+    variables: ({ body }) => ({ input: body as UpdateMeInput }),
     response: { status: 200 },
   }),
   route({
     method: 'GET',
     path: '/v1/user/me/credits',
+    tag: 'User',
+    summary: 'The credit balance, subscription, totals and the most recent ledger entries.',
     operation: operations.RestGetCredits,
-    response: { status: 200, pick: (me) => me.credits },
+    response: { status: 200, field: 'credits' },
   }),
   route({
     method: 'GET',
     path: '/v1/user/me/api-keys',
+    tag: 'API keys',
+    summary: "The caller's active API keys, newest first; never the key values.",
     operation: operations.RestListApiKeys,
-    variables: ({ query }) => listInput(query),
+    query: listQuery,
+    variables: ({ query }: RestRequest<Listed>) => listVariables(query),
     response: { status: 200, list: true },
   }),
   route({
     method: 'POST',
     path: '/v1/user/me/api-keys',
+    tag: 'API keys',
+    summary: 'Creates an API key with the given scopes; the raw key is in this response only.',
     operation: operations.RestCreateApiKey,
-    readsBody: 'json',
-    variables: ({ body }) => ({ input: bodyInput<CreateApiKeyInput>(body, { name: 'name', scopes: 'scopes[]' }) }),
+    idempotent: true,
+    body: jsonBody('CreateApiKeyInput', { name: 'name', scopes: 'scopes[]' }),
+    variables: ({ body }) => ({ input: body as CreateApiKeyInput }),
     response: { status: 201 },
   }),
   route({
     method: 'DELETE',
     path: '/v1/user/me/api-keys/:id',
+    tag: 'API keys',
+    summary: 'Revokes an API key at once.',
     operation: operations.RestRevokeApiKey,
     variables: idParam,
     response: { status: 204 },
@@ -99,30 +160,48 @@ export const routes: Route[] = [
   route({
     method: 'GET',
     path: '/v1/kb/workspaces',
+    tag: 'Workspaces',
+    summary: "The caller's workspaces, newest first.",
     operation: operations.RestListWorkspaces,
-    variables: ({ query }) => listInput(query),
+    query: listQuery,
+    variables: ({ query }: RestRequest<Listed>) => listVariables(query),
     response: { status: 200, list: true },
   }),
   route({
     method: 'POST',
     path: '/v1/kb/workspaces',
+    tag: 'Workspaces',
+    summary: 'Creates a workspace; names are unique per user regardless of case (409).',
     operation: operations.RestCreateWorkspace,
-    readsBody: 'json',
-    variables: ({ body }) => ({ input: bodyInput<WorkspaceInput>(body, { name: 'name' }) }),
+    idempotent: true,
+    body: jsonBody('WorkspaceInput', { name: 'name' }),
+    variables: ({ body }) => ({ input: body as WorkspaceInput }),
     response: { status: 201 },
   }),
-  route({ method: 'GET', path: '/v1/kb/workspaces/:id', operation: operations.RestGetWorkspace, variables: idParam, response: { status: 200 } }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/workspaces/:id',
+    tag: 'Workspaces',
+    summary: 'One workspace.',
+    operation: operations.RestGetWorkspace,
+    variables: idParam,
+    response: { status: 200 },
+  }),
   route({
     method: 'PATCH',
     path: '/v1/kb/workspaces/:id',
+    tag: 'Workspaces',
+    summary: 'Renames a workspace.',
     operation: operations.RestUpdateWorkspace,
-    readsBody: 'json',
-    variables: ({ params, body }) => ({ id: params.id!, input: bodyInput<WorkspaceInput>(body, { name: 'name' }) }),
+    body: jsonBody('WorkspaceInput', { name: 'name' }),
+    variables: ({ params, body }) => ({ id: params.id!, input: body as WorkspaceInput }),
     response: { status: 200 },
   }),
   route({
     method: 'DELETE',
     path: '/v1/kb/workspaces/:id',
+    tag: 'Workspaces',
+    summary: 'Deletes a workspace with its documents, chunks and index entries.',
     operation: operations.RestDeleteWorkspace,
     variables: idParam,
     response: { status: 204 },
@@ -130,38 +209,56 @@ export const routes: Route[] = [
   route({
     method: 'GET',
     path: '/v1/kb/workspaces/:id/stats',
+    tag: 'Workspaces',
+    summary: "A workspace's document, chunk and size counts and its processing status.",
     operation: operations.RestWorkspaceStats,
     variables: idParam,
-    response: { status: 200, pick: (workspace) => workspace.stats },
+    response: { status: 200, field: 'stats' },
   }),
   route({
     method: 'GET',
     path: '/v1/kb/workspaces/:id/scan',
+    tag: 'Workspaces',
+    summary: 'Checks a workspace: per document, its chunks, embeddings and index entries, and the embedding model in use.',
     operation: operations.RestWorkspaceScan,
     variables: idParam,
-    response: { status: 200, pick: (workspace) => workspace.scan },
+    response: { status: 200, field: 'scan' },
   }),
   route({
     method: 'GET',
     path: '/v1/chat/sessions',
+    tag: 'Chat',
+    summary: "The caller's chat sessions, most recently updated first.",
     operation: operations.RestListChatSessions,
-    variables: ({ query }) => listInput(query),
+    query: listQuery,
+    variables: ({ query }: RestRequest<Listed>) => listVariables(query),
     response: { status: 200, list: true },
   }),
   route({
     method: 'POST',
     path: '/v1/chat/sessions',
+    tag: 'Chat',
+    summary: 'Creates a chat session, optionally titled and bound to workspaces.',
     operation: operations.RestCreateChatSession,
-    readsBody: 'json',
-    variables: ({ body }) => ({
-      input: bodyInput<CreateChatSessionInput | null>(body, { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true, ids: ['workspace_ids'] }) ?? null,
-    }),
+    idempotent: true,
+    body: jsonBody('CreateChatSessionInput', { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true, ids: ['workspace_ids'] }),
+    variables: ({ body }) => ({ input: (body as CreateChatSessionInput | undefined) ?? null }),
     response: { status: 201 },
   }),
-  route({ method: 'GET', path: '/v1/chat/sessions/:id', operation: operations.RestGetChatSession, variables: idParam, response: { status: 200 } }),
+  route({
+    method: 'GET',
+    path: '/v1/chat/sessions/:id',
+    tag: 'Chat',
+    summary: 'A chat session with its messages, oldest first.',
+    operation: operations.RestGetChatSession,
+    variables: idParam,
+    response: { status: 200 },
+  }),
   route({
     method: 'DELETE',
     path: '/v1/chat/sessions/:id',
+    tag: 'Chat',
+    summary: 'Deletes a chat session and its messages.',
     operation: operations.RestDeleteChatSession,
     variables: idParam,
     response: { status: 204 },
@@ -169,72 +266,112 @@ export const routes: Route[] = [
   route({
     method: 'POST',
     path: '/v1/chat/sessions/:id/messages',
+    tag: 'Chat',
+    summary: 'Adds a message to a session (no answer is generated: the agent does that).',
     operation: operations.RestSendChatMessage,
-    readsBody: 'json',
-    variables: ({ params, body }) => ({ sessionId: params.id!, input: bodyInput<SendChatMessageInput>(body, { content: 'content', role: 'role' }) }),
+    idempotent: true,
+    body: jsonBody('SendChatMessageInput', { content: 'content', role: 'role' }),
+    variables: ({ params, body }) => ({ sessionId: params.id!, input: body as SendChatMessageInput }),
     response: { status: 201 },
   }),
   route({
     method: 'POST',
     path: '/v1/kb/workspaces/:id/documents',
+    tag: 'Documents',
+    summary: 'Uploads documents: they are answered at once as queued, then parsed, chunked and embedded in the background.',
+    description:
+      'Either `multipart/form-data` with one or more `file` parts and an optional `metadata` part (a JSON object applied to every file), or JSON `{filename, content, metadata?}` for a text document.',
     operation: operations.RestUploadDocuments,
-    readsBody: 'upload',
-    variables: ({ params, body }) => {
-      const upload = body as UploadBody;
-      return { workspaceId: params.id!, files: upload.files, metadata: upload.metadata ?? null };
-    },
+    idempotent: true,
+    body: { kind: 'upload' },
+    variables: ({ params, body }: RestRequest<Record<string, unknown>, UploadBody>) => ({
+      workspaceId: params.id!,
+      files: body.files,
+      metadata: body.metadata ?? null,
+    }),
     response: { status: 202 },
   }),
   route({
     method: 'GET',
     path: '/v1/kb/workspaces/:id/documents',
+    tag: 'Documents',
+    summary: "A workspace's documents, newest first, with their processing status.",
     operation: operations.RestListDocuments,
-    variables: ({ params, query }) => ({ workspaceId: params.id!, ...listInput(query) }),
+    query: listQuery,
+    variables: ({ params, query }: RestRequest<Listed>) => ({ workspaceId: params.id!, ...listVariables(query) }),
     response: { status: 200, list: true },
   }),
-  route({ method: 'GET', path: '/v1/kb/documents/:id', operation: operations.RestGetDocument, variables: idParam, response: { status: 200 } }),
-  route({ method: 'DELETE', path: '/v1/kb/documents/:id', operation: operations.RestDeleteDocument, variables: idParam, response: { status: 204 } }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id',
+    tag: 'Documents',
+    summary: "A document's metadata and processing status.",
+    operation: operations.RestGetDocument,
+    variables: idParam,
+    response: { status: 200 },
+  }),
+  route({
+    method: 'DELETE',
+    path: '/v1/kb/documents/:id',
+    tag: 'Documents',
+    summary: 'Deletes a document with its chunks and index entries.',
+    operation: operations.RestDeleteDocument,
+    variables: idParam,
+    response: { status: 204 },
+  }),
   route({
     method: 'GET',
     path: '/v1/kb/documents/:id/preview',
+    tag: 'Documents',
+    summary: "A document's text and its first chunks.",
     operation: operations.RestDocumentPreview,
-    variables: (request) => ({
-      ...documentInWorkspace(request),
-      chunks: queryInput(request.query, { chunks: countParameter(10, 1000) }).chunks,
-    }),
+    query: { ...workspaceIdQuery, chunks: countParameter(10, 1000).describe('How many chunks to include.') },
+    variables: (request: RestRequest<{ workspace_id: string; chunks: number }>) => ({ ...documentInWorkspace(request), chunks: request.query.chunks }),
     response: { status: 200 },
   }),
   route({
     method: 'GET',
     path: '/v1/kb/documents/:id/chunks',
+    tag: 'Documents',
+    summary: "A document's chunks in order.",
     operation: operations.RestDocumentChunks,
-    variables: (request) => ({ ...documentInWorkspace(request), ...listInput(request.query) }),
+    query: { ...workspaceIdQuery, ...listQuery },
+    variables: (request: RestRequest<{ workspace_id: string } & Listed>) => ({ ...documentInWorkspace(request), ...listVariables(request.query) }),
     response: { status: 200, list: true },
   }),
   route({
     method: 'GET',
     path: '/v1/kb/documents/:id/chunks/:chunk_index/context',
+    tag: 'Documents',
+    summary: 'A chunk with the chunks before and after it.',
     operation: operations.RestChunkContext,
-    variables: (request) => {
+    params: { chunk_index: { pattern: /^\d{1,9}$/, problem: 'must be a non-negative integer', description: 'The chunk\'s position in its document, from 0.' } },
+    query: {
+      ...workspaceIdQuery,
+      before: countParameter(2, 100).describe('Chunks before the target.'),
+      after: countParameter(2, 100).describe('Chunks after the target.'),
+    },
+    variables: (request: RestRequest<{ workspace_id: string; before: number; after: number }>) => {
       const { id, workspaceId } = documentInWorkspace(request);
-      const chunkIndex = chunkIndexParam.safeParse(request.params.chunk_index);
-      if (!chunkIndex.success) throw badRequest('chunk_index', 'must be a non-negative integer');
-      const { before, after } = queryInput(request.query, { before: countParameter(2, 100), after: countParameter(2, 100) });
-      return { documentId: id, workspaceId, chunkIndex: chunkIndex.data, before, after };
+      const { before, after } = request.query;
+      return { documentId: id, workspaceId, chunkIndex: Number(request.params.chunk_index), before, after };
     },
     response: { status: 200 },
   }),
   route({
     method: 'GET',
     path: '/v1/kb/documents/:id/grep',
+    tag: 'Documents',
+    summary: "Finds a pattern (RE2 syntax) in a document's chunks, with the matches highlighted.",
     operation: operations.RestGrepDocument,
-    variables: (request) => {
+    query: {
+      ...workspaceIdQuery,
+      pattern: requiredParameter.describe('A regular expression in RE2 syntax (linear time: no backreferences or lookaround).'),
+      case_sensitive: booleanParameter(false),
+    },
+    variables: (request: RestRequest<{ workspace_id: string; pattern: string; case_sensitive: boolean }>) => {
       const { id, workspaceId } = documentInWorkspace(request);
-      const { pattern, case_sensitive: caseSensitive } = queryInput(request.query, {
-        pattern: requiredParameter,
-        case_sensitive: booleanParameter(false),
-      });
-      return { documentId: id, workspaceId, pattern, caseSensitive };
+      return { documentId: id, workspaceId, pattern: request.query.pattern, caseSensitive: request.query.case_sensitive };
     },
     response: { status: 200 },
   }),
@@ -245,12 +382,15 @@ const searchRoute = (path: string) =>
   route({
     method: 'POST',
     path,
+    tag: 'Search',
+    summary:
+      path === '/query'
+        ? 'The legacy alias of POST /v1/kb/query; it behaves identically.'
+        : "Vector (or keyword, or hybrid) search of a workspace's chunks. No answer is generated.",
     operation: operations.RestSearch,
-    readsBody: 'json',
-    variables: ({ body }) => ({
-      input: bodyInput<SearchInput>(body, { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }, { ids: ['workspace_id'] }),
-    }),
-    response: { status: 200, pick: (results) => ({ results }) },
+    body: jsonBody('SearchInput', { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }, { ids: ['workspace_id'] }),
+    variables: ({ body }) => ({ input: body as SearchInput }),
+    response: { status: 200, wrap: 'results' },
   });
 
 routes.push(searchRoute('/v1/kb/query'), searchRoute('/query'));
@@ -259,17 +399,20 @@ routes.push(
   route({
     method: 'POST',
     path: '/agent/stream',
+    tag: 'Agent',
+    summary: 'Asks the agent: searches the workspaces and streams a cited answer as Server-Sent Events.',
+    description:
+      'Each event is a line `data: <JSON>` whose `type` is one of `job_started`, `reasoning` (deep mode), `token`, `sources`, `done`, `error` (the `AgentEvent` schema). Refusals (401, 402, 403, 404, 400) are JSON errors before the stream opens. A `: heartbeat` comment is written after a silence.',
     operation: operations.RestAgentStream,
     // The specification names this body's fields in camelCase (`workspaceIds`, `sessionId`).
     fieldNames: 'camelCase',
-    readsBody: 'json',
-    variables: ({ body }) => ({
-      input: bodyInput<AgentStreamInput>(
-        body,
-        { message: 'message', workspaceIds: 'workspaceIds[]', sessionId: 'sessionId', mode: 'mode', limits: 'limits' },
-        { ids: ['workspaceIds', 'sessionId'] },
-      ),
-    }),
+    idempotent: true,
+    body: jsonBody(
+      'AgentStreamInput',
+      { message: 'message', workspaceIds: 'workspaceIds[]', sessionId: 'sessionId', mode: 'mode', limits: 'limits' },
+      { ids: ['workspaceIds', 'sessionId'] },
+    ),
+    variables: ({ body }) => ({ input: body as AgentStreamInput }),
     response: { status: 200, stream: true },
   }),
 );
