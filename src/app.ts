@@ -16,6 +16,7 @@ import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.j
 import { createEmbedder } from './modules/embeddings/select.js';
 import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
 import { AgentRuns, type AgentDependencies } from './modules/agent/service.js';
+import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
 import { startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
@@ -100,7 +101,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       timeoutMs: config.agent.timeoutSeconds * 1000,
       metrics,
     };
-    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent, metrics };
+    const idempotency = new IdempotencyStore(db.prisma, log);
+    await idempotency.start({ exclusive: db.kind === 'pglite' });
+    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent, metrics, idempotency };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log));
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
@@ -138,6 +141,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         await new Promise((resolve) => setTimeout(resolve, 20));
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
+        await idempotency.stop();
         await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
         stopWarming.abort();
         await warming;

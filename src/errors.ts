@@ -15,6 +15,10 @@ export const errorCatalogue = {
   rate_limited: 429,
   internal_error: 500,
   service_unavailable: 503,
+  /** An Idempotency-Key whose first request is still being answered (docs/api.md, Idempotency). */
+  idempotency_key_in_use: 409,
+  /** An Idempotency-Key sent again with another request (method, path, body or credential). */
+  idempotency_key_reused: 422,
 } as const;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -9,6 +9,7 @@ import type { JobQueue } from '../modules/jobs/queue.js';
 import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 import type { AgentDependencies } from '../modules/agent/service.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { IdempotencyStore } from '../modules/idempotency/store.js';
 import { graphqlStreamEndpoint } from './endpoints.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
@@ -22,6 +23,8 @@ export interface AppServices {
   agent: AgentDependencies;
   /** Prometheus series (GET /metrics); absent in processes that serve no HTTP. */
   metrics?: Metrics;
+  /** Idempotency-Key records of the creating REST POSTs (src/rest/idempotency.ts). */
+  idempotency: IdempotencyStore;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */

@@ -8,9 +8,10 @@ import { authenticate, type Viewer } from '../auth/authenticate.js';
 import type { AppServices, RestResultHandOver } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
-import { readJsonBody } from '../http/body.js';
+import { readJsonBody, refuseAfterDraining } from '../http/body.js';
 import type { Route } from './routes.js';
 import { readUploadBody } from './upload-body.js';
+import { answerIdempotently, idempotencyKeyOf } from './idempotency.js';
 import { bodyInput, queryInput } from './request-input.js';
 
 type GraphQLResponseBody = {
@@ -44,9 +45,13 @@ export async function handleRestRequest(
     const denied = accessError(schema, route.operation, viewer);
     if (denied) return errorResponse(denied);
   }
+  // Refused with the body's problems (400 after 401, 403 and 429); the body is then read and dropped.
+  // A stream (POST /agent/stream) replays its own way, and is not answered here.
+  const idempotencyKey = route.idempotent && !('stream' in route.response) ? idempotencyKeyOf(request) : undefined;
   let variables: unknown = {};
   let restInputError: AppError | undefined;
   try {
+    if (idempotencyKey instanceof AppError) await refuseAfterDraining(idempotencyKey, request.body?.getReader());
     const params = pathParams(route, rawParams);
     const query = route.query ? queryInput(url.searchParams, route.query) : {};
     const body =
@@ -61,28 +66,37 @@ export async function handleRestRequest(
     restInputError = error;
     variables = {};
   }
-  const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
-  const { body, contentType, contentLength } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
-  const streaming = 'stream' in route.response;
-  const headers = new Headers({ accept: streaming ? 'text/event-stream' : 'application/graphql-response+json' });
-  headers.set('content-type', contentType);
-  if (contentLength !== undefined) headers.set('content-length', String(contentLength));
-  const authorization = request.headers.get('authorization');
-  if (authorization !== null) headers.set('authorization', authorization);
-  const handOver: RestResultHandOver = { wantsStream: streaming };
-  const response = await yoga.fetch(
-    new URL(graphqlEndpoint, url),
-    // The client's signal: when it goes away, searches and agent runs stop.
-    { method: 'POST', headers, body: body as BodyInit, signal: request.signal },
-    { restInputError, viewer: viewer ?? undefined, restResult: handOver },
-  );
-  if (handOver.stream) return eventStreamResponse(handOver.stream, app.config.agent.heartbeatSeconds * 1000);
-  // Yoga answers itself, with no result to hand over, only when it refuses the request before
-  // running it (which the REST layer's requests are made not to provoke).
-  const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
-  const failure = errorOf(result, route);
-  if (failure) return errorResponse(failure);
-  return successResponse(route, result.data!.result, url);
+  // A creating POST with an Idempotency-Key runs once; its retries get the first answer (docs/api.md, Idempotency).
+  if (typeof idempotencyKey === 'string' && viewer && !restInputError) {
+    const answer = await answerIdempotently(app.idempotency, { request, viewer, key: idempotencyKey, variables, jwtSecret: app.config.jwtSecret }, execute);
+    return answer instanceof AppError ? errorResponse(answer) : answer;
+  }
+  return execute(request.signal);
+
+  async function execute(signal: AbortSignal): Promise<Response> {
+    const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
+    const { body, contentType, contentLength } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+    const streaming = 'stream' in route.response;
+    const headers = new Headers({ accept: streaming ? 'text/event-stream' : 'application/graphql-response+json' });
+    headers.set('content-type', contentType);
+    if (contentLength !== undefined) headers.set('content-length', String(contentLength));
+    const authorization = request.headers.get('authorization');
+    if (authorization !== null) headers.set('authorization', authorization);
+    const handOver: RestResultHandOver = { wantsStream: streaming };
+    const response = await yoga.fetch(
+      new URL(graphqlEndpoint, url),
+      // The client's signal: when it goes away, searches and agent runs stop.
+      { method: 'POST', headers, body: body as BodyInit, signal },
+      { restInputError, viewer: viewer ?? undefined, restResult: handOver },
+    );
+    if (handOver.stream) return eventStreamResponse(handOver.stream, app.config.agent.heartbeatSeconds * 1000);
+    // Yoga answers itself, with no result to hand over, only when it refuses the request before
+    // running it (which the REST layer's requests are made not to provoke).
+    const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
+    const failure = errorOf(result, route);
+    if (failure) return errorResponse(failure);
+    return successResponse(route, result.data!.result, url);
+  }
 }
 
 /**
