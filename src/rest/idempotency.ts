@@ -23,8 +23,10 @@ export function idempotencyKeyOf(request: Request): string | AppError | undefine
   if (value.length > maxIdempotencyKeyLength) return problem(`it has ${value.length}`);
   const wrong = /[^\x20-\x7e]/.exec(value);
   if (wrong) {
-    const code = wrong[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
-    return problem(`found U+${code} at position ${wrong.index + 1}`);
+    // Header values arrive as bytes, one character each (`é` in UTF-8 is the bytes 0xC3 0xA9).
+    const code = wrong[0].charCodeAt(0);
+    const hex = code.toString(16).toUpperCase().padStart(2, '0');
+    return problem(code < 0x80 ? `found the control character U+00${hex} at position ${wrong.index + 1}` : `found the byte 0x${hex}, which is not ASCII, at position ${wrong.index + 1}`);
   }
   return value;
 }
