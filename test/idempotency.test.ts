@@ -405,3 +405,64 @@ describe('Idempotency-Key across requests', () => {
     expect(rows.map((row) => row.key)).toEqual([live]);
   });
 });
+
+describe('the store, as another process sees it', () => {
+  const quiet = { info() {}, error() {} };
+  const request = (key: string) => ({ userId: alice.id, key, method: 'POST', path: '/somewhere', requestHash: 'hash' });
+
+  it('keeps a running request by renewing its lease; once renewals stop, another process takes the key over and the first cannot store its answer', async () => {
+    const options = { lifetimeMs: 60_000, leaseMs: 400 };
+    const [one, other] = [new IdempotencyStore(server.app.db.prisma, quiet, options), new IdempotencyStore(server.app.db.prisma, quiet, options)];
+    const key = newKey();
+    const begun = await one.begin(request(key));
+    if (begun.kind !== 'started') throw new Error(`expected started, got ${begun.kind}`);
+    // Three leases later the holder has renewed it all along.
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect((await other.begin(request(key))).kind).toBe('in_progress');
+    expect((await other.begin({ ...request(key), requestHash: 'another' })).kind).toBe('mismatch');
+    expect((await other.lookup(alice.id, key))?.inProgress).toBe(true);
+    // The holder dies: nothing renews its lease.
+    begun.claim.stopRenewing();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    const takeover = await other.begin(request(key));
+    if (takeover.kind !== 'started') throw new Error(`expected started, got ${takeover.kind}`);
+    expect(await begun.claim.complete({ status: 201, headers: {}, body: new TextEncoder().encode('stale') })).toBe(false);
+    expect(await takeover.claim.complete({ status: 201, headers: { 'content-type': 'text/plain' }, body: new TextEncoder().encode('fresh') })).toBe(true);
+    const replay = await one.begin(request(key));
+    if (replay.kind !== 'replay') throw new Error(`expected replay, got ${replay.kind}`);
+    expect(replay.response.status).toBe(201);
+    expect(replay.response.headers).toEqual({ 'content-type': 'text/plain' });
+    expect(Buffer.from(replay.response.body).toString()).toBe('fresh');
+  });
+
+  it('lets exactly one of many processes claim a key at once (the primary key decides)', async () => {
+    const key = newKey();
+    const stores = Array.from({ length: 10 }, () => new IdempotencyStore(server.app.db.prisma, quiet));
+    const results = await Promise.all(stores.map((store) => store.begin(request(key))));
+    expect(results.filter((result) => result.kind === 'started')).toHaveLength(1);
+    expect(results.filter((result) => result.kind === 'in_progress')).toHaveLength(9);
+    for (const result of results) if (result.kind === 'started') await result.claim.release();
+  });
+
+  it('forgets a released key', async () => {
+    const store = new IdempotencyStore(server.app.db.prisma, quiet);
+    const key = newKey();
+    const begun = await store.begin(request(key));
+    if (begun.kind !== 'started') throw new Error(`expected started, got ${begun.kind}`);
+    await begun.claim.release();
+    expect(await store.lookup(alice.id, key)).toBeNull();
+    expect((await store.begin(request(key))).kind).toBe('started');
+  });
+
+  it.runIf(!process.env.DATABASE_URL)('frees keys left in progress when the embedded store starts, the only process that can hold them', async () => {
+    const key = newKey();
+    const abandoned = new IdempotencyStore(server.app.db.prisma, quiet);
+    const begun = await abandoned.begin(request(key));
+    if (begun.kind !== 'started') throw new Error(`expected started, got ${begun.kind}`);
+    begun.claim.stopRenewing();
+    const restarted = new IdempotencyStore(server.app.db.prisma, quiet);
+    await restarted.start({ exclusive: true });
+    await restarted.stop();
+    expect(await restarted.lookup(alice.id, key)).toBeNull();
+  });
+});
