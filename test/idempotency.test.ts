@@ -1,17 +1,26 @@
 import { randomUUID } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/modules/idempotency/store.js';
 import { waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 let server: TestServer;
+const jwtSecret = `idempotency-test-secret-${randomUUID()}`;
+const jwtFor = (userId: string, seconds: number) =>
+  new SignJWT({ scope: 'kb:read kb:write' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(userId)
+    .setIssuedAt()
+    .setExpirationTime(`${seconds}s`)
+    .sign(new TextEncoder().encode(jwtSecret));
 let alice: TestUser;
 let bob: TestUser;
 /** Per user: a workspace and a chat session the routes that need one post into. */
 const homes = new Map<string, { workspaceId: string; sessionId: string }>();
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({ KB_JWT_SECRET: jwtSecret });
   [alice, bob] = await Promise.all([server.createUser(), server.createUser()]);
   for (const user of [alice, bob]) {
     const workspace = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'home' } });
@@ -304,6 +313,21 @@ describe('Idempotency-Key across requests', () => {
     // Another key of the same user: another credential, so another request.
     const otherKey = await server.createKey(alice, ['user:read', 'user:write']);
     expectError(await post(otherKey, '/v1/user/me/api-keys', { idempotencyKey: key, json: { name: 'sealed', scopes: ['kb:read'] } }), 422, 'idempotency_key_reused');
+  });
+
+  it('replays to any JWT of the user, and takes a JWT and an API key for different credentials', async () => {
+    const key = newKey();
+    const body = { name: `by jwt ${key}` };
+    const [jwt, laterJwt] = [await jwtFor(alice.id, 600), await jwtFor(alice.id, 900)];
+    expect(laterJwt).not.toBe(jwt);
+    const first = await post(jwt, '/v1/kb/workspaces', { idempotencyKey: key, json: body });
+    expect(first.status, first.text).toBe(201);
+    expectReplayOf(await post(laterJwt, '/v1/kb/workspaces', { idempotencyKey: key, json: body }), first);
+    expectError(await post(alice.key, '/v1/kb/workspaces', { idempotencyKey: key, json: body }), 422, 'idempotency_key_reused');
+    // Another user's JWT: their own key space.
+    const bobs = await post(await jwtFor(bob.id, 600), '/v1/kb/workspaces', { idempotencyKey: key, json: body });
+    expect(bobs.status, bobs.text).toBe(201);
+    expect(bobs.body.id).not.toBe(first.body.id);
   });
 
   it('keeps and replays what the operation decided: a 404 and a 409', async () => {
