@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiKeyCache } from './api-key-cache.js';
 
-const key = { id: 'k1', userId: 'u1', scopes: ['kb:read'], lastUsedAt: null };
+const key = { id: 'k1', userId: 'u1', scopes: ['kb:read'], workspaceIds: null, lastUsedAt: null };
 
 describe('ApiKeyCache', () => {
   it('keeps a key read while nothing was revoked', () => {
@@ -20,6 +20,17 @@ describe('ApiKeyCache', () => {
     expect(cache.get('hash')).toBeUndefined();
     cache.remember('hash', key, cache.generation);
     expect(cache.get('hash')).toBe(key);
+  });
+
+  it('carries a key restricted to workspaces with its restriction, and forgets it on a revocation like any other', () => {
+    const cache = new ApiKeyCache();
+    const restricted = { ...key, id: 'k3', workspaceIds: new Set(['w1', 'w2']) };
+    cache.remember('r', restricted, cache.generation);
+    expect(cache.get('r')?.workspaceIds).toEqual(new Set(['w1', 'w2']));
+    cache.remember('u', key, cache.generation);
+    expect(cache.get('u')?.workspaceIds).toBeNull();
+    cache.invalidate();
+    expect(cache.get('r')).toBeUndefined();
   });
 
   it('forgets every key on a revocation', () => {

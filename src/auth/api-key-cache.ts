@@ -5,6 +5,8 @@ export type CachedApiKey = {
   id: string;
   userId: string;
   scopes: readonly string[];
+  /** The workspaces the key is restricted to; null: every workspace of its user. Keys never change after creation. */
+  workspaceIds: ReadonlySet<string> | null;
   /** When `last_used_at` was last written (or read as written). */
   lastUsedAt: Date | null;
 };

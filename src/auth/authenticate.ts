@@ -16,6 +16,11 @@ export type AuthDependencies = {
 export type Viewer = {
   userId: string;
   scopes: ReadonlySet<Scope>;
+  /**
+   * The workspaces an API key is restricted to; null: every workspace of the user (JWTs and
+   * unrestricted keys). What it allows is decided in policy.ts.
+   */
+  workspaceIds: ReadonlySet<string> | null;
   credential: { kind: 'api_key'; apiKeyId: string } | { kind: 'jwt' };
 };
 
@@ -49,11 +54,19 @@ async function authenticateApiKey(rawKey: string, { prisma, apiKeyCache }: AuthD
   if (!key) {
     const generation = apiKeyCache?.generation;
     // Raw SQL like the search path's other reads: every authenticated request without a cache runs it.
-    const [row] = await prisma.$queryRaw<(CachedApiKey & { keyHash: string; revokedAt: Date | null })[]>`
-      SELECT id::text, user_id::text AS "userId", key_hash AS "keyHash", scopes, revoked_at AS "revokedAt", last_used_at AS "lastUsedAt"
+    const [row] = await prisma.$queryRaw<(Omit<CachedApiKey, 'workspaceIds'> & { keyHash: string; revokedAt: Date | null; restricted: boolean; workspaceIds: string[] | null })[]>`
+      SELECT id::text, user_id::text AS "userId", key_hash AS "keyHash", scopes, revoked_at AS "revokedAt", last_used_at AS "lastUsedAt",
+             workspace_restricted AS restricted, workspace_ids::text[] AS "workspaceIds"
         FROM api_keys WHERE key_hash = ${keyHash}`;
     if (!row || row.revokedAt !== null || !hashesEqual(row.keyHash, keyHash)) throw invalidCredential();
-    key = { id: row.id, userId: row.userId, scopes: row.scopes, lastUsedAt: row.lastUsedAt };
+    key = {
+      id: row.id,
+      userId: row.userId,
+      scopes: row.scopes,
+      // A restricted key whose list is somehow missing sees nothing, never everything.
+      workspaceIds: row.restricted ? new Set(row.workspaceIds ?? []) : null,
+      lastUsedAt: row.lastUsedAt,
+    };
     apiKeyCache?.remember(keyHash, key, generation!);
   }
   const now = new Date();
@@ -65,6 +78,7 @@ async function authenticateApiKey(rawKey: string, { prisma, apiKeyCache }: AuthD
   return {
     userId: key.userId,
     scopes: new Set(key.scopes.filter(isScope)),
+    workspaceIds: key.workspaceIds,
     credential: { kind: 'api_key', apiKeyId: key.id },
   };
 }
@@ -88,6 +102,8 @@ async function authenticateJwt(token: string, prisma: PrismaClient, secret: stri
   return {
     userId,
     scopes: new Set(scopeClaim.split(' ').filter(isScope)),
+    // A JWT speaks for the user: never restricted to workspaces.
+    workspaceIds: null,
     credential: { kind: 'jwt' },
   };
 }

@@ -16,6 +16,7 @@ import {
 } from 'graphql';
 import { AppError, authenticationRequired, missingScope } from '../errors.js';
 import type { Viewer } from '../auth/authenticate.js';
+import { unrestrictedOnly } from '../auth/policy.js';
 import type { Context } from './context.js';
 import { fieldRequirements, type RateLimitName } from './field-requirements.js';
 import { graphqlLimits, limitExceeded } from './limits.js';
@@ -60,7 +61,8 @@ function requirementsOf(schema: GraphQLSchema, document: DocumentNode, operation
 
 /**
  * 401 when the operation's root fields need a credential and there is none, 403 when the
- * credential lacks a scope one of them needs; null when the viewer may run it. The REST layer
+ * credential lacks a scope one of them needs or is a key restricted to workspaces asking for what
+ * only an unrestricted credential may do; null when the viewer may run it. The REST layer
  * asks this before it reads an upload, so nobody without access can make the server take one in.
  */
 export function accessError(schema: GraphQLSchema, document: DocumentNode, viewer: Viewer | null): AppError | null {
@@ -72,7 +74,12 @@ function accessErrorOf(requirements: ReturnType<typeof fieldRequirements>[], vie
   const scopes = requirements.flatMap((requirement) => (requirement.scope ? [requirement.scope] : []));
   if (scopes.length > 0 && !viewer) return authenticationRequired();
   const missing = scopes.find((scope) => !viewer!.scopes.has(scope));
-  return missing ? missingScope(missing) : null;
+  if (missing) return missingScope(missing);
+  for (const { unrestrictedOnly: action } of requirements) {
+    const refusal = action ? unrestrictedOnly(viewer, action) : null;
+    if (refusal) return refusal;
+  }
+  return null;
 }
 
 async function check(args: GateArgs): Promise<GraphQLError | null> {

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Response as SseResponse } from 'graphql-sse';
 import type { Viewer } from '../auth/authenticate.js';
+import { sameAccess } from '../auth/policy.js';
 import { AppError, authenticationRequired, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
@@ -71,7 +72,7 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
  */
 function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLServerContext>[] {
   const viewers = new WeakMap<Request, Viewer | undefined>();
-  const owners = new Map<string, { userId: string; reservedAt: number }>();
+  const owners = new Map<string, { viewer: Viewer; reservedAt: number }>();
   const tokenLifetimeMs = 24 * 60 * 60 * 1000;
   // graphql-sse's own response form: [body, init].
   const refusal = (error: AppError): SseResponse => [
@@ -91,7 +92,10 @@ function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLS
         const viewer = viewers.get(request.raw as Request);
         if (!viewer) return refusal(authenticationRequired());
         const given = request.headers.get('x-graphql-event-stream-token') ?? new URL(request.url, 'http://localhost').searchParams.get('token');
-        if (given) return owners.get(given)?.userId === viewer.userId ? given : noSuchStream();
+        // The same user with the same access (policy.ts): a key restricted to workspaces must not
+        // receive, on its stream, results of operations another of the user's credentials sent.
+        const owner = given ? owners.get(given) : undefined;
+        if (given) return owner && sameAccess(owner.viewer, viewer) ? given : noSuchStream();
         const token = randomUUID();
         if (request.method === 'PUT') {
           const now = Date.now();
@@ -99,7 +103,7 @@ function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLS
             if (now - reservedAt < tokenLifetimeMs) break;
             owners.delete(old);
           }
-          owners.set(token, { userId: viewer.userId, reservedAt: now });
+          owners.set(token, { viewer, reservedAt: now });
         }
         return token;
       },
