@@ -1,10 +1,11 @@
-import { AppError, badRequest, notFound } from '../../errors.js';
-import type { PrismaClient } from '../../generated/prisma/client.js';
-import { isUuid, requireUuid } from '../../ids.js';
+import { AppError, badRequest } from '../../errors.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import { isUuid } from '../../ids.js';
+import type { Viewer } from '../../auth/authenticate.js';
+import { readSessions, requireSessionId, requireWorkspaces, sessionNotFound } from '../../auth/policy.js';
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { textProblem } from '../../input-limits.js';
-import { requireOwnWorkspaces } from '../chat/service.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
@@ -144,24 +145,30 @@ function checkInput(input: AgentStreamInput) {
  */
 export async function startAgentRun(
   dependencies: AgentDependencies,
-  userId: string,
+  viewer: Viewer,
   input: AgentStreamInput,
   signal: AbortSignal,
 ): Promise<AsyncIterableIterator<AgentEvent>> {
   const { prisma } = dependencies;
+  const { userId } = viewer;
   const request = checkInput(input);
-  await requireOwnWorkspaces(prisma, userId, request.workspaceIds);
+  // Workspaces and session as the policy lets the viewer see them (404 otherwise, src/auth/policy.ts).
+  await requireWorkspaces(prisma, viewer, request.workspaceIds);
   let history: Turn[] = [];
   let sessionId: string | null = null;
   if (input.sessionId !== undefined && input.sessionId !== null) {
-    sessionId = requireUuid(String(input.sessionId), 'chat session');
-    const session = await prisma.chatSession.findFirst({ where: { id: sessionId, userId }, select: { id: true } });
-    if (!session) throw notFound('chat session', String(input.sessionId));
-    const messages = await prisma.chatMessage.findMany({
-      where: { sessionId },
-      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-      take: agentLimits.historyTurns,
-      select: { role: true, content: true, rewrittenQuery: true },
+    sessionId = requireSessionId(String(input.sessionId));
+    const id = sessionId;
+    // The history is read in the snapshot that found the session visible.
+    const messages = await readSessions(prisma, viewer, async (db, where) => {
+      const session = await db.chatSession.findFirst({ where: { ...where, id }, select: { id: true } });
+      if (!session) throw sessionNotFound(String(input.sessionId));
+      return db.chatMessage.findMany({
+        where: { sessionId: id },
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+        take: agentLimits.historyTurns,
+        select: { role: true, content: true, rewrittenQuery: true },
+      });
     });
     history = messages.reverse().map((message) => ({ role: message.role, content: message.rewrittenQuery ?? message.content }));
   }
@@ -257,6 +264,9 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
       });
       const updated = await tx.chatSession.updateMany({ where: { id: sessionId, userId: run.userId }, data: { updatedAt: answered.createdAt > asked.createdAt ? answered.createdAt : asked.createdAt } });
       if (updated.count === 0) throw new AppError('not_found', 'the chat session was deleted during the run');
+      // The session names every workspace its answers drew on: a key restricted to workspaces sees
+      // it only when all of them are its own (src/auth/policy.ts).
+      if (run.sessionId) await tx.$executeRaw(namingWorkspaces(sessionId, run.workspaceIds));
       const creditsUsed = await chargeAgentRun(tx, run.jobId, { sessionId, supportScore });
       // Last before the commit: a client gone by now is charged nothing, and nothing is stored.
       signal.throwIfAborted();
@@ -282,6 +292,13 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     clearTimeout(timeout);
   }
 }
+
+/** Adds the workspaces a run searched to its session's `workspace_ids`, after those it names already. */
+const namingWorkspaces = (sessionId: string, workspaceIds: readonly string[]) => Prisma.sql`
+  UPDATE chat_sessions
+     SET workspace_ids = workspace_ids || ARRAY(SELECT w FROM unnest(${[...workspaceIds]}::uuid[]) WITH ORDINALITY AS run(w, position)
+                                                 WHERE w <> ALL(workspace_ids) ORDER BY position)
+   WHERE id = ${sessionId}::uuid AND NOT (workspace_ids @> ${[...workspaceIds]}::uuid[])`;
 
 const aborted = (signal: AbortSignal) => new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
 

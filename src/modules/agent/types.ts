@@ -118,7 +118,7 @@ builder.subscriptionField('agentStream', (t) =>
     subscribe: (_root, { input }, context) =>
       startAgentRun(
         context.agent,
-        viewerOf(context).userId,
+        viewerOf(context),
         {
           message: input.message,
           workspaceIds: input.workspaceIds.map(String),

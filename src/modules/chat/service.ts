@@ -1,66 +1,64 @@
-import { notFound } from '../../errors.js';
+import { readSessions, requireSessionId, sessionNotFound, sessionSql, sessionWorkspaces, type Access } from '../../auth/policy.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
-import { checkCursor, isUuid, requireUuid } from '../../ids.js';
+import { checkCursor } from '../../ids.js';
 import { checkOptionalName } from '../../input-limits.js';
 
 export const messageRoles = ['user', 'assistant', 'system'] as const;
 export type MessageRole = (typeof messageRoles)[number];
 
-export function listSessions<Query extends Prisma.ChatSessionFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
-  return prisma.chatSession.findMany({ ...checkCursor(query), where: { userId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+/** What the chat service uses. */
+export type ChatDependencies = { prisma: PrismaClient };
+
+/** The sessions the viewer may see (policy.ts), newest first. */
+export function listSessions<Query extends Prisma.ChatSessionFindManyArgs>({ prisma }: ChatDependencies, viewer: Access, query: Query) {
+  return readSessions(prisma, viewer, (db, where) =>
+    db.chatSession.findMany({ ...checkCursor(query), where, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] }),
+  );
 }
 
+/** A session the viewer may see; otherwise 404, exactly as for one that does not exist. */
 export async function findSession<Query extends Omit<Prisma.ChatSessionFindFirstArgs, 'where'>>(
-  prisma: PrismaClient,
-  userId: string,
+  { prisma }: ChatDependencies,
+  viewer: Access,
   id: string,
   query?: Query,
 ) {
-  const sessionId = requireUuid(id, 'chat session');
-  const session = await prisma.chatSession.findFirst({ ...query, where: { id: sessionId, userId } });
-  if (!session) throw notFound('chat session', id);
+  const sessionId = requireSessionId(id);
+  const session = await readSessions(prisma, viewer, (db, where) => db.chatSession.findFirst({ ...query, where: { ...where, id: sessionId } }));
+  if (!session) throw sessionNotFound(id);
   return session;
 }
 
-/** Every workspace named must be the user's own; the first that is not is a 404. Returns them lower-cased, once each. */
-export async function requireOwnWorkspaces(prisma: PrismaClient, userId: string, workspaceIds: readonly string[]) {
-  const unique = [...new Set(workspaceIds.map((id) => id.toLowerCase()))];
-  const invalid = unique.find((id) => !isUuid(id));
-  if (invalid !== undefined) throw notFound('workspace', invalid);
-  const owned = await prisma.workspace.findMany({ where: { userId, id: { in: unique } }, select: { id: true } });
-  const ownedIds = new Set(owned.map((workspace) => workspace.id));
-  const missing = unique.find((id) => !ownedIds.has(id));
-  if (missing !== undefined) throw notFound('workspace', missing);
-  return unique;
-}
-
+/** Every workspace named must be one the viewer may see (404 naming the first that is not); duplicates collapse. */
 export async function createSession<Query extends Omit<Prisma.ChatSessionCreateArgs, 'data'>>(
-  prisma: PrismaClient,
-  userId: string,
+  { prisma }: ChatDependencies,
+  viewer: Access,
   input: { title: string | null; workspaceIds: readonly string[] },
   query?: Query,
 ) {
   const title = checkOptionalName('title', input.title);
-  const workspaceIds = await requireOwnWorkspaces(prisma, userId, input.workspaceIds);
-  return prisma.chatSession.create({ ...query, data: { userId, title, workspaceIds } });
+  const workspaceIds = await sessionWorkspaces(prisma, viewer, input.workspaceIds);
+  return prisma.chatSession.create({ ...query, data: { userId: viewer.userId, title, workspaceIds } });
 }
 
-export async function deleteSession(prisma: PrismaClient, userId: string, id: string) {
-  const sessionId = requireUuid(id, 'chat session');
-  const { count } = await prisma.chatSession.deleteMany({ where: { id: sessionId, userId } });
-  if (count === 0) throw notFound('chat session', id);
+/** Deletes a session the viewer may see, deciding that in the same statement (messages go with it). */
+export async function deleteSession({ prisma }: ChatDependencies, viewer: Access, id: string) {
+  const sessionId = requireSessionId(id);
+  const count = await prisma.$executeRaw`DELETE FROM chat_sessions s WHERE ${sessionSql('s', viewer, sessionId)}`;
+  if (count === 0) throw sessionNotFound(id);
   return { id: sessionId };
 }
 
 /** Appends a message; produces no answer (answers come from the agent). */
 export async function appendMessage<Query extends Omit<Prisma.ChatMessageCreateArgs, 'data'>>(
-  prisma: PrismaClient,
-  userId: string,
+  dependencies: ChatDependencies,
+  viewer: Access,
   sessionId: string,
   input: { role: MessageRole; content: string },
   query?: Query,
 ) {
-  const session = await findSession(prisma, userId, sessionId, { select: { id: true } });
+  const { prisma } = dependencies;
+  const session = await findSession(dependencies, viewer, sessionId, { select: { id: true } });
   // The database stamps the message (microseconds keep messages in order); the session's
   // updated_at takes that same stamp, so it is never older than its newest message.
   return prisma.$transaction(async (tx) => {

@@ -57,9 +57,9 @@ builder.queryField('chatSessions', (t) =>
     cursor: 'id',
     defaultSize: 100,
     maxSize: 1000,
-    description: "The viewer's chat sessions, newest first.",
+    description: "The viewer's chat sessions, newest first; for a key restricted to workspaces, those whose workspaces are all among its own.",
     authScopes: { scope: 'chat:read' },
-    resolve: (query, _root, _args, context) => listSessions(context.prisma, viewerOf(context).userId, query),
+    resolve: (query, _root, _args, context) => listSessions(context, viewerOf(context), query),
   }),
 );
 
@@ -68,7 +68,7 @@ builder.queryField('chatSession', (t) =>
     type: 'ChatSession',
     authScopes: { scope: 'chat:read' },
     args: { id: t.arg.id() },
-    resolve: (query, _root, { id }, context) => findSession(context.prisma, viewerOf(context).userId, String(id), query),
+    resolve: (query, _root, { id }, context) => findSession(context, viewerOf(context), String(id), query),
   }),
 );
 
@@ -80,8 +80,8 @@ builder.mutationField('createChatSession', (t) =>
     args: { input: t.arg({ type: CreateChatSessionInput, required: false }) },
     resolve: (query, _root, { input }, context) =>
       createSession(
-        context.prisma,
-        viewerOf(context).userId,
+        context,
+        viewerOf(context),
         { title: input?.title?.trim() || null, workspaceIds: (input?.workspaceIds ?? []).map(String) },
         query,
       ),
@@ -95,7 +95,7 @@ builder.mutationField('deleteChatSession', (t) =>
     description: 'Deletes the session and all its messages.',
     authScopes: { scope: 'chat:write' },
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, context) => deleteSession(context.prisma, viewerOf(context).userId, String(id)),
+    resolve: (_root, { id }, context) => deleteSession(context, viewerOf(context), String(id)),
   }),
 );
 
@@ -108,8 +108,8 @@ builder.mutationField('sendChatMessage', (t) =>
     args: { sessionId: t.arg.id(), input: t.arg({ type: SendChatMessageInput }) },
     resolve: (query, _root, { sessionId, input }, context) =>
       appendMessage(
-        context.prisma,
-        viewerOf(context).userId,
+        context,
+        viewerOf(context),
         String(sessionId),
         { role: input.role as MessageRole, content: input.content },
         query,

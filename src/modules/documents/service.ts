@@ -4,15 +4,25 @@ import { AppError, badRequest, fileTooLarge, notFound } from '../../errors.js';
 import { Prisma, type Document, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { detectDocumentType } from '../ingestion/detect.js';
-import { queueIndexDelete } from '../jobs/queue.js';
+import { queueIndexDelete, type JobQueue } from '../jobs/queue.js';
 import { findWorkspace } from '../workspaces/service.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
+import { documentWhere, type Access } from '../../auth/policy.js';
 
 export type UploadedFile = { filename: string; bytes: Uint8Array };
 
 export type UploadLimits = { maxFileBytes: number; maxFiles: number };
 
 export type ChunkSettings = { chunkTokens: number; overlapTokens: number };
+
+/** What the document service uses. */
+export type DocumentDependencies = {
+  prisma: PrismaClient;
+  /** The upload limits and the chunking in force (recorded with each upload). */
+  config: { uploads: UploadLimits; ingestion: ChunkSettings };
+  /** Woken by an upload; told of a deletion, so parses of what was deleted stop. */
+  ingestion?: Pick<JobQueue, 'notify' | 'cancelDeleted'>;
+};
 
 /**
  * Stores the files and queues them for processing, all or nothing: one unusable file (empty,
@@ -21,14 +31,27 @@ export type ChunkSettings = { chunkTokens: number; overlapTokens: number };
  * it had failed, it is processed again from the start (its old chunks replaced).
  */
 export async function uploadDocuments(
-  prisma: PrismaClient,
-  userId: string,
+  dependencies: DocumentDependencies,
+  viewer: Access,
   workspaceId: string,
   files: readonly UploadedFile[],
   metadataInput: unknown,
-  limits: UploadLimits,
-  chunking: ChunkSettings,
 ) {
+  const documents = await storeUpload(dependencies, viewer, workspaceId, files, metadataInput);
+  dependencies.ingestion?.notify();
+  return documents;
+}
+
+async function storeUpload(
+  { prisma, config }: DocumentDependencies,
+  viewer: Access,
+  workspaceId: string,
+  files: readonly UploadedFile[],
+  metadataInput: unknown,
+) {
+  const limits = config.uploads;
+  const chunking = { chunkTokens: config.ingestion.chunkTokens, overlapTokens: config.ingestion.overlapTokens };
+  const { userId } = viewer;
   if (files.length === 0) throw badRequest('file', 'at least one file is required');
   if (files.length > limits.maxFiles) throw badRequest('file', `at most ${limits.maxFiles} files per upload`);
   const metadata = checkMetadata(metadataInput);
@@ -47,7 +70,7 @@ export async function uploadDocuments(
     }
     return { filename, bytes: file.bytes, contentType, sha256: createHash('sha256').update(file.bytes).digest('hex') };
   });
-  const workspace = await findWorkspace(prisma, userId, workspaceId, { select: { id: true } });
+  const workspace = await findWorkspace({ prisma }, viewer, workspaceId, { select: { id: true } });
 
   return prisma.$transaction(async (tx) => {
     // Uploads to one workspace take turns, so that the same new content arriving in two requests
@@ -184,59 +207,91 @@ function storeSourceBytes(tx: Prisma.TransactionClient, sources: readonly { docu
   return tx.$executeRaw`INSERT INTO document_sources (document_id, bytes) VALUES ${Prisma.join(rows)}`;
 }
 
-export function listDocuments<Query extends Prisma.DocumentFindManyArgs>(prisma: PrismaClient, workspaceId: string, query: Query) {
-  return prisma.document.findMany({ ...checkCursor(query), where: { workspaceId }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+/** The documents of a workspace the viewer may see (404 otherwise), newest first. */
+export async function listDocuments<Query extends Prisma.DocumentFindManyArgs>(
+  { prisma }: Pick<DocumentDependencies, 'prisma'>,
+  viewer: Access,
+  workspaceId: string,
+  query: Query,
+) {
+  const workspace = await findWorkspace({ prisma }, viewer, workspaceId, { select: { id: true } });
+  return prisma.document.findMany({ ...checkCursor(query), where: { workspaceId: workspace.id }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
 }
 
 /**
- * The document if it belongs to one of the user's workspaces (and to `workspaceId`, when the
+ * The document if it is in a workspace the viewer may see (and in `workspaceId`, when the
  * endpoint names one); otherwise 404, exactly as for a document that does not exist.
  */
 export async function findDocument<Query extends Omit<Prisma.DocumentFindFirstArgs, 'where'>>(
-  prisma: PrismaClient,
-  userId: string,
+  { prisma }: Pick<DocumentDependencies, 'prisma'>,
+  viewer: Access,
   id: string,
   options: { workspaceId?: string; query?: Query } = {},
 ) {
   const documentId = requireUuid(id, 'document');
   const workspaceId = options.workspaceId === undefined ? undefined : requireUuid(options.workspaceId, 'document', id);
-  const document = await prisma.document.findFirst({
-    ...options.query,
-    where: { id: documentId, workspace: { userId, ...(workspaceId && { id: workspaceId }) } },
-  });
+  const document = await prisma.document.findFirst({ ...options.query, where: documentWhere(viewer, documentId, workspaceId) });
   if (!document) throw notFound('document', id);
   return document;
 }
 
+/** A document's id in a workspace, once both are known to be the viewer's to see (404 otherwise). */
+export type DocumentInWorkspace = { documentId: string; workspaceId: string };
+
+async function documentIdIn(dependencies: Pick<DocumentDependencies, 'prisma'>, viewer: Access, { documentId, workspaceId }: DocumentInWorkspace) {
+  return (await findDocument(dependencies, viewer, documentId, { workspaceId, query: { select: { id: true } } })).id;
+}
+
 /**
- * Deletes the document with its chunks, source and job (ON DELETE CASCADE), and queues the
- * removal of its index entries (an external index cannot take part in the transaction).
+ * Deletes the document with its chunks, source and job (ON DELETE CASCADE), queues the
+ * removal of its index entries (an external index cannot take part in the transaction), and
+ * stops its parse if one is under way.
  */
-export async function deleteDocument(prisma: PrismaClient, userId: string, id: string) {
-  const document = await findDocument(prisma, userId, id, { query: { select: { id: true } } });
+export async function deleteDocument(dependencies: Pick<DocumentDependencies, 'prisma' | 'ingestion'>, viewer: Access, id: string) {
+  const { prisma } = dependencies;
+  const document = await findDocument(dependencies, viewer, id, { query: { select: { id: true } } });
   await prisma.$transaction(async (tx) => {
     const { count } = await tx.document.deleteMany({ where: { id: document.id } });
-    if (count > 0) await queueIndexDelete(tx, userId, { documentId: document.id });
+    if (count > 0) await queueIndexDelete(tx, viewer.userId, { documentId: document.id });
   });
+  await dependencies.ingestion?.cancelDeleted();
   return { id: document.id };
 }
 
-export function listChunks<Query extends Prisma.ChunkFindManyArgs>(prisma: PrismaClient, documentId: string, query: Query) {
-  return prisma.chunk.findMany({ ...checkCursor(query), where: { documentId }, orderBy: { chunkIndex: 'asc' } });
+/** The chunks of a document the viewer may see in `workspaceId`, in reading order. */
+export async function listChunks<Query extends Prisma.ChunkFindManyArgs>(
+  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  viewer: Access,
+  where: DocumentInWorkspace,
+  query: Query,
+) {
+  const documentId = await documentIdIn(dependencies, viewer, where);
+  return dependencies.prisma.chunk.findMany({ ...checkCursor(query), where: { documentId }, orderBy: { chunkIndex: 'asc' } });
 }
 
-export function firstChunks(prisma: PrismaClient, documentId: string, count: number) {
+/** The first chunks of a document already shown to the viewer (the preview's). */
+export function firstChunks({ prisma }: Pick<DocumentDependencies, 'prisma'>, documentId: string, count: number) {
   return prisma.chunk.findMany({ where: { documentId }, orderBy: { chunkIndex: 'asc' }, take: count });
 }
 
-/** The chunk at `chunkIndex` with up to `before` chunks ahead of it and `after` behind, clamped at the edges. */
-export async function chunkContext(prisma: PrismaClient, documentId: string, chunkIndex: number, before: number, after: number) {
+/**
+ * The chunk at `chunkIndex` of a document the viewer may see in `workspaceId`, with up to
+ * `before` chunks ahead of it and `after` behind, clamped at the edges.
+ */
+export async function chunkContext(
+  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  viewer: Access,
+  where: DocumentInWorkspace,
+  { chunkIndex, before, after }: { chunkIndex: number; before: number; after: number },
+) {
+  const { prisma } = dependencies;
+  const documentId = await documentIdIn(dependencies, viewer, where);
   const chunks = await prisma.chunk.findMany({
     where: { documentId, chunkIndex: { gte: Math.max(0, chunkIndex - before), lte: chunkIndex + after } },
     orderBy: { chunkIndex: 'asc' },
   });
   if (!chunks.some((chunk) => chunk.chunkIndex === chunkIndex)) throw notFound('chunk', String(chunkIndex));
-  return chunks.map((chunk) => ({ ...chunk, isTarget: chunk.chunkIndex === chunkIndex }));
+  return { documentId, chunkIndex, chunks: chunks.map((chunk) => ({ ...chunk, isTarget: chunk.chunkIndex === chunkIndex })) };
 }
 
 export const maxPatternLength = 1000;
@@ -290,11 +345,23 @@ const grepSliceMilliseconds = 10;
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** Greps a document the viewer may see in `workspaceId` (the pattern is compiled first: a 400 comes before a 404). */
 export async function grepDocument(
-  prisma: PrismaClient,
+  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  viewer: Access,
+  where: DocumentInWorkspace,
+  grep: GrepPattern,
+  limits = grepLimits,
+  signal?: AbortSignal,
+) {
+  return grepChunks(dependencies, await documentIdIn(dependencies, viewer, where), grep, limits, signal);
+}
+
+async function grepChunks(
+  { prisma }: Pick<DocumentDependencies, 'prisma'>,
   documentId: string,
   { pattern, caseSensitive, expression }: GrepPattern,
-  limits = grepLimits,
+  limits: typeof grepLimits,
   signal?: AbortSignal,
 ) {
   const started = performance.now();

@@ -2,9 +2,7 @@ import { z } from 'zod';
 import { badRequest } from '../../errors.js';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
-import type { Context } from '../../graphql/context.js';
 import { viewerOf } from '../../graphql/viewer.js';
-import { findWorkspace } from '../workspaces/service.js';
 import {
   chunkContext,
   compileGrepPattern,
@@ -74,7 +72,7 @@ builder.prismaObjectFields('Workspace', (t) => ({
   }),
 }));
 
-type ContextChunk = Awaited<ReturnType<typeof chunkContext>>[number];
+type ContextChunk = Awaited<ReturnType<typeof chunkContext>>['chunks'][number];
 const ContextChunkRef = builder.objectRef<ContextChunk>('ContextChunk').implement({
   fields: (t) => ({
     documentId: t.exposeID('documentId'),
@@ -134,28 +132,19 @@ PreviewRef.implement({
     }),
     chunks: t.prismaField({
       type: ['Chunk'],
-      resolve: (_query, preview, _args, context) => firstChunks(context.prisma, preview.document.id, preview.chunkCount),
+      resolve: (_query, preview, _args, context) => firstChunks(context, preview.document.id, preview.chunkCount),
     }),
   }),
 });
 
 const count = (max: number) => z.number().int('must be an integer').min(0, 'must be at least 0').max(max, `must be at most ${max}`);
 
-/** The id of the document once it is known to be the viewer's and in `workspaceId`; else 404. */
-async function documentIdIn(context: Context, id: string | number, workspaceId: string | number) {
-  const document = await findDocument(context.prisma, viewerOf(context).userId, String(id), {
-    workspaceId: String(workspaceId),
-    query: { select: { id: true } },
-  });
-  return document.id;
-}
-
 builder.queryFields((t) => ({
   document: t.prismaField({
     type: 'Document',
     authScopes: { scope: 'kb:read' },
     args: { id: t.arg.id() },
-    resolve: (query, _root, { id }, context) => findDocument(context.prisma, viewerOf(context).userId, String(id), { query }),
+    resolve: (query, _root, { id }, context) => findDocument(context, viewerOf(context), String(id), { query }),
   }),
   documents: t.prismaConnection({
     type: 'Document',
@@ -165,10 +154,7 @@ builder.queryFields((t) => ({
     description: 'Documents of one workspace, newest first.',
     authScopes: { scope: 'kb:read' },
     args: { workspaceId: t.arg.id() },
-    resolve: async (query, _root, { workspaceId }, context) => {
-      const workspace = await findWorkspace(context.prisma, viewerOf(context).userId, String(workspaceId), { select: { id: true } });
-      return listDocuments(context.prisma, workspace.id, query);
-    },
+    resolve: (query, _root, { workspaceId }, context) => listDocuments(context, viewerOf(context), String(workspaceId), query),
   }),
   documentPreview: t.field({
     type: PreviewRef,
@@ -180,7 +166,7 @@ builder.queryFields((t) => ({
     },
     // The document is read once, whole: its text is the preview's content.
     resolve: async (_root, { id, workspaceId, chunks }, context) => ({
-      document: await findDocument(context.prisma, viewerOf(context).userId, String(id), { workspaceId: String(workspaceId) }),
+      document: await findDocument(context, viewerOf(context), String(id), { workspaceId: String(workspaceId) }),
       chunkCount: chunks ?? 10,
     }),
   }),
@@ -192,7 +178,8 @@ builder.queryFields((t) => ({
     description: 'Chunks of a document in reading order.',
     authScopes: { scope: 'kb:read' },
     args: { id: t.arg.id(), workspaceId: t.arg.id() },
-    resolve: async (query, _root, { id, workspaceId }, context) => listChunks(context.prisma, await documentIdIn(context, id, workspaceId), query),
+    resolve: (query, _root, { id, workspaceId }, context) =>
+      listChunks(context, viewerOf(context), { documentId: String(id), workspaceId: String(workspaceId) }, query),
   }),
   chunkContext: t.field({
     type: ChunkContextRef,
@@ -204,11 +191,13 @@ builder.queryFields((t) => ({
       before: t.arg.int({ required: false, defaultValue: 2, validate: count(100) }),
       after: t.arg.int({ required: false, defaultValue: 2, validate: count(100) }),
     },
-    resolve: async (_root, args, context) => {
-      const documentId = await documentIdIn(context, args.documentId, args.workspaceId);
-      const chunks = await chunkContext(context.prisma, documentId, args.chunkIndex, args.before ?? 2, args.after ?? 2);
-      return { documentId, chunkIndex: args.chunkIndex, chunks };
-    },
+    resolve: (_root, args, context) =>
+      chunkContext(
+        context,
+        viewerOf(context),
+        { documentId: String(args.documentId), workspaceId: String(args.workspaceId) },
+        { chunkIndex: args.chunkIndex, before: args.before ?? 2, after: args.after ?? 2 },
+      ),
   }),
   grepDocument: t.field({
     type: GrepResultRef,
@@ -219,10 +208,13 @@ builder.queryFields((t) => ({
       pattern: t.arg.string(),
       caseSensitive: t.arg.boolean({ required: false, defaultValue: false }),
     },
-    resolve: async (_root, args, context) => {
-      const pattern = compileGrepPattern(args.pattern, args.caseSensitive ?? false);
-      return grepDocument(context.prisma, await documentIdIn(context, args.documentId, args.workspaceId), pattern);
-    },
+    resolve: (_root, args, context) =>
+      grepDocument(
+        context,
+        viewerOf(context),
+        { documentId: String(args.documentId), workspaceId: String(args.workspaceId) },
+        compileGrepPattern(args.pattern, args.caseSensitive ?? false),
+      ),
   }),
 }));
 
@@ -244,19 +236,8 @@ builder.mutationFields((t) => ({
     description: 'Stores the files and queues them for processing. Same content again in a workspace returns the existing document.',
     authScopes: { scope: 'kb:write' },
     args: { workspaceId: t.arg.id(), files: t.arg({ type: ['File'] }), metadata: t.arg({ type: 'JSON', required: false }) },
-    resolve: async (_query, _root, args, context) => {
-      const documents = await uploadDocuments(
-        context.prisma,
-        viewerOf(context).userId,
-        String(args.workspaceId),
-        await readUploads(args.files, 'files'),
-        args.metadata,
-        context.config.uploads,
-        context.config.ingestion,
-      );
-      context.ingestion.notify();
-      return documents;
-    },
+    resolve: async (_query, _root, args, context) =>
+      uploadDocuments(context, viewerOf(context), String(args.workspaceId), await readUploads(args.files, 'files'), args.metadata),
   }),
   uploadDocument: t.prismaField({
     type: 'Document',
@@ -264,16 +245,7 @@ builder.mutationFields((t) => ({
     authScopes: { scope: 'kb:write' },
     args: { workspaceId: t.arg.id(), file: t.arg({ type: 'File' }), metadata: t.arg({ type: 'JSON', required: false }) },
     resolve: async (_query, _root, args, context) => {
-      const [document] = await uploadDocuments(
-        context.prisma,
-        viewerOf(context).userId,
-        String(args.workspaceId),
-        await readUploads([args.file], 'file'),
-        args.metadata,
-        context.config.uploads,
-        context.config.ingestion,
-      );
-      context.ingestion.notify();
+      const [document] = await uploadDocuments(context, viewerOf(context), String(args.workspaceId), await readUploads([args.file], 'file'), args.metadata);
       return document!;
     },
   }),
@@ -283,10 +255,6 @@ builder.mutationFields((t) => ({
     description: 'Deletes the document with its chunks and their index entries.',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id() },
-    resolve: async (_root, { id }, context) => {
-      const deleted = await deleteDocument(context.prisma, viewerOf(context).userId, String(id));
-      await context.ingestion.cancelDeleted();
-      return deleted;
-    },
+    resolve: (_root, { id }, context) => deleteDocument(context, viewerOf(context), String(id)),
   }),
 }));

@@ -35,7 +35,7 @@ beforeAll(async () => {
   handler = parseJob({ prisma: db.prisma, parsePool, index, wake: () => (wakes += 1) }, ingestionSettings(config));
   const { user } = await createUser(db.prisma, { email: `parse-${Date.now()}@example.com`, name: 'Parse', credits: 0 });
   userId = user.id;
-  workspaceId = (await createWorkspace(db.prisma, userId, 'parse batches')).id;
+  workspaceId = (await createWorkspace({ prisma: db.prisma }, { userId, workspaceIds: null }, 'parse batches')).id;
 }, 60_000);
 
 afterAll(async () => {
@@ -47,13 +47,11 @@ afterAll(async () => {
 
 const upload = (files: { name: string; bytes: Uint8Array | string }[]) =>
   uploadDocuments(
-    db.prisma,
-    userId,
+    { prisma: db.prisma, config },
+    { userId, workspaceIds: null },
     workspaceId,
     files.map((file) => ({ filename: file.name, bytes: typeof file.bytes === 'string' ? new TextEncoder().encode(file.bytes) : file.bytes })),
     undefined,
-    config.uploads,
-    { chunkTokens: config.ingestion.chunkTokens, overlapTokens: config.ingestion.overlapTokens },
   );
 
 const jobOf = async (documentId: string): Promise<ClaimedJob> => {
@@ -74,11 +72,9 @@ describe('the parse stage', () => {
 
     // Another user's small document waits for that user's turn.
     const { user: neighbour } = await createUser(db.prisma, { email: `neighbour-${Date.now()}@example.com`, name: 'Neighbour', credits: 0 });
-    const neighbourWorkspace = await createWorkspace(db.prisma, neighbour.id, 'next door');
-    await uploadDocuments(db.prisma, neighbour.id, neighbourWorkspace.id, [{ filename: 'theirs.txt', bytes: new TextEncoder().encode('Their note.') }], undefined, config.uploads, {
-      chunkTokens: config.ingestion.chunkTokens,
-      overlapTokens: config.ingestion.overlapTokens,
-    });
+    const neighbourViewer = { userId: neighbour.id, workspaceIds: null };
+    const neighbourWorkspace = await createWorkspace({ prisma: db.prisma }, neighbourViewer, 'next door');
+    await uploadDocuments({ prisma: db.prisma, config }, neighbourViewer, neighbourWorkspace.id, [{ filename: 'theirs.txt', bytes: new TextEncoder().encode('Their note.') }], undefined);
 
     // The other small ones come with the first; the document over 256 KB and the neighbour's do not.
     expect(new Set(await handler.companions!(first!))).toEqual(new Set(others.map((job) => job.id)));

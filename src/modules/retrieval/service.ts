@@ -1,10 +1,10 @@
-import { AppError, badRequest, notFound } from '../../errors.js';
+import { AppError, badRequest } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
 import { checkJson, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { ownedWorkspaceCondition } from '../workspaces/service.js';
+import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
 import { analyze } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
 import { readyChunks } from './stored-chunks.js';
@@ -69,7 +69,7 @@ export function modelMismatch({ embedder, index }: Pick<RetrievalDependencies, '
 const isScalar = (value: unknown): value is FilterValue =>
   value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
 
-function checkFilter(filter: unknown): MetadataFilter | undefined {
+export function checkFilter(filter: unknown): MetadataFilter | undefined {
   if (filter === undefined || filter === null) return undefined;
   if (typeof filter !== 'object' || Array.isArray(filter)) throw badRequest('filter', 'must be an object of metadata keys');
   // NUL, unpaired surrogates, `__proto__` and depth, in the words every endpoint uses (GraphQL's JSON scalar checks none).
@@ -107,18 +107,19 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
 }
 
 /**
- * The user's workspace (404 otherwise, as findWorkspace reports it), with its documents that are
- * not ready: their chunks may be indexed already, but are not served. One statement: on the
- * embedded store each one waits its turn on the store's only connection.
+ * The workspace if the viewer may see it (404 otherwise, as findWorkspace reports it: policy.ts),
+ * with its documents that are not ready: their chunks may be indexed already, but are not
+ * served. One statement: on the embedded store each one waits its turn on the store's only
+ * connection.
  */
-export async function searchScope(query: DirectQuery, userId: string, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
+export async function searchScope(query: DirectQuery, viewer: Access, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
   const id = requireUuid(workspaceId, 'workspace');
   const [row] = await query<{ id: string; notReady: string[] }>(Prisma.sql`
     SELECT w.id::text,
            ARRAY(SELECT d.id::text FROM documents d WHERE d.workspace_id = w.id AND d.status <> 'ready') AS "notReady"
       FROM workspaces w
-     WHERE ${ownedWorkspaceCondition('w', userId, id)}`);
-  if (!row) throw notFound('workspace', workspaceId);
+     WHERE ${workspaceSql('w', viewer, id)}`);
+  if (!row) throw workspaceNotFound(workspaceId);
   return row;
 }
 
@@ -162,14 +163,14 @@ async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promis
 }
 
 /**
- * Searches one of the user's workspaces. Checks come in the contract's order: the input (400),
+ * Searches a workspace the viewer may see. Checks come in the contract's order: the input (400),
  * then the workspace (404), then the backends (503). Results are chunks of ready documents only,
  * best first, with the fused score (hybrid), the cosine similarity (vector) or the BM25 score
  * (keyword).
  */
 export async function search(
   dependencies: RetrievalDependencies,
-  userId: string,
+  viewer: Access,
   input: SearchInput,
   signal?: AbortSignal,
 ): Promise<SearchResult[]> {
@@ -202,7 +203,7 @@ export async function search(
   let documentIds: string[] | undefined;
   let notReady: string[];
   try {
-    ({ notReady, ...workspace } = await searchScope(dependencies.query, userId, input.workspaceId));
+    ({ notReady, ...workspace } = await searchScope(dependencies.query, viewer, input.workspaceId));
     const mismatch = modelMismatch(dependencies);
     if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
     documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
@@ -263,8 +264,8 @@ export async function search(
 export type Passage = SearchResult & { chunkId: string };
 
 /**
- * Hybrid search over workspaces whose ownership the caller has checked already (the agent checks
- * them once, before its stream opens). `exclude` drops chunks found by earlier hops. Same ranking
+ * Hybrid search over workspaces the caller has checked already with the policy (the agent
+ * checks them once, before its stream opens). `exclude` drops chunks found by earlier hops. Same ranking
  * as `search`; the query is used as given (the agent bounds it).
  */
 export async function searchPassages(

@@ -46,6 +46,6 @@ builder.queryField('search', (t) =>
     extensions: { rateLimit: 'search' },
     args: { input: t.arg({ type: SearchInput, required: true }) },
     resolve: (_root, { input }, context) =>
-      search(context.retrieval, viewerOf(context).userId, { ...input, workspaceId: String(input.workspaceId) }, context.signal),
+      search(context.retrieval, viewerOf(context), { ...input, workspaceId: String(input.workspaceId) }, context.signal),
   }),
 );

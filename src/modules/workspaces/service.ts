@@ -1,10 +1,20 @@
 import type { Embedder } from '../embeddings/embedder.js';
-import { queueIndexDelete } from '../jobs/queue.js';
+import { queueIndexDelete, type JobQueue } from '../jobs/queue.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
-import { AppError, notFound } from '../../errors.js';
+import type { Access } from '../../auth/policy.js';
+import { unrestrictedOnly, workspaceNotFound, workspaceWhere } from '../../auth/policy.js';
+import { AppError } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { checkName } from '../../input-limits.js';
+
+/** What the workspace service uses. */
+export type WorkspaceDependencies = {
+  prisma: PrismaClient;
+  /** Deleting a workspace stops the parses of its documents at once. */
+  ingestion?: Pick<JobQueue, 'cancelDeleted'>;
+  retrieval?: { index: VectorIndex; embedder: Embedder };
+};
 
 const newestFirst = [{ createdAt: 'desc' as const }, { id: 'desc' as const }];
 
@@ -19,68 +29,65 @@ function conflictOnDuplicateName(name: string) {
   };
 }
 
-export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>(prisma: PrismaClient, userId: string, query: Query) {
-  return prisma.workspace.findMany({ ...checkCursor(query), where: { userId }, orderBy: newestFirst });
+/** The workspaces the viewer may see (policy.ts), newest first. */
+export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>({ prisma }: WorkspaceDependencies, viewer: Access, query: Query) {
+  return prisma.workspace.findMany({ ...checkCursor(query), where: workspaceWhere(viewer), orderBy: newestFirst });
 }
 
-/**
- * The ownership rule of findWorkspace, as a condition on `workspaces` (alias `alias`) for raw
- * statements that must check it together with other work. The id must be a checked uuid.
- */
-export function ownedWorkspaceCondition(alias: string, userId: string, workspaceId: string): Prisma.Sql {
-  return Prisma.sql`${Prisma.raw(alias)}.id = ${workspaceId}::uuid AND ${Prisma.raw(alias)}.user_id = ${userId}::uuid`;
-}
-
-/** Another user's workspace is reported exactly like a missing one. */
+/** A workspace the viewer may not see (another user's, outside a key's restriction) is reported exactly like a missing one. */
 export async function findWorkspace<Query extends Omit<Prisma.WorkspaceFindFirstArgs, 'where'>>(
-  prisma: PrismaClient,
-  userId: string,
+  { prisma }: Pick<WorkspaceDependencies, 'prisma'>,
+  viewer: Access,
   id: string,
   query?: Query,
 ) {
   const workspaceId = requireUuid(id, 'workspace');
-  const workspace = await prisma.workspace.findFirst({ ...query, where: { id: workspaceId, userId } });
-  if (!workspace) throw notFound('workspace', id);
+  const workspace = await prisma.workspace.findFirst({ ...query, where: workspaceWhere(viewer, workspaceId) });
+  if (!workspace) throw workspaceNotFound(id);
   return workspace;
 }
 
-export function createWorkspace<Query extends Omit<Prisma.WorkspaceCreateArgs, 'data'>>(
-  prisma: PrismaClient,
-  userId: string,
+/** A key restricted to workspaces cannot create one (403); the operation gate refuses it before this, by the same rule. */
+export async function createWorkspace<Query extends Omit<Prisma.WorkspaceCreateArgs, 'data'>>(
+  { prisma }: WorkspaceDependencies,
+  viewer: Access,
   nameInput: string,
   query?: Query,
 ) {
+  const refusal = unrestrictedOnly(viewer, 'create a workspace');
+  if (refusal) throw refusal;
   const name = checkName('name', nameInput);
   return prisma.workspace
-    .create({ ...query, data: { userId, name, nameKey: nameKeyOf(name) } })
+    .create({ ...query, data: { userId: viewer.userId, name, nameKey: nameKeyOf(name) } })
     .catch(conflictOnDuplicateName(name));
 }
 
 export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateArgs, 'data' | 'where'>>(
-  prisma: PrismaClient,
-  userId: string,
+  dependencies: WorkspaceDependencies,
+  viewer: Access,
   id: string,
   nameInput: string,
   query?: Query,
 ) {
   const name = checkName('name', nameInput);
-  const workspace = await findWorkspace(prisma, userId, id, { select: { id: true } });
-  return prisma.workspace
+  const workspace = await findWorkspace(dependencies, viewer, id, { select: { id: true } });
+  return dependencies.prisma.workspace
     .update({ ...query, where: { id: workspace.id }, data: { name, nameKey: nameKeyOf(name) } })
     .catch(conflictOnDuplicateName(name));
 }
 
 /**
- * Deletes the workspace; its documents and chunks go with it (ON DELETE CASCADE), and the removal
- * of its index entries is queued.
+ * Deletes the workspace; its documents and chunks go with it (ON DELETE CASCADE), the removal
+ * of its index entries is queued, and parses of its documents under way stop.
  */
-export async function deleteWorkspace(prisma: PrismaClient, userId: string, id: string) {
+export async function deleteWorkspace({ prisma, ingestion }: WorkspaceDependencies, viewer: Access, id: string) {
   const workspaceId = requireUuid(id, 'workspace');
   await prisma.$transaction(async (tx) => {
-    const { count } = await tx.workspace.deleteMany({ where: { id: workspaceId, userId } });
-    if (count === 0) throw notFound('workspace', id);
-    await queueIndexDelete(tx, userId, { workspaceId });
+    const { count } = await tx.workspace.deleteMany({ where: workspaceWhere(viewer, workspaceId) });
+    if (count === 0) throw workspaceNotFound(id);
+    await queueIndexDelete(tx, viewer.userId, { workspaceId });
   });
+  await ingestion?.cancelDeleted();
   return { id: workspaceId };
 }
 
@@ -94,8 +101,11 @@ function processingStatusOf(byStatus: Record<DocumentStatusName, number>) {
   return 'idle';
 }
 
-/** Stats of several workspaces in one query, in the order asked (for DataLoader batching). */
-export async function workspaceStatsMany(prisma: PrismaClient, workspaceIds: readonly string[]) {
+/**
+ * Stats of several workspaces in one query, in the order asked (for DataLoader batching). The
+ * ids are of workspaces the viewer was shown already (the field hangs off a Workspace).
+ */
+export async function workspaceStatsMany({ prisma }: WorkspaceDependencies, workspaceIds: readonly string[]) {
   const groups = await prisma.document.groupBy({
     by: ['workspaceId', 'status'],
     where: { workspaceId: { in: [...workspaceIds] } },
@@ -128,9 +138,11 @@ export async function workspaceStatsMany(prisma: PrismaClient, workspaceIds: rea
 
 /**
  * Per document: chunks, chunks embedded (as the store records it) and chunks the index holds (as
- * the index counts them), so a mismatch between store and index is visible; and the model.
+ * the index counts them), so a mismatch between store and index is visible; and the model. The
+ * workspace is one the viewer was shown already (the field hangs off a Workspace).
  */
-export async function workspaceScan(prisma: PrismaClient, index: VectorIndex, embedder: Embedder, workspaceId: string) {
+export async function workspaceScan({ prisma, retrieval }: Required<Pick<WorkspaceDependencies, 'prisma' | 'retrieval'>>, workspaceId: string) {
+  const { index, embedder } = retrieval;
   const [documents, indexed] = await Promise.all([
     prisma.document.findMany({
       where: { workspaceId },

@@ -86,13 +86,13 @@ builder.prismaObject('Workspace', {
       type: WorkspaceStats,
       description: 'Document count, total size and processing status.',
       // Batched: a page of workspaces with their stats costs one query, not one per workspace.
-      load: (workspaceIds: string[], context) => workspaceStatsMany(context.prisma, workspaceIds),
+      load: (workspaceIds: string[], context) => workspaceStatsMany(context, workspaceIds),
       resolve: (workspace) => workspace.id,
     }),
     scan: t.field({
       type: WorkspaceScan,
       description: 'Per-document chunk counts and embedding status.',
-      resolve: (workspace, _args, context) => workspaceScan(context.prisma, context.retrieval.index, context.retrieval.embedder, workspace.id),
+      resolve: (workspace, _args, context) => workspaceScan(context, workspace.id),
     }),
   }),
 });
@@ -107,9 +107,9 @@ builder.queryField('workspaces', (t) =>
     cursor: 'id',
     defaultSize: 100,
     maxSize: 1000,
-    description: "The viewer's workspaces, newest first.",
+    description: "The viewer's workspaces, newest first; for a key restricted to workspaces, only those.",
     authScopes: { scope: 'kb:read' },
-    resolve: (query, _root, _args, context) => listWorkspaces(context.prisma, viewerOf(context).userId, query),
+    resolve: (query, _root, _args, context) => listWorkspaces(context, viewerOf(context), query),
   }),
 );
 
@@ -118,7 +118,7 @@ builder.queryField('workspace', (t) =>
     type: 'Workspace',
     authScopes: { scope: 'kb:read' },
     args: { id: t.arg.id() },
-    resolve: (query, _root, { id }, context) => findWorkspace(context.prisma, viewerOf(context).userId, String(id), query),
+    resolve: (query, _root, { id }, context) => findWorkspace(context, viewerOf(context), String(id), query),
   }),
 );
 
@@ -128,9 +128,10 @@ builder.mutationField('createWorkspace', (t) =>
     type: 'Workspace',
     description: 'Names are unique per user, ignoring case: a duplicate is a `conflict` error.',
     authScopes: { scope: 'kb:write' },
+    // A key restricted to workspaces cannot make another: 403 from the operation gate (policy.ts).
+    extensions: { unrestrictedOnly: 'create a workspace' },
     args: { input: t.arg({ type: WorkspaceInput }) },
-    resolve: (query, _root, { input }, context) =>
-      createWorkspace(context.prisma, viewerOf(context).userId, input.name.trim(), query),
+    resolve: (query, _root, { input }, context) => createWorkspace(context, viewerOf(context), input.name.trim(), query),
   }),
 );
 
@@ -140,8 +141,7 @@ builder.mutationField('updateWorkspace', (t) =>
     type: 'Workspace',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id(), input: t.arg({ type: WorkspaceInput }) },
-    resolve: (query, _root, { id, input }, context) =>
-      renameWorkspace(context.prisma, viewerOf(context).userId, String(id), input.name.trim(), query),
+    resolve: (query, _root, { id, input }, context) => renameWorkspace(context, viewerOf(context), String(id), input.name.trim(), query),
   }),
 );
 
@@ -152,10 +152,6 @@ builder.mutationField('deleteWorkspace', (t) =>
     description: 'Deletes the workspace with all its documents. Irreversible.',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id() },
-    resolve: async (_root, { id }, context) => {
-      const deleted = await deleteWorkspace(context.prisma, viewerOf(context).userId, String(id));
-      await context.ingestion.cancelDeleted();
-      return deleted;
-    },
+    resolve: (_root, { id }, context) => deleteWorkspace(context, viewerOf(context), String(id)),
   }),
 );
