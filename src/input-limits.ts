@@ -149,6 +149,21 @@ export function checkJson(field: string, value: unknown, limits: { maxDepth?: nu
 // the copy's prototype instead of a property: it was dropped on its way to the store.
 const reservedKeyProblem = 'must not be "__proto__"';
 
+/**
+ * The character rules of names as a JSON Schema `pattern`, for the OpenAPI description: at least
+ * one character that is not white space, and none of the characters refused above.
+ */
+const refusedInNames = [controlCharacter, bidiFormatting, invisibleCharacter].map((pattern) => pattern.source.slice(1, -1)).join('');
+export const namePattern = `^[^${refusedInNames}]*[^\\s${refusedInNames}][^${refusedInNames}]*$`;
+const optionalNamePattern = `^[^${refusedInNames}]*$`;
+const refusedInFilenames = `${refusedInNames}/\\\\`;
+export const filenamePattern = `^[^${refusedInFilenames}]*[^\\s${refusedInFilenames}][^${refusedInFilenames}]*$`;
+
+/** Some character that shows: not white space, and none of the characters names refuse. */
+export const visibleCharacterPattern = `[^\\s${refusedInNames}]`;
+const visibleCharacter = new RegExp(visibleCharacterPattern, 'u');
+export const hasVisibleCharacter = (text: string) => visibleCharacter.test(text);
+
 /** Zod schemas for GraphQL input fields, so the Pothos validation plugin reports the same 400s. */
 export const nameInput = (max = maxNameLength) =>
   z
@@ -156,7 +171,8 @@ export const nameInput = (max = maxNameLength) =>
     .trim()
     .min(1, 'must not be empty')
     .max(max, `must be at most ${max} characters`)
-    .superRefine(refineWith(nameCharacterProblem));
+    .superRefine(refineWith(nameCharacterProblem))
+    .meta({ pattern: namePattern });
 
 /** An optional name: empty after trimming means none. */
 export const optionalNameInput = (max = maxNameLength) =>
@@ -167,10 +183,15 @@ export const optionalNameInput = (max = maxNameLength) =>
     .superRefine((value, context) => {
       if (value) refineWith(nameCharacterProblem)(value, context);
     })
+    .meta({ pattern: optionalNamePattern })
     .nullish();
 
 /** Free text (a chat message): no NUL, no unpaired surrogates. */
-export const textInput = () => z.string({ error: 'must be a string' }).superRefine(refineWith(textProblem));
+export const textInput = () =>
+  z
+    .string({ error: 'must be a string' })
+    .superRefine(refineWith(textProblem))
+    .meta({ pattern: '^[^\\u0000]*$' });
 
 function refineWith(problemOf: (value: string) => string | undefined) {
   return (value: string, context: z.RefinementCtx) => {

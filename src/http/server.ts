@@ -10,6 +10,7 @@ import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf } from '../observability/request-context.js';
 import { errorResponse, handleRestRequest } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
+import { apiReference } from './api-reference.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
@@ -36,7 +37,8 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
 
 /** The route pattern (`/v1/kb/workspaces/:id`), never the path itself: ids would make a series each. */
 function routeLabel(pathname: string, match: RouteMatch): string {
-  if (['/healthz', '/readyz', '/metrics', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
+  if (['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
+  if (pathname.startsWith('/docs/')) return '/docs/:asset';
   return match && 'route' in match ? match.route.path : match ? 'method not allowed' : 'unknown';
 }
 
@@ -63,9 +65,15 @@ function withReasonPhrase(response: Response): Response {
 }
 
 function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
+  const reference = apiReference();
   return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {
+      const referenceResponse = reference.handle(request, url.pathname);
+      if (referenceResponse) {
+        const response = await referenceResponse;
+        return request.method === 'HEAD' ? withoutBody(response) : response;
+      }
       if (url.pathname === '/healthz' || url.pathname === '/readyz') {
         if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(request.method, url.pathname, ['GET', 'HEAD']);
         const response = url.pathname === '/healthz' ? Response.json({ status: 'ok' }) : await readiness(app);

@@ -10,6 +10,7 @@ import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody, refuseAfterDraining } from '../http/body.js';
 import type { Route } from './routes.js';
+import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
 import { answerIdempotently, idempotencyKeyOf } from './idempotency.js';
 import { bodyInput, queryInput } from './request-input.js';
@@ -197,6 +198,9 @@ export function restMessageOf(message: string, fieldNames: 'snake_case' | 'camel
   if (invalid) return `${snakeCase(invalid[1]!)}: ${describeCoercion(invalid[2]!)}`;
   const wrongShape = /Variable "\$(\w+)" got invalid value .*; (.*)$/s.exec(message);
   if (wrongShape) return `${wrongShape[1] === 'input' ? 'body' : snakeCase(wrongShape[1]!)}: ${describeCoercion(wrongShape[2]!)}`;
+  // A validator's `topK: must be ...` names the GraphQL field; REST callers sent `top_k`.
+  const validated = /^([A-Za-z][\w.[\]]*): /.exec(message);
+  if (validated) return `${snakeCase(validated[1]!)}${message.slice(validated[1]!.length)}`;
   return message;
 }
 
@@ -226,7 +230,7 @@ function successResponse(route: Route, value: unknown, url: URL): Response {
     const headers = new Headers();
     if (connection.pageInfo.hasNextPage && connection.pageInfo.endCursor) {
       const next = new URL(url);
-      next.searchParams.set('cursor', connection.pageInfo.endCursor);
+      next.searchParams.set('cursor', String(parsePrismaCursor(connection.pageInfo.endCursor)));
       headers.set('link', `<${next.pathname}${next.search}>; rel="next"`);
     }
     return Response.json(

@@ -73,5 +73,9 @@ export const listQuery = {
     .pipe(z.number().min(1, 'must be at least 1').max(1000, 'must be at most 1000'))
     .default(100)
     .describe('How many items to return, from 1 to 1000.'),
-  cursor: z.string().min(1, 'must not be empty').optional().describe('Where to continue: the `cursor` of the previous page\'s `Link: rel="next"` URL.'),
+  cursor: z
+    .string()
+    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'is not a cursor from this API')
+    .optional()
+    .describe('Where to continue: the id of the last item of the previous page, as in its `Link: rel="next"` URL.'),
 };

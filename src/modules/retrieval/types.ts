@@ -1,6 +1,9 @@
+import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
+import { textInput } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
-import { search, searchLimits, searchModes, type SearchResult } from './service.js';
+import { AppError } from '../../errors.js';
+import { checkFilter, search, searchLimits, searchModes, type SearchResult } from './service.js';
 
 const SearchMode = builder.enumType('SearchMode', {
   values: {
@@ -10,16 +13,55 @@ const SearchMode = builder.enumType('SearchMode', {
   } satisfies Record<(typeof searchModes)[number], unknown>,
 });
 
+const filterScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const filterCondition = z.union([filterScalar, z.object({ in: z.array(filterScalar).max(searchLimits.maxFilterValues) }).strict()]);
+
 const SearchInput = builder.inputType('SearchInput', {
   fields: (t) => ({
-    query: t.string({ required: true, description: `Searched for; at most ${searchLimits.maxQueryCharacters} characters.` }),
+    query: t.string({
+      required: true,
+      description: `Searched for; at most ${searchLimits.maxQueryCharacters} characters.`,
+      validate: textInput()
+        .max(searchLimits.maxQueryCharacters, `must be at most ${searchLimits.maxQueryCharacters} characters`)
+        .refine((query) => query.trim().length > 0, 'must not be empty')
+        .meta({ pattern: '^[^\\u0000]*\\S[^\\u0000]*$' }),
+    }),
     workspaceId: t.id({ required: true }),
-    topK: t.int({ required: false, description: `Results wanted, 1 to ${searchLimits.maxTopK}; default ${searchLimits.defaultTopK}.` }),
+    topK: t.int({
+      required: false,
+      description: `Results wanted, 1 to ${searchLimits.maxTopK}; default ${searchLimits.defaultTopK}.`,
+      validate: z
+        .number()
+        .int()
+        .min(1, `must be an integer from 1 to ${searchLimits.maxTopK}`)
+        .max(searchLimits.maxTopK, `must be an integer from 1 to ${searchLimits.maxTopK}`)
+        .nullish(),
+    }),
     mode: t.field({ type: SearchMode, required: false }),
     filter: t.field({
       type: 'JSON',
       required: false,
       description: 'Only documents whose metadata matches: `{"key": value}` for equality, `{"key": {"in": [values]}}` for one of several.',
+      // The service's own check first, in its words (it also refuses `__proto__`, which a zod
+      // record would drop silently); the record then describes the shape for the OpenAPI description.
+      validate: z
+        .unknown()
+        .superRefine((filter, context) => {
+          try {
+            checkFilter(filter);
+          } catch (error) {
+            if (!(error instanceof AppError)) throw error;
+            const field = error.details.field ?? 'filter';
+            context.addIssue({ code: 'custom', message: error.message.slice(field.length + 2), path: field.split('.').slice(1) });
+          }
+        })
+        .pipe(
+          z
+            .record(z.string(), filterCondition)
+            .meta({ maxProperties: searchLimits.maxFilterKeys })
+            .describe('Only documents whose metadata matches: `{"key": value}` for equality, `{"key": {"in": [values]}}` for one of several.'),
+        )
+        .nullish(),
     }),
   }),
 });

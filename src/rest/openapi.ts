@@ -1,0 +1,458 @@
+// The OpenAPI 3.1 description of the REST layer, generated from the route table: each route's
+// declared path, query and body, the validators of the GraphQL input type its body fills, and
+// the selection of its persisted operation (whose aliases are the REST field names). Nothing
+// here restates a field by hand, so the description cannot drift from what the handler does.
+import { createRequire } from 'node:module';
+import type {
+  DocumentNode,
+  FragmentDefinitionNode,
+  GraphQLField,
+  GraphQLInputField,
+  GraphQLInputObjectType,
+  GraphQLInputType,
+  GraphQLObjectType,
+  GraphQLOutputType,
+  GraphQLSchema,
+  OperationDefinitionNode,
+  SelectionSetNode,
+} from 'graphql';
+
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
+import { errorCatalogue } from '../errors.js';
+import { filenamePattern, maxFilenameLength } from '../input-limits.js';
+import { RestAgentStream } from './operations.js';
+import type { JsonBody, Route, RouteTag } from './routes.js';
+
+// The type predicates check which copy of graphql made a type. Node loads graphql's CommonJS
+// build for Pothos (the schema's types) and for this file alike, but vitest hands source files
+// the ESM build; taking them from the CommonJS build as Node loads it is right in both.
+const { getNamedType, getNullableType, isEnumType, isInputObjectType, isListType, isNonNullType, isObjectType, isScalarType, isUnionType, Kind } = createRequire(import.meta.url)('graphql') as typeof import('graphql');
+
+type Schema = z.ZodType;
+
+const int32 = () => z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1);
+
+const tagDescriptions: Record<RouteTag, string> = {
+  User: 'The caller: profile and credits.',
+  'API keys': 'Scoped bearer keys. The raw key is shown once, at creation.',
+  Workspaces: 'Containers of documents; names are unique per user.',
+  Documents: 'Uploaded files, their processing status, text and chunks.',
+  Chat: 'Chat sessions and their stored messages.',
+  Search: 'Retrieval of matching chunks, without an answer.',
+  Agent: 'Answers with citations, streamed as Server-Sent Events.',
+};
+
+const errorBody = z
+  .object({
+    error: z.enum(Object.keys(errorCatalogue) as [keyof typeof errorCatalogue, ...(keyof typeof errorCatalogue)[]]).describe('A stable machine code.'),
+    message: z.string().describe('What went wrong, in words.'),
+  })
+  .meta({ id: 'Error', description: 'Every refusal: a machine code and a human-readable message.' });
+
+const statusWords: Record<number, string> = {
+  400: 'Missing or invalid parameters; the message names the field.',
+  401: 'Missing, malformed, expired or revoked credential.',
+  402: 'No active subscription, or too few credits for the run.',
+  403: 'The credential lacks the scope this endpoint needs; the message names it.',
+  404: 'No such resource, or not visible to the caller.',
+  406: 'The client does not accept the response type (`text/event-stream` for streams).',
+  409: 'Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered.',
+  413: 'The body is larger than the server accepts.',
+  415: 'The body has a Content-Type this endpoint does not take.',
+  422: 'The `Idempotency-Key` was used before with a different request.',
+  429: 'Too many requests; `Retry-After` says when to try again.',
+  500: 'An unexpected server error.',
+  503: 'A backend (search index, model) is unavailable; try again.',
+};
+
+const requestIdHeader = {
+  'X-Request-Id': {
+    description: "The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it.",
+    required: true,
+    schema: { type: 'string' as const },
+  },
+};
+
+/** Builds the description. `schema` is the GraphQL schema the persisted operations run against. */
+export function openApiDocument(routes: readonly Route[], schema: GraphQLSchema, options: { version: string }) {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const route of routes) {
+    const path = route.path.replace(/:(\w+)/g, '{$1}');
+    paths[path] ??= {};
+    (paths[path] as Record<string, ZodOpenApiOperationObject>)[route.method.toLowerCase()] = operationOf(route, schema);
+  }
+  return createDocument(
+    {
+      openapi: '3.1.0',
+      info: {
+        title: 'Knowledge-base and agent service',
+        version: options.version,
+        description:
+          'Workspaces of documents, vector search over their chunks, and an agent that streams cited answers. Every endpoint takes `Authorization: Bearer <API key>`. The same domain is also a GraphQL schema at `/graphql`.',
+      },
+      servers: [{ url: '/', description: 'This server' }],
+      tags: Object.entries(tagDescriptions).map(([name, description]) => ({ name, description })),
+      security: [{ bearerAuth: [] }],
+      components: {
+        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (`sk_...`) or an HS256 JWT.' } },
+        schemas: { AgentEvent: agentEventSchema(schema) },
+      },
+      paths,
+    },
+    { override: queryStringsAsWritten },
+  );
+}
+
+function operationOf(route: Route, schema: GraphQLSchema): ZodOpenApiOperationObject {
+  const operation = operationDefinition(route.operation as DocumentNode);
+  const pathNames = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
+  const pathShape = Object.fromEntries(
+    pathNames.map((name) => {
+      const rule = route.params?.[name];
+      const parameter = rule ? z.string().regex(rule.pattern).describe(rule.description) : z.string().min(1).describe(name === 'id' ? "The resource's id." : `The ${name.replace(/_/g, ' ')}.`);
+      return [name, parameter];
+    }),
+  );
+  const headerShape: Record<string, Schema> = {};
+  if (route.idempotent) {
+    headerShape['Idempotency-Key'] = z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[\x20-\x7e]+$/)
+      .optional()
+      .describe('Makes a retry safe: the same key with the same request within 24 hours replays the first response instead of acting again.');
+  }
+  return {
+    operationId: operation.name!.value.replace(/^Rest/, '').replace(/^./, (letter) => letter.toLowerCase()) + (route.path === '/query' ? 'Legacy' : ''),
+    summary: route.summary,
+    ...(route.description && { description: route.description }),
+    tags: [route.tag],
+    requestParams: {
+      ...(pathNames.length > 0 && { path: z.object(pathShape) }),
+      ...(route.query && { query: z.object(route.query) }),
+      ...(Object.keys(headerShape).length > 0 && { header: z.object(headerShape) }),
+    },
+    ...(route.body && { requestBody: requestBodyOf(route.body, schema, route.fieldNames) }),
+    responses: responsesOf(route, schema, operation),
+  };
+}
+
+function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fieldNames: Route['fieldNames']) {
+  if (body.kind === 'upload') {
+    const metadata = z.record(z.string(), z.unknown()).describe('A JSON object stored with each document.');
+    return {
+      required: true,
+      content: {
+        'multipart/form-data': {
+          schema: z.object({
+            file: z
+              .array(z.string().meta({ format: 'binary' }))
+              .min(1)
+              .describe('One or more files (PDF, DOCX, HTML, Markdown, text, ...).'),
+            metadata: metadata.optional(),
+          })
+          .strict(),
+          encoding: { metadata: { contentType: 'application/json' } },
+        },
+        'application/json': {
+          schema: z
+            .object({
+              filename: z
+                .string()
+                .min(1)
+                .max(maxFilenameLength)
+                .meta({ pattern: filenamePattern })
+                .describe('A plain file name (no path separators); its extension says how the content is read.'),
+              content: z.string().meta({ pattern: '^[^\\u0000]*$' }).describe('The text of the document.'),
+              metadata: metadata.optional(),
+            })
+            .strict(),
+        },
+      },
+    };
+  }
+  const bodySchema = jsonBodySchema(body, schema, fieldNames);
+  return { required: !body.optional, content: { 'application/json': { schema: bodySchema } } };
+}
+
+/** The REST body: the declared fields, each with the type and validators of the GraphQL input field it fills. */
+function jsonBodySchema(body: JsonBody, schema: GraphQLSchema, _fieldNames: Route['fieldNames']) {
+  const input = schema.getType(body.input);
+  if (!isInputObjectType(input)) throw new Error(`${body.input} is not an input type`);
+  const fields = input.getFields();
+  const shape: Record<string, Schema> = {};
+  for (const [restName, target] of Object.entries(body.fields)) {
+    const field = fields[target.replace(/\[\]$/, '')];
+    if (!field) throw new Error(`${body.input} has no field ${target}`);
+    shape[restName] = inputFieldSchema(field, typeValidatorShape(input));
+  }
+  return z.object(shape).strict();
+}
+
+const validatorsOf = (extensions: Readonly<Record<string, unknown>> | null | undefined) =>
+  ((extensions?.['@pothos/plugin-validation'] as { schemas?: unknown[] } | undefined)?.schemas ?? []).filter(
+    (candidate): candidate is Schema => candidate instanceof z.ZodType,
+  );
+
+/** The fields of an input type's own object validator (one that checks fields together), if it has one. */
+function typeValidatorShape(type: GraphQLInputObjectType): Record<string, Schema> {
+  const object = validatorsOf(type.extensions).find((candidate): candidate is z.ZodObject => candidate instanceof z.ZodObject);
+  return (object?.shape ?? {}) as Record<string, Schema>;
+}
+
+function inputFieldSchema(field: GraphQLInputField, typeValidators: Record<string, Schema> = {}): Schema {
+  const typeValidator = typeValidators[field.name];
+  let fieldSchema = validatorsOf(field.extensions)[0] ?? typeValidator ?? inputTypeSchema(getNullableType(field.type) as GraphQLInputType);
+  if (field.description) fieldSchema = fieldSchema.describe(field.description);
+  // The type's own validator checks the fields together: what it requires is required.
+  if (isNonNullType(field.type) || (typeValidator && !validatorsOf(field.extensions)[0])) return fieldSchema;
+  // A validator may say already that null or nothing is accepted.
+  if (!fieldSchema.safeParse(null).success) fieldSchema = fieldSchema.nullable();
+  return fieldSchema.safeParse(undefined).success ? fieldSchema : fieldSchema.optional();
+}
+
+function inputTypeSchema(type: GraphQLInputType): Schema {
+  if (isNonNullType(type)) return inputTypeSchema(type.ofType);
+  if (isListType(type)) {
+    const item = type.ofType as GraphQLInputType;
+    const itemSchema = inputTypeSchema(item);
+    return z.array(isNonNullType(item) ? itemSchema : itemSchema.nullable());
+  }
+  if (isInputObjectType(type)) {
+    const shape = Object.fromEntries(Object.values(type.getFields()).map((field) => [field.name, inputFieldSchema(field, typeValidatorShape(type))]));
+    let object: Schema = z.object(shape).strict();
+    if (type.description) object = object.describe(type.description);
+    return object;
+  }
+  return leafSchema(type);
+}
+
+function leafSchema(type: GraphQLInputType | GraphQLOutputType): Schema {
+  if (isEnumType(type)) {
+    const values = type.getValues().map((value) => value.value as string) as [string, ...string[]];
+    return z.enum(values);
+  }
+  if (!isScalarType(type)) throw new Error(`no JSON schema for ${String(type)}`);
+  switch (type.name) {
+    case 'String':
+    case 'ID':
+      return z.string();
+    case 'Int':
+      return int32();
+    case 'Float':
+      return z.number();
+    case 'Boolean':
+      return z.boolean();
+    case 'DateTime':
+      return z.string().meta({ format: 'date-time' });
+    case 'JSON':
+      return z.unknown();
+    default:
+      throw new Error(`no JSON schema for the scalar ${type.name}`);
+  }
+}
+
+function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDefinitionNode): ZodOpenApiResponsesObject {
+  const responses: Record<string, NonNullable<ZodOpenApiResponsesObject['200']>> = {};
+  const { response } = route;
+  const rootType = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
+  const resultField = fieldSelections(operation.selectionSet, fragmentsOf(route.operation as DocumentNode))[0]!;
+  const fragments = fragmentsOf(route.operation as DocumentNode);
+  const field = rootType!.getFields()[resultField.name]!;
+  if ('stream' in response) {
+    responses['200'] = {
+      description: 'The run, as Server-Sent Events: `data: <AgentEvent as JSON>` per event, ending with exactly one `done` or `error`.',
+      headers: requestIdHeader,
+      content: {
+        'text/event-stream': {
+          schema: z.string().describe('Lines `data: <JSON>` separated by blank lines; each JSON object is an `AgentEvent` (see components).'),
+        },
+      },
+    };
+  } else if (response.status === 204) {
+    responses['204'] = { description: 'Done; no body.', headers: requestIdHeader };
+  } else {
+    const result = outputSchema(field.type, resultField.selectionSet, fragments);
+    let body: Schema = result.schema;
+    if ('list' in response) body = listItems(field.type, resultField.selectionSet!, fragments);
+    else if ('field' in response) body = pickField(field.type, resultField.selectionSet!, fragments, response.field);
+    else if ('wrap' in response) body = z.object({ [response.wrap]: result.required });
+    responses[String(response.status)] = {
+      description: route.summary,
+      headers:
+        'list' in response
+          ? {
+              ...requestIdHeader,
+              Link: { description: '`<url>; rel="next"` when there is a next page.', required: false, schema: { type: 'string' } },
+            }
+          : requestIdHeader,
+      content: { 'application/json': { schema: body } },
+    };
+  }
+  for (const status of errorStatusesOf(route)) {
+    responses[String(status)] = {
+      description: statusWords[status]!,
+      headers:
+        status === 429
+          ? { ...requestIdHeader, 'Retry-After': { description: 'Seconds to wait.', required: true, schema: { type: 'integer' } } }
+          : requestIdHeader,
+      content: { 'application/json': { schema: errorBody } },
+    };
+  }
+  return responses as ZodOpenApiResponsesObject;
+}
+
+/** The refusals a route can answer with, from what it declares. */
+function errorStatusesOf(route: Route): number[] {
+  const statuses = new Set([401, 403, 429, 500, 503]);
+  if (route.body || route.query || route.params || route.path.includes(':')) statuses.add(400);
+  if (route.path.includes(':') || route.body?.kind === 'json') statuses.add(404);
+  if (route.body) {
+    statuses.add(413);
+    statuses.add(415);
+  }
+  if (route.idempotent) {
+    statuses.add(409);
+    statuses.add(422);
+  }
+  if (route.method === 'PATCH' || route.method === 'POST') statuses.add(409);
+  if ('stream' in route.response) {
+    statuses.add(402);
+    statuses.add(406);
+  }
+  return [...statuses].sort();
+}
+
+type FieldSelection = { name: string; responseName: string; selectionSet?: SelectionSetNode };
+
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
+  return new Map(
+    document.definitions.filter((definition): definition is FragmentDefinitionNode => definition.kind === Kind.FRAGMENT_DEFINITION).map((fragment) => [fragment.name.value, fragment]),
+  );
+}
+
+function operationDefinition(document: DocumentNode): OperationDefinitionNode {
+  const operation = document.definitions.find((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION);
+  if (!operation?.name) throw new Error('a REST operation must be a named operation');
+  return operation;
+}
+
+/**
+ * The fields a selection set asks for, for an object of `typeName`: its own fields and those of
+ * fragments on that type. Fragments on `AppError` are the refusals, answered as error bodies.
+ */
+function fieldSelections(selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, typeName?: string): FieldSelection[] {
+  const fields: FieldSelection[] = [];
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      if (selection.name.value === '__typename') continue;
+      fields.push({ name: selection.name.value, responseName: selection.alias?.value ?? selection.name.value, selectionSet: selection.selectionSet });
+    } else {
+      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : fragments.get(selection.name.value)!;
+      const condition = fragment.typeCondition?.name.value;
+      if (condition === 'AppError' || (typeName && condition && condition !== typeName)) continue;
+      fields.push(...fieldSelections(fragment.selectionSet, fragments, typeName));
+    }
+  }
+  return fields;
+}
+
+/** A field's schema as it appears in the response: `required` is the value without its null. */
+function outputSchema(type: GraphQLOutputType, selectionSet: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>): { schema: Schema; required: Schema } {
+  const inner = getNullableType(type) as GraphQLOutputType;
+  let required: Schema;
+  if (isListType(inner)) {
+    required = z.array(outputSchema(inner.ofType as GraphQLOutputType, selectionSet, fragments).schema);
+  } else if (isObjectType(inner)) {
+    required = objectSchema(inner, selectionSet!, fragments);
+  } else if (isUnionType(inner)) {
+    // A mutation's result: the union of AppError (answered as an error body) and the success type.
+    const success = inner.getTypes().filter((member) => member.name !== 'AppError');
+    if (success.length !== 1) throw new Error(`${inner.name}: a REST result union must have one success type`);
+    required = objectSchema(success[0]!, selectionSet!, fragments);
+  } else {
+    required = leafSchema(inner);
+  }
+  // A mutation's union result is null only when refused: the success body is never null.
+  const nullable = !isNonNullType(type) && !isUnionType(inner);
+  return { schema: nullable ? required.nullable() : required, required };
+}
+
+function objectSchema(type: GraphQLObjectType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>): Schema {
+  const fields = type.getFields();
+  const shape: Record<string, Schema> = {};
+  for (const selection of fieldSelections(selectionSet, fragments, type.name)) {
+    const field = fields[selection.name]!;
+    shape[selection.responseName] = describedField(field, outputSchema(field.type, selection.selectionSet, fragments).schema);
+  }
+  return z.object(shape);
+}
+
+function describedField(field: GraphQLField<unknown, unknown>, fieldSchema: Schema): Schema {
+  const constant = field.extensions?.constant;
+  if (typeof constant === 'string') fieldSchema = z.literal(constant);
+  return field.description ? fieldSchema.describe(field.description) : fieldSchema;
+}
+
+/** A list route answers with a connection's nodes as a bare array. */
+function listItems(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>): Schema {
+  const connection = getNamedType(type) as GraphQLObjectType;
+  const edges = fieldSelections(selectionSet, fragments).find((selection) => selection.name === 'edges')!;
+  const edgeType = getNamedType(connection.getFields().edges!.type) as GraphQLObjectType;
+  const node = fieldSelections(edges.selectionSet!, fragments).find((selection) => selection.name === 'node')!;
+  return z.array(outputSchema(edgeType.getFields().node!.type, node.selectionSet, fragments).required);
+}
+
+function pickField(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, name: string): Schema {
+  const parent = getNamedType(type) as GraphQLObjectType;
+  const selection = fieldSelections(selectionSet, fragments).find((candidate) => candidate.responseName === name)!;
+  return outputSchema(parent.getFields()[selection.name]!.type, selection.selectionSet, fragments).required;
+}
+
+/** The agent's events: one object per member of the `AgentEvent` union, as the REST stream selects them. */
+function agentEventSchema(schema: GraphQLSchema): Schema {
+  const union = schema.getType('AgentEvent');
+  if (!isUnionType(union)) throw new Error('the schema has no AgentEvent union');
+  const stream = RestAgentStream as DocumentNode;
+  const fragments = fragmentsOf(stream);
+  const root = fieldSelections(operationDefinition(stream).selectionSet, fragments)[0]!;
+  const members = union.getTypes().map((member) => objectSchema(member, root.selectionSet!, fragments));
+  return z
+    .discriminatedUnion('type', members as unknown as [z.ZodObject, z.ZodObject, ...z.ZodObject[]])
+    .meta({ id: 'AgentEvent', unusedIO: 'output', description: 'One Server-Sent Event of POST /agent/stream, by its `type`.' });
+}
+
+/**
+ * Query parameters arrive as text. A parameter parsed from digits into a bounded number is
+ * described as that integer (its bounds included), and a default as the text a client sends.
+ */
+function queryStringsAsWritten({ jsonSchema, zodSchema, io }: { jsonSchema: Record<string, unknown>; zodSchema: z.core.$ZodType; io: 'input' | 'output' }) {
+  if (io !== 'input') return;
+  const definition = zodSchema._zod.def as { type: string; in?: z.core.$ZodType; out?: z.core.$ZodType; innerType?: z.core.$ZodType };
+  // A check of the raw value piped into the shape it then has: described by that shape.
+  if (definition.type === 'pipe' && definition.in && definition.out && (definition.in._zod.def as { type: string }).type === 'unknown') {
+    for (const key of Object.keys(jsonSchema)) delete jsonSchema[key];
+    Object.assign(jsonSchema, z.toJSONSchema(definition.out as z.ZodType, { io: 'input', unrepresentable: 'any' }), { $schema: undefined });
+    delete jsonSchema.$schema;
+    return;
+  }
+  if (definition.type === 'pipe' && definition.in && definition.out) {
+    const inner = z.toJSONSchema(definition.in as z.ZodType, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    const numeric = numericPart(definition.out);
+    if (inner.type === 'string' && numeric) {
+      const bounds = z.toJSONSchema(numeric, { io: 'output' }) as Record<string, unknown>;
+      for (const key of Object.keys(jsonSchema)) if (key !== 'description' && key !== 'default') delete jsonSchema[key];
+      Object.assign(jsonSchema, { type: 'integer', minimum: bounds.minimum ?? 0, ...(bounds.maximum !== undefined && { maximum: bounds.maximum }) });
+    }
+  }
+  if (jsonSchema.default !== undefined && typeof jsonSchema.default !== 'string' && jsonSchema.type === 'string') jsonSchema.default = String(jsonSchema.default);
+}
+
+function numericPart(schema: z.core.$ZodType): z.ZodNumber | undefined {
+  const definition = schema._zod.def as { type: string; in?: z.core.$ZodType; out?: z.core.$ZodType };
+  if (definition.type === 'number') return schema as z.ZodNumber;
+  if (definition.type === 'pipe') return numericPart(definition.out!) ?? numericPart(definition.in!);
+  return undefined;
+}

@@ -1,0 +1,163 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { routes } from '../src/rest/routes.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+let server: TestServer;
+let user: TestUser;
+let description: any;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await server.createUser();
+  const response = await fetch(`${server.url}/openapi.json`);
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+  description = await response.json();
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+const openApiPath = (path: string) => path.replace(/:(\w+)/g, '{$1}');
+
+describe('GET /openapi.json', () => {
+  it('is a valid OpenAPI 3.1 description', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(description));
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+    expect(description.openapi).toBe('3.1.0');
+  });
+
+  it('describes every route of the route table, and nothing else', () => {
+    const described = Object.entries(description.paths as Record<string, Record<string, unknown>>).flatMap(([path, operations]) =>
+      Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    const table = routes.map((route) => `${route.method} ${openApiPath(route.path)}`);
+    expect(described.sort()).toEqual([...table].sort());
+  });
+
+  it('gives every route a summary, a tag, an operation id and its documented responses', () => {
+    const operationIds = new Set<string>();
+    for (const route of routes) {
+      // Fails for a route added to the table without a description.
+      expect(route.summary?.trim(), `${route.method} ${route.path} has no summary`).toBeTruthy();
+      const operation = description.paths[openApiPath(route.path)][route.method.toLowerCase()];
+      expect(operation.summary).toBe(route.summary);
+      expect(operation.tags).toEqual([route.tag]);
+      expect(operationIds.has(operation.operationId), `operationId ${operation.operationId} twice`).toBe(false);
+      operationIds.add(operation.operationId);
+      expect(Object.keys(operation.responses)).toContain(String(route.response.status));
+      for (const status of ['401', '403', '429', '500']) expect(Object.keys(operation.responses)).toContain(status);
+      for (const response of Object.values(operation.responses) as { headers: Record<string, unknown> }[]) {
+        expect(Object.keys(response.headers)).toContain('X-Request-Id');
+      }
+      if (route.idempotent) expect(operation.parameters.map((parameter: { name: string }) => parameter.name)).toContain('Idempotency-Key');
+    }
+  });
+
+  it("takes the bodies' rules from the validators the server checks them with", async () => {
+    const body = (path: string, method: string) => description.paths[path][method].requestBody.content['application/json'].schema;
+    const workspace = body('/v1/kb/workspaces', 'post');
+    expect(workspace.required).toEqual(['name']);
+    expect(workspace.additionalProperties).toBe(false);
+    expect(workspace.properties.name).toMatchObject({ type: 'string', minLength: 1, maxLength: 200 });
+    const pattern = new RegExp(workspace.properties.name.pattern, 'u');
+    expect(pattern.test('Papers')).toBe(true);
+    expect(pattern.test('   ')).toBe(false);
+    expect(pattern.test('Pa\u200bpers')).toBe(false);
+    // What the description allows, the server accepts; what it refuses, the server refuses.
+    const accepted = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'Papers' } });
+    expect(accepted.status).toBe(201);
+    const refused = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'Pa\u200bpers2' } });
+    expect(refused.status).toBe(400);
+
+    const search = body('/v1/kb/query', 'post');
+    expect(search.properties.top_k.anyOf[0]).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 });
+    expect(search.required.sort()).toEqual(['query', 'workspace_id']);
+    const agent = body('/agent/stream', 'post');
+    expect(agent.required.sort()).toEqual(['message', 'workspaceIds']);
+    expect(agent.properties.workspaceIds).toMatchObject({ type: 'array', minItems: 1 });
+  });
+
+  it('describes list query parameters as the integers and ids they are parsed into', () => {
+    const parameters = description.paths['/v1/kb/workspaces'].get.parameters as { name: string; in: string; schema: any }[];
+    const limit = parameters.find((parameter) => parameter.name === 'limit')!;
+    expect(limit.in).toBe('query');
+    expect(limit.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 1000 });
+    const cursor = parameters.find((parameter) => parameter.name === 'cursor')!;
+    expect(new RegExp(cursor.schema.pattern).test('0b8a7e0e-8f4e-4c38-9d70-0a4a9b6b1f5e')).toBe(true);
+  });
+
+  it('follows a list through the Link header with the cursor the description gives', async () => {
+    for (const name of ['L1', 'L2', 'L3']) await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name } });
+    const first = await server.request('GET', '/v1/kb/workspaces?limit=2', { key: user.key });
+    expect(first.status).toBe(200);
+    const next = /<([^>]+)>; rel="next"/.exec(first.headers.get('link') ?? '')?.[1];
+    expect(next).toMatch(/cursor=[0-9a-f-]{36}$/);
+    const second = await server.request('GET', next!, { key: user.key });
+    expect(second.status).toBe(200);
+    const names = [...first.body, ...second.body].map((workspace: { name: string }) => workspace.name);
+    expect(new Set(names).size).toBe(names.length);
+    expect(names).toEqual(expect.arrayContaining(['L1', 'L2', 'L3', 'Papers']));
+    const unknown = await server.request('GET', '/v1/kb/workspaces?cursor=not-a-cursor', { key: user.key });
+    expect(unknown.status).toBe(400);
+  });
+
+  it('describes the responses as the server writes them', async () => {
+    const schema = description.paths['/v1/user/me'].get.responses['200'].content['application/json'].schema;
+    const me = await server.request('GET', '/v1/user/me', { key: user.key });
+    expect(Object.keys(me.body).sort()).toEqual(Object.keys(schema.properties).sort());
+    expect(schema.required.sort()).toEqual(Object.keys(schema.properties).sort());
+    expect(schema.properties.phone.type).toEqual(['string', 'null']);
+    const list = description.paths['/v1/kb/workspaces'].get.responses['200'];
+    expect(list.content['application/json'].schema.type).toBe('array');
+    expect(Object.keys(list.headers)).toContain('Link');
+    expect(description.components.schemas.Error.required.sort()).toEqual(['error', 'message']);
+  });
+
+  it("describes the agent's events, one schema per type, with the fields the stream sends", () => {
+    const events = description.components.schemas.AgentEvent;
+    const types = events.oneOf.map((member: any) => member.properties.type.const).sort();
+    expect(types).toEqual(['done', 'error', 'job_started', 'reasoning', 'sources', 'token']);
+    const stream = description.paths['/agent/stream'].post.responses['200'].content;
+    expect(Object.keys(stream)).toEqual(['text/event-stream']);
+    const done = events.oneOf.find((member: any) => member.properties?.type?.const === 'done') ?? null;
+    expect(done?.required).toEqual(expect.arrayContaining(['type', 'jobId', 'sessionId', 'creditsUsed']));
+    const sources = events.oneOf.find((member: any) => member.properties?.type?.const === 'sources');
+    expect(Object.keys(sources.properties.sources.items.properties)).toEqual(expect.arrayContaining(['doc_id', 'filename', 'pages']));
+  });
+});
+
+describe('GET /docs', () => {
+  it('serves a reference page whose every asset comes from this server', async () => {
+    const page = await fetch(`${server.url}/docs`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1]!);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const asset of assets) {
+      expect(asset, 'no asset from another origin').toMatch(/^\/docs\//);
+      const response = await fetch(`${server.url}${asset}`);
+      expect(response.status, asset).toBe(200);
+      expect((await response.arrayBuffer()).byteLength, asset).toBeGreaterThan(10);
+    }
+    const start = await (await fetch(`${server.url}/docs/reference.js`)).text();
+    expect(start).toContain("url: '/openapi.json'");
+    expect(start).toContain('validatorUrl: null');
+  });
+
+  it('answers 404 for files that are not its assets, and 405 for other methods', async () => {
+    expect((await fetch(`${server.url}/docs/../package.json`)).status).toBe(404);
+    expect((await fetch(`${server.url}/docs/%2e%2e%2fpackage.json`)).status).toBe(404);
+    expect((await fetch(`${server.url}/docs/index.html`)).status).toBe(404);
+    const post = await fetch(`${server.url}/openapi.json`, { method: 'POST' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+  });
+});
