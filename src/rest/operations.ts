@@ -37,7 +37,7 @@ export const RestListApiKeys = graphql(`
   query RestListApiKeys($first: Int, $after: String) {
     result: apiKeys(first: $first, after: $after) {
       pageInfo { hasNextPage endCursor }
-      edges { node { id name display_key: displayKey scopes last_used_at: lastUsedAt created_at: createdAt } }
+      edges { node { id name display_key: displayKey scopes workspace_ids: workspaceIds last_used_at: lastUsedAt created_at: createdAt } }
     }
   }
 `);
@@ -47,7 +47,7 @@ export const RestCreateApiKey = graphql(`
     result: createApiKey(input: $input) {
       __typename
       ... on AppError { code message }
-      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes }
+      ... on NewApiKey { id name display_key: displayKey raw_key: rawKey scopes workspace_ids: workspaceIds }
     }
   }
 `);

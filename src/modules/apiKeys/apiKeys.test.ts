@@ -20,7 +20,8 @@ describe('API keys over REST', () => {
     });
     expect(response.status).toBe(201);
     const { raw_key: rawKey, display_key: displayKey } = response.body;
-    expect(Object.keys(response.body).sort()).toEqual(['display_key', 'id', 'name', 'raw_key', 'scopes']);
+    expect(Object.keys(response.body).sort()).toEqual(['display_key', 'id', 'name', 'raw_key', 'scopes', 'workspace_ids']);
+    expect(response.body.workspace_ids).toBeNull();
     expect(rawKey).toMatch(/^sk_[0-9A-Za-z]{32,}$/);
     expect(displayKey).toBe(`${rawKey.slice(0, 7)}...${rawKey.slice(-4)}`);
     expect(response.body.scopes).toEqual(['kb:read', 'chat:write']);
@@ -45,7 +46,7 @@ describe('API keys over REST', () => {
     expect(listed.status).toBe(200);
     expect(listed.body.map((key: { name: string }) => key.name)).toEqual(['second', 'default']);
     for (const key of listed.body) {
-      expect(Object.keys(key).sort()).toEqual(['created_at', 'display_key', 'id', 'last_used_at', 'name', 'scopes']);
+      expect(Object.keys(key).sort()).toEqual(['created_at', 'display_key', 'id', 'last_used_at', 'name', 'scopes', 'workspace_ids']);
     }
     expect(listed.text).not.toContain(created.body.raw_key);
     expect(listed.text).not.toContain(user.key);
