@@ -9,7 +9,8 @@ import type {
   WorkspaceInput,
 } from '../generated/graphql/graphql.js';
 import * as operations from './operations.js';
-import { z } from 'zod';
+import { formatPrismaCursor } from '@pothos/plugin-prisma';
+import type { z } from 'zod';
 import { booleanParameter, countParameter, listQuery, requiredParameter } from './request-input.js';
 import type { UploadBody } from './upload-body.js';
 
@@ -94,7 +95,9 @@ const jsonBody = (input: string, fields: Record<string, string>, options: { opti
 const idParam = ({ params }: RestRequest) => ({ id: params.id! });
 
 type Listed = { limit: number; cursor?: string };
-const listVariables = (query: Listed) => ({ first: query.limit, after: query.cursor ?? null });
+// A REST cursor is the id of the previous page's last item (as Stripe's `starting_after`), so
+// that any UUID is a well-formed one; GraphQL's cursors wrap the same id.
+const listVariables = (query: Listed) => ({ first: query.limit, after: query.cursor ? formatPrismaCursor({ id: query.cursor.toLowerCase() }, 'id') : null });
 
 const documentInWorkspace = ({ params, query }: RestRequest<{ workspace_id: string }>) => ({ id: params.id!, workspaceId: query.workspace_id });
 
