@@ -82,6 +82,17 @@ export async function requireWorkspaces(db: Db, viewer: Access, workspaceIds: re
   return unique;
 }
 
+/**
+ * Whether a list's cursor names a row of that list. Prisma places a cursor by its row even when
+ * the row is outside the list's condition, so a cursor naming a row the viewer cannot see (another
+ * workspace, another user's) would page from where that row sits, telling that it exists and
+ * when it was made. Lists answer such a cursor as they answer an unknown id: with an empty page.
+ */
+export async function cursorInList(query: { cursor?: { id?: unknown } }, countInList: (id: string) => Promise<number>): Promise<boolean> {
+  const id = query.cursor?.id;
+  return typeof id !== 'string' || (await countInList(id)) > 0;
+}
+
 /** Why a restricted key may not do what only an unrestricted credential may (create a workspace); null when it may. */
 export function unrestrictedOnly(viewer: Access | null, action: string): AppError | null {
   if (!viewer || !isRestricted(viewer)) return null;

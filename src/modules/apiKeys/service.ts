@@ -1,5 +1,5 @@
 import type { AuthDependencies, Viewer } from '../../auth/authenticate.js';
-import { apiKeyVisible, grantFor, readApiKeys, type Access } from '../../auth/policy.js';
+import { apiKeyVisible, cursorInList, grantFor, readApiKeys, type Access } from '../../auth/policy.js';
 import { allScopes, type Scope } from '../../auth/scopes.js';
 import { notFound } from '../../errors.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
@@ -62,13 +62,11 @@ export async function createApiKey(
 
 /** The viewer's active keys it may see (policy.ts), newest first. */
 export function listApiKeys<Query extends Prisma.ApiKeyFindManyArgs>({ auth }: ApiKeyDependencies, viewer: Access, query: Query) {
-  return readApiKeys(auth.prisma, viewer, (db, where) =>
-    db.apiKey.findMany({
-      ...checkCursor(query),
-      where: { ...where, revokedAt: null },
-      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-    }),
-  );
+  return readApiKeys(auth.prisma, viewer, async (db, where) => {
+    const active = { AND: [where, { revokedAt: null }] };
+    if (!(await cursorInList(checkCursor(query), (id) => db.apiKey.count({ where: { AND: [active, { id }] } })))) return [];
+    return db.apiKey.findMany({ ...query, where: active, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+  });
 }
 
 /**

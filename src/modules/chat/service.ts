@@ -1,4 +1,4 @@
-import { readSessions, requireSessionId, sessionNotFound, sessionSql, sessionWorkspaces, type Access } from '../../auth/policy.js';
+import { cursorInList, readSessions, requireSessionId, sessionNotFound, sessionSql, sessionWorkspaces, type Access } from '../../auth/policy.js';
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor } from '../../ids.js';
 import { checkOptionalName } from '../../input-limits.js';
@@ -11,9 +11,10 @@ export type ChatDependencies = { prisma: PrismaClient };
 
 /** The sessions the viewer may see (policy.ts), newest first. */
 export function listSessions<Query extends Prisma.ChatSessionFindManyArgs>({ prisma }: ChatDependencies, viewer: Access, query: Query) {
-  return readSessions(prisma, viewer, (db, where) =>
-    db.chatSession.findMany({ ...checkCursor(query), where, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] }),
-  );
+  return readSessions(prisma, viewer, async (db, where) => {
+    if (!(await cursorInList(checkCursor(query), (id) => db.chatSession.count({ where: { AND: [where, { id }] } })))) return [];
+    return db.chatSession.findMany({ ...query, where, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+  });
 }
 
 /** A session the viewer may see; otherwise 404, exactly as for one that does not exist. */

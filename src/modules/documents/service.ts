@@ -7,7 +7,7 @@ import { detectDocumentType } from '../ingestion/detect.js';
 import { queueIndexDelete, type JobQueue } from '../jobs/queue.js';
 import { findWorkspace } from '../workspaces/service.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
-import { documentWhere, type Access } from '../../auth/policy.js';
+import { cursorInList, documentWhere, type Access } from '../../auth/policy.js';
 
 export type UploadedFile = { filename: string; bytes: Uint8Array };
 
@@ -215,7 +215,9 @@ export async function listDocuments<Query extends Prisma.DocumentFindManyArgs>(
   query: Query,
 ) {
   const workspace = await findWorkspace({ prisma }, viewer, workspaceId, { select: { id: true } });
-  return prisma.document.findMany({ ...checkCursor(query), where: { workspaceId: workspace.id }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
+  const where = { workspaceId: workspace.id };
+  if (!(await cursorInList(checkCursor(query), (id) => prisma.document.count({ where: { ...where, id } })))) return [];
+  return prisma.document.findMany({ ...query, where, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] });
 }
 
 /**
@@ -265,8 +267,10 @@ export async function listChunks<Query extends Prisma.ChunkFindManyArgs>(
   where: DocumentInWorkspace,
   query: Query,
 ) {
+  const { prisma } = dependencies;
   const documentId = await documentIdIn(dependencies, viewer, where);
-  return dependencies.prisma.chunk.findMany({ ...checkCursor(query), where: { documentId }, orderBy: { chunkIndex: 'asc' } });
+  if (!(await cursorInList(checkCursor(query), (id) => prisma.chunk.count({ where: { documentId, id } })))) return [];
+  return prisma.chunk.findMany({ ...query, where: { documentId }, orderBy: { chunkIndex: 'asc' } });
 }
 
 /** The first chunks of a document already shown to the viewer (the preview's). */

@@ -2,7 +2,7 @@ import type { Embedder } from '../embeddings/embedder.js';
 import { queueIndexDelete, type JobQueue } from '../jobs/queue.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { Access } from '../../auth/policy.js';
-import { unrestrictedOnly, workspaceNotFound, workspaceWhere } from '../../auth/policy.js';
+import { cursorInList, unrestrictedOnly, workspaceNotFound, workspaceWhere } from '../../auth/policy.js';
 import { AppError } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
@@ -30,8 +30,10 @@ function conflictOnDuplicateName(name: string) {
 }
 
 /** The workspaces the viewer may see (policy.ts), newest first. */
-export function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>({ prisma }: WorkspaceDependencies, viewer: Access, query: Query) {
-  return prisma.workspace.findMany({ ...checkCursor(query), where: workspaceWhere(viewer), orderBy: newestFirst });
+export async function listWorkspaces<Query extends Prisma.WorkspaceFindManyArgs>({ prisma }: WorkspaceDependencies, viewer: Access, query: Query) {
+  const where = workspaceWhere(viewer);
+  if (!(await cursorInList(checkCursor(query), (id) => prisma.workspace.count({ where: { AND: [where, { id }] } })))) return [];
+  return prisma.workspace.findMany({ ...query, where, orderBy: newestFirst });
 }
 
 /** A workspace the viewer may not see (another user's, outside a key's restriction) is reported exactly like a missing one. */
