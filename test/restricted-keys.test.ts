@@ -118,11 +118,11 @@ describe('creating a key restricted to workspaces', () => {
   it('validates workspace_ids: 400 for an empty list, a lone value, non-strings and too many; 404 naming a workspace the caller cannot see; nothing is created', async () => {
     const before = (await rest('GET', '/v1/user/me/api-keys', owner.key)).body.length;
     const empty = expectError(await createKey(owner.key, { workspace_ids: [] }), 400, 'bad_request');
-    expect(empty.message).toMatch(/^workspace_?[iI]ds: must name at least one workspace; leave the field out for a key that sees every workspace$/);
+    expect(empty.message).toBe('workspace_ids: must name at least one workspace; leave the field out for a key that sees every workspace');
     expect(expectError(await createKey(owner.key, { workspace_ids: a }), 400, 'bad_request').message).toMatch(/^workspace_ids: /);
     expect(expectError(await createKey(owner.key, { workspace_ids: [7] }), 400, 'bad_request').message).toMatch(/^workspace_ids: /);
     const tooMany = Array.from({ length: 101 }, () => randomUUID());
-    expect(expectError(await createKey(owner.key, { workspace_ids: tooMany }), 400, 'bad_request').message).toMatch(/at most 100 workspaces/);
+    expect(expectError(await createKey(owner.key, { workspace_ids: tooMany }), 400, 'bad_request').message).toBe('workspace_ids: must name at most 100 workspaces');
     const missing = randomUUID();
     for (const [ids, named] of [
       [[missing], missing],

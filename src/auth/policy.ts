@@ -99,8 +99,12 @@ export function unrestrictedOnly(viewer: Access | null, action: string): AppErro
   return new AppError('forbidden', `this API key is restricted to workspaces and cannot ${action}; use an unrestricted key`);
 }
 
-/** A workspace list (a session's, a key's) lies within the viewer's restriction: non-empty and every id one of the key's. */
-function withinRestriction(viewer: Access, workspaceIds: readonly string[]): boolean {
+/**
+ * Whether something that names workspaces (a session, a key, an agent run) is the viewer's to see
+ * as far as the restriction goes: always for an unrestricted viewer; for a restricted key, when it
+ * names at least one workspace and every one is the key's. Ownership is checked separately.
+ */
+export function withinRestriction(viewer: Access, workspaceIds: readonly string[]): boolean {
   const restricted = viewer.workspaceIds;
   return restricted === null || (workspaceIds.length > 0 && workspaceIds.every((id) => restricted.has(id.toLowerCase())));
 }
