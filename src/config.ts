@@ -54,6 +54,7 @@ const environmentSchema = z.object({
   KB_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(300),
   KB_AGENT_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(60),
   KB_AGENT_HEARTBEAT_SECONDS: z.coerce.number().min(0.05).max(15).default(10),
+  KB_AGENT_RESUME_GRACE_SECONDS: z.coerce.number().min(0.5).max(3600).default(120),
   KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
   KB_MAX_UPLOAD_BYTES: positiveInt(50 * 1024 * 1024),
   KB_MAX_UPLOAD_FILES: positiveInt(20),
@@ -119,6 +120,11 @@ export type Config = {
     leaseSeconds: number;
     /** Longest silence on an open agent stream before a comment line is sent (at most 15 s). */
     heartbeatSeconds: number;
+    /**
+     * How long a resumable run goes on with no client reading its events (docs/agent.md,
+     * "Resuming a stream"); then it is cancelled and refunded.
+     */
+    resumeGraceSeconds: number;
   };
   maxJsonBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
@@ -192,7 +198,12 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
-    agent: { timeoutSeconds: env.KB_AGENT_TIMEOUT_SECONDS, leaseSeconds: env.KB_AGENT_LEASE_SECONDS, heartbeatSeconds: env.KB_AGENT_HEARTBEAT_SECONDS },
+    agent: {
+      timeoutSeconds: env.KB_AGENT_TIMEOUT_SECONDS,
+      leaseSeconds: env.KB_AGENT_LEASE_SECONDS,
+      heartbeatSeconds: env.KB_AGENT_HEARTBEAT_SECONDS,
+      resumeGraceSeconds: env.KB_AGENT_RESUME_GRACE_SECONDS,
+    },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
     uploads: { maxFileBytes: env.KB_MAX_UPLOAD_BYTES, maxFiles: env.KB_MAX_UPLOAD_FILES },
     ingestion: {
