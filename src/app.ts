@@ -99,6 +99,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       log,
       cost: config.agentCost,
       timeoutMs: config.agent.timeoutSeconds * 1000,
+      resumeGraceMs: config.agent.resumeGraceSeconds * 1000,
       metrics,
     };
     const idempotency = new IdempotencyStore(db.prisma, log);

@@ -32,6 +32,8 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
   #waiting: ((result: IteratorResult<Event>) => void) | undefined;
   #ended = false;
   #drained: (() => void)[] = [];
+  /** How many events the reader has taken (an agent run numbers its events from 1: the last one it has). */
+  taken = 0;
 
   constructor(private readonly onStop: () => void) {}
 
@@ -40,6 +42,7 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
     if (this.#waiting) {
       const resolve = this.#waiting;
       this.#waiting = undefined;
+      this.taken += 1;
       resolve({ value: event, done: false });
     } else {
       this.#buffer.push(event);
@@ -57,7 +60,10 @@ export class EventChannel<Event> implements AsyncIterableIterator<Event> {
   }
 
   next(): Promise<IteratorResult<Event>> {
-    if (this.#buffer.length > 0) return Promise.resolve({ value: this.#buffer.shift()!, done: false });
+    if (this.#buffer.length > 0) {
+      this.taken += 1;
+      return Promise.resolve({ value: this.#buffer.shift()!, done: false });
+    }
     if (this.#ended) return Promise.resolve({ value: undefined, done: true });
     this.#settleDrained();
     return new Promise((resolve) => (this.#waiting = resolve));

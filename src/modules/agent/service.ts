@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { AppError, badRequest } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { isUuid } from '../../ids.js';
@@ -7,6 +8,8 @@ import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { textProblem } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
+import { loggedForm, parseEventId, RunEventLog, type SequencedEvent } from './event-log.js';
+import { followAgentJob, followHeartbeatMs, markFollowed, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
@@ -36,6 +39,8 @@ export type AgentStreamInput = {
   sessionId?: string | null;
   mode?: AgentMode | null;
   limits?: DeepLimits | null;
+  /** A disconnect does not cancel the run: it goes on for the grace period, and the client may resume (docs/agent.md). */
+  resumable?: boolean | null;
 };
 
 export type AgentDependencies = {
@@ -47,6 +52,8 @@ export type AgentDependencies = {
   cost: { fast: number; deep: number };
   /** A run that has not ended by then ends with an `error` event and a refund. */
   timeoutMs: number;
+  /** How long a resumable run goes on with nobody reading its events (KB_AGENT_RESUME_GRACE_SECONDS). */
+  resumeGraceMs: number;
   metrics?: Pick<Metrics, 'agentTimeToFirstToken' | 'agentRuns' | 'creditsCharged'>;
 };
 
@@ -54,8 +61,14 @@ export type AgentDependencies = {
  * The runs of this process: their leases are renewed while they run, and runs of processes that
  * stopped are refunded (at start, then whenever their lease has passed).
  */
-export class AgentRuns {
+export class AgentRuns implements LocalRuns {
   readonly #running = new Map<string, Promise<void>>();
+  /** The event logs of the runs of this process. */
+  readonly #logs = new Map<string, RunEventLog>();
+  /** Readers of a job's events on this process, woken when its run writes some. */
+  readonly #listeners = new Map<string, Set<() => void>>();
+  /** Readers following jobs' events (jobs.ts): a shutdown ends them before the store closes. */
+  readonly #followers = new Set<Promise<void>>();
   #timer: NodeJS.Timeout | undefined;
   readonly #stopped = new AbortController();
   /** Aborts when the process stops: its runs end and are refunded. */
@@ -65,7 +78,10 @@ export class AgentRuns {
     private readonly prisma: PrismaClient,
     readonly leaseMs: number,
     private readonly log: Logger,
-  ) {}
+  ) {
+    // Every run and every reader of a job's events listens for the shutdown: many at once is normal.
+    setMaxListeners(0, this.signal);
+  }
 
   /** `exclusive`: no other process uses the store (the embedded one), so every running job at start is abandoned. */
   async start(options: { exclusive: boolean }) {
@@ -86,20 +102,48 @@ export class AgentRuns {
     }
   }
 
-  track(jobId: string, run: Promise<void>) {
+  track(jobId: string, run: Promise<void>, log: RunEventLog) {
     this.#running.set(jobId, run);
-    void run.finally(() => this.#running.delete(jobId));
+    this.#logs.set(jobId, log);
+    void run.finally(() => {
+      this.#running.delete(jobId);
+      this.#logs.delete(jobId);
+    });
+  }
+
+  localLog(jobId: string) {
+    return this.#logs.get(jobId);
+  }
+
+  listen(jobId: string, listener: () => void) {
+    let listeners = this.#listeners.get(jobId);
+    if (!listeners) this.#listeners.set(jobId, (listeners = new Set()));
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.#listeners.get(jobId) === listeners) this.#listeners.delete(jobId);
+    };
+  }
+
+  /** The job's run wrote events to its log (or ended): its readers here look at once. */
+  notify(jobId: string) {
+    for (const listener of this.#listeners.get(jobId) ?? []) listener();
+  }
+
+  follow(work: Promise<void>) {
+    this.#followers.add(work);
+    void work.finally(() => this.#followers.delete(work));
   }
 
   get size() {
     return this.#running.size;
   }
 
-  /** Cancels the runs still going and waits for their refunds. */
+  /** Cancels the runs still going and waits for their refunds; ends the readers of jobs' events. */
   async stop() {
     this.#stopped.abort(new AppError('service_unavailable', 'the server is shutting down; the run was stopped and nothing was charged'));
     clearInterval(this.#timer);
-    await Promise.allSettled([...this.#running.values()]);
+    await Promise.allSettled([...this.#running.values(), ...this.#followers]);
   }
 }
 
@@ -148,7 +192,7 @@ export async function startAgentRun(
   viewer: Viewer,
   input: AgentStreamInput,
   signal: AbortSignal,
-): Promise<AsyncIterableIterator<AgentEvent>> {
+): Promise<AsyncIterableIterator<SequencedEvent>> {
   const { prisma } = dependencies;
   const { userId } = viewer;
   const request = checkInput(input);
@@ -174,45 +218,166 @@ export async function startAgentRun(
   }
   if (signal.aborted) throw new AppError('bad_request', 'the request was cancelled');
   const cost = dependencies.cost[request.mode];
-  const { jobId } = await reserveAgentRun(prisma, { userId, mode: request.mode, cost, leaseMs: dependencies.runs.leaseMs });
+  const resumable = input.resumable === true;
+  const { jobId } = await reserveAgentRun(prisma, { userId, mode: request.mode, cost, leaseMs: dependencies.runs.leaseMs, resumable, workspaceIds: request.workspaceIds });
 
   const cancel = new AbortController();
-  const channel = new EventChannel<AgentEvent>(() => cancel.abort(new RunCancelled()));
-  // The client going away cancels the run; the server stopping fails it (the client is told).
-  const onRequestAbort = () => cancel.abort(new RunCancelled());
+  // Every event goes to the log too, in batches: the stream's own client never waits on the store.
+  const log = new RunEventLog(prisma, jobId, { flushMs: eventFlushMs, log: dependencies.log, flushed: () => dependencies.runs.notify(jobId) });
+  const following = resumable ? new Following(dependencies, jobId, cancel) : undefined;
+  // The client going away cancels the run, unless it is resumable: then it goes on for the grace
+  // period, for the client to come back. The server stopping fails it (the client is told).
+  const leave = () => (following ? following.detach(channel) : cancel.abort(new RunCancelled('client')));
+  const channel: EventChannel<SequencedEvent> = new EventChannel<SequencedEvent>(leave);
   const onShutdown = () => cancel.abort(dependencies.runs.signal.reason);
-  signal.addEventListener('abort', onRequestAbort, { once: true });
+  signal.addEventListener('abort', leave, { once: true });
   dependencies.runs.signal.addEventListener('abort', onShutdown, { once: true });
-  if (signal.aborted) onRequestAbort();
+  if (signal.aborted) leave();
   if (dependencies.runs.signal.aborted) onShutdown();
-  channel.push({ type: 'job_started', jobId });
+  const emit = (event: AgentEvent) => {
+    const seq = log.append(event);
+    channel.push({ ...event, jobId, seq });
+    return seq;
+  };
+  emit({ type: 'job_started', jobId });
   const started = performance.now();
   let tokens = 0;
-  const run = {
+  const run: Run = {
     ...request,
     jobId,
     userId,
     sessionId,
     history,
     channel,
+    log,
+    following,
+    emit,
     token(content: string) {
       if (tokens++ === 0) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: request.mode }, (performance.now() - started) / 1000);
-      channel.push({ type: 'token', content });
+      emit({ type: 'token', content });
     },
   };
-  const execution = executeRun(dependencies, run, cancel).finally(() => {
-    signal.removeEventListener('abort', onRequestAbort);
+  const execution = executeRun(dependencies, run, cancel).finally(async () => {
+    signal.removeEventListener('abort', leave);
     dependencies.runs.signal.removeEventListener('abort', onShutdown);
+    following?.stop();
     channel.end();
+    // Whatever a failing store kept from the log is tried once more.
+    await log.flush().catch(() => log.discard());
   });
-  dependencies.runs.track(jobId, execution);
+  dependencies.runs.track(jobId, execution, log);
   return channel;
 }
 
+/**
+ * Resumes a run's stream (POST /agent/stream with `Last-Event-ID`, or an `Idempotency-Key` sent
+ * again): the events after `<jobId>:<seq>`, then the rest as they come; nothing new is started
+ * or charged. The request is still checked (400), as it is for a new run.
+ */
+export async function resumeAgentStream(dependencies: AgentDependencies, viewer: Viewer, input: AgentStreamInput, lastEventId: string, signal: AbortSignal) {
+  checkInput(input);
+  const position = parseEventId(lastEventId);
+  if (!position) throw badRequest('Last-Event-ID', 'must be an event id of this API, <jobId>:<seq> (the `id` of an event of the stream)');
+  return followAgentJob(dependencies, viewer, { jobId: position.jobId, after: position.seq, field: 'Last-Event-ID' }, signal);
+}
+
+/** Events wait at most this long for the store (docs/agent.md, "The event log"). */
+const eventFlushMs = 50;
+
+/** Why a run stopped before its end without failing: its client left, or nobody came back for it. */
 class RunCancelled extends Error {
   override name = 'RunCancelled';
-  constructor() {
-    super('the client closed the stream');
+  constructor(
+    readonly kind: 'client' | 'abandoned',
+    graceMs = 0,
+  ) {
+    super(
+      kind === 'client'
+        ? 'the client closed the stream; the run was cancelled and nothing was charged'
+        : `nobody resumed the stream within ${graceMs / 1000} s; the run was cancelled and nothing was charged`,
+    );
+  }
+
+  /** The job's `error`. */
+  get jobError() {
+    return this.kind === 'client' ? 'cancelled by the client' : 'nobody resumed the stream';
+  }
+}
+
+/**
+ * Who follows a resumable run: its first client while that stream is open, then readers of its
+ * events on any server (they record themselves in agent_jobs: markFollowed). Once the first client
+ * has left, a run nobody has followed for the grace period is cancelled and refunded.
+ */
+class Following {
+  #attached = true;
+  /** The last event the first client had taken when it left. */
+  #takenWhenLeft = 0;
+  #watch: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(
+    private readonly dependencies: AgentDependencies,
+    private readonly jobId: string,
+    private readonly cancel: AbortController,
+  ) {}
+
+  /** The first client left: its stream ends, and the grace period starts now. */
+  detach(channel: EventChannel<SequencedEvent>) {
+    if (!this.#attached) return;
+    this.#attached = false;
+    // The request may be seen gone before its stream is: what the stream's writer reads after now
+    // reaches nobody.
+    this.#takenWhenLeft = channel.taken;
+    channel.end();
+    const { prisma, log, resumeGraceMs } = this.dependencies;
+    void markFollowed(prisma, this.jobId)
+      .catch((error: unknown) => log.error(`agent run ${this.jobId}: recording its client's departure failed`, error))
+      .finally(() => {
+        if (this.#stopped) return;
+        this.#watch = setInterval(() => void this.#check(), Math.max(100, Math.min(resumeGraceMs / 4, 2_000)));
+        this.#watch.unref();
+      });
+  }
+
+  async #check() {
+    const { prisma, log, resumeGraceMs } = this.dependencies;
+    try {
+      const [job] = await prisma.$queryRaw<{ followed: boolean | null }[]>`
+        SELECT followed_at > clock_timestamp() - ${resumeGraceMs} * interval '1 millisecond' AS followed
+          FROM agent_jobs WHERE id = ${this.jobId}::uuid AND status = 'running'`;
+      if (job && !job.followed) this.cancel.abort(new RunCancelled('abandoned', resumeGraceMs));
+    } catch (error) {
+      if (!this.#stopped) log.error(`agent run ${this.jobId}: checking for its readers failed`, error);
+    }
+  }
+
+  /**
+   * Settles once a client has taken the events up to `seq`: the first client (while its stream is
+   * open, or if it had taken them when it left), or a reader on any server. Throws when the run is
+   * stopped meanwhile (nobody came back within the grace period).
+   */
+  async delivered(channel: EventChannel<SequencedEvent>, seq: number, signal: AbortSignal) {
+    if (this.#attached) {
+      await Promise.race([channel.drained(), aborted(signal)]);
+      signal.throwIfAborted();
+      // A turn of the event loop: a connection closed meanwhile is noticed.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (this.#attached) return;
+    }
+    // It left having taken them.
+    if (this.#takenWhenLeft >= seq) return;
+    for (;;) {
+      const [job] = await this.dependencies.prisma.$queryRaw<{ delivered_seq: number }[]>`SELECT delivered_seq FROM agent_jobs WHERE id = ${this.jobId}::uuid`;
+      if ((job?.delivered_seq ?? 0) >= seq) return;
+      await Promise.race([new Promise((resolve) => setTimeout(resolve, Math.min(100, followHeartbeatMs(this.dependencies.resumeGraceMs)))), aborted(signal)]);
+      signal.throwIfAborted();
+    }
+  }
+
+  stop() {
+    this.#stopped = true;
+    clearInterval(this.#watch);
   }
 }
 
@@ -221,8 +386,13 @@ type Run = ReturnType<typeof checkInput> & {
   userId: string;
   sessionId: string | null;
   history: Turn[];
-  channel: EventChannel<AgentEvent>;
-  /** Pushes a token event (the first one is timed). */
+  channel: EventChannel<SequencedEvent>;
+  log: RunEventLog;
+  /** Set for a resumable run. */
+  following: Following | undefined;
+  /** Sends an event: numbered, to the stream and to the log. Returns its number. */
+  emit(event: AgentEvent): number;
+  /** Sends a token event (the first one is timed). */
   token(content: string): void;
 };
 
@@ -238,13 +408,18 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     // "Not found" makes no claim: there is nothing to support.
     const supportScore = answer.trim() === notFoundAnswer ? null : supportScoreOf(checked);
     signal.throwIfAborted();
-    run.channel.push({ type: 'sources', sources });
+    const sourcesSeq = run.emit({ type: 'sources', sources });
     // The answer is charged only once the client has taken it: a client that has gone by then
-    // is charged nothing (the check is repeated inside the transaction, before the charge).
-    await Promise.race([run.channel.drained(), aborted(signal)]);
+    // is charged nothing (the check is repeated inside the transaction, before the charge). A
+    // resumable run's client may be one that came back, on any server.
+    if (run.following) await run.following.delivered(run.channel, sourcesSeq, signal);
+    else await Promise.race([run.channel.drained(), aborted(signal)]);
     // A turn of the event loop: a connection closed meanwhile is noticed before the charge.
     await new Promise((resolve) => setImmediate(resolve));
     signal.throwIfAborted();
+    // The log holds every event before `done` when `done` is written, with the charge.
+    await run.log.flush();
+    const doneSeq = run.log.nextSeq();
     const stored = await prisma.$transaction(async (tx) => {
       if (run.sessionId && (await tx.chatSession.count({ where: { id: run.sessionId, userId: run.userId } })) === 0) {
         throw new AppError('not_found', 'the chat session was deleted during the run');
@@ -268,26 +443,35 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
       // it only when all of them are its own (src/auth/policy.ts).
       if (run.sessionId) await tx.$executeRaw(namingWorkspaces(sessionId, run.workspaceIds));
       const creditsUsed = await chargeAgentRun(tx, run.jobId, { sessionId, supportScore });
+      const done: AgentEvent = { type: 'done', jobId: run.jobId, sessionId, creditsUsed, supportScore, rewrittenQuery: query };
+      // In the charge's transaction: `done` is in the log exactly when the answer is charged and stored.
+      await tx.agentEvent.create({ data: { jobId: run.jobId, seq: doneSeq, data: loggedForm(done) } });
       // Last before the commit: a client gone by now is charged nothing, and nothing is stored.
       signal.throwIfAborted();
-      return { sessionId, creditsUsed };
+      return { sessionId, creditsUsed, done };
     });
+    dependencies.runs.notify(run.jobId);
     dependencies.metrics?.creditsCharged.inc({ mode: run.mode }, stored.creditsUsed);
     dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: 'done' });
-    run.channel.push({ type: 'done', jobId: run.jobId, sessionId: stored.sessionId, creditsUsed: stored.creditsUsed, supportScore, rewrittenQuery: query });
+    run.channel.push({ ...stored.done, jobId: run.jobId, seq: doneSeq });
   } catch (caught) {
     const reason = signal.aborted ? signal.reason : caught;
     const cancelled = reason instanceof RunCancelled;
-    const message = publicMessage(reason);
+    const message = cancelled ? reason.message : publicMessage(reason);
     if (!cancelled && !(reason instanceof AppError) && !(reason instanceof AnswerModelError)) log.error(`agent run ${run.jobId} failed`, reason);
+    const code = cancelled ? 'cancelled' : reason instanceof AppError ? reason.code : reason instanceof AnswerModelError ? 'service_unavailable' : 'internal_error';
+    const event: AgentEvent = { type: 'error', code, message };
+    // Every event before the error is in the log first; the error itself is written with the refund.
+    await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
+    const seq = run.log.nextSeq();
     try {
-      await refundAgentRun(prisma, run.jobId, cancelled ? 'cancelled' : 'failed', cancelled ? 'cancelled by the client' : message);
+      await refundAgentRun(prisma, run.jobId, cancelled ? 'cancelled' : 'failed', cancelled ? reason.jobError : message, { seq, data: loggedForm(event) });
     } catch (error) {
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
     }
+    dependencies.runs.notify(run.jobId);
     dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: cancelled ? 'cancelled' : 'failed' });
-    const code = reason instanceof AppError ? reason.code : reason instanceof AnswerModelError ? 'service_unavailable' : 'internal_error';
-    if (!cancelled) run.channel.push({ type: 'error', code, message });
+    if (!cancelled) run.channel.push({ ...event, jobId: run.jobId, seq });
   } finally {
     clearTimeout(timeout);
   }
@@ -361,7 +545,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
   let stepIndex = 0;
   const step = (fields: Omit<ReasoningStep, 'index'>) => {
     stepIndex += 1;
-    run.channel.push({ type: 'reasoning', steps: [{ index: stepIndex, ...fields }] });
+    run.emit({ type: 'reasoning', steps: [{ index: stepIndex, ...fields }] });
   };
   const evidence: NumberedPassage[] = [];
   const seen = new Set<string>();

@@ -2,9 +2,10 @@ import { builder } from '../../graphql/builder.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import type { CitedPassage, Source } from './citations.js';
 import type { AgentEvent, ReasoningStep } from './events.js';
-import { agentLimits, startAgentRun } from './service.js';
+import { eventIdOf, type SequencedEvent } from './event-log.js';
+import { agentLimits, resumeAgentStream, startAgentRun } from './service.js';
 
-const AgentMode = builder.enumType('AgentMode', {
+export const AgentMode = builder.enumType('AgentMode', {
   values: {
     fast: { description: 'One search, and the answer streamed as it is written (the default).' },
     deep: { description: 'Multi-hop research with refined searches, and an answer whose sentences are checked against their citations. Costs more.' },
@@ -27,6 +28,11 @@ const AgentStreamInput = builder.inputType('AgentStreamInput', {
     sessionId: t.id({ required: false, description: 'Continues this chat session; a new one is created when left out.' }),
     mode: t.field({ type: AgentMode, required: false }),
     limits: t.field({ type: AgentLimitsInput, required: false }),
+    resumable: t.boolean({
+      required: false,
+      description:
+        'When true, a client that goes away does not cancel the run: it goes on for the grace period (KB_AGENT_RESUME_GRACE_SECONDS) and the client resumes it by its last event id (Subscription.agentJobEvents, GET /v1/agent/jobs/{id}/events). Default false: going away cancels the run.',
+    }),
   }),
 });
 
@@ -75,13 +81,20 @@ const ReasoningStepRef = builder.objectRef<ReasoningStep>('ReasoningStep').imple
   }),
 });
 
-type EventOf<Type extends AgentEvent['type']> = Extract<AgentEvent, { type: Type }>;
+type EventOf<Type extends AgentEvent['type']> = Extract<AgentEvent, { type: Type }> & Pick<SequencedEvent, 'jobId' | 'seq'>;
 
 const eventType = <Type extends AgentEvent['type']>(name: string, type: Type, description: string) =>
   builder.objectRef<EventOf<Type>>(name).implement({
     description,
     isTypeOf: (value) => (value as AgentEvent).type === type,
-    fields: (t) => ({ type: t.string({ resolve: () => type }) }),
+    fields: (t) => ({
+      type: t.string({ resolve: () => type }),
+      seq: t.int({ description: "The event's number in its run: 1, 2, ... in the order they were sent.", resolve: (event) => event.seq }),
+      eventId: t.id({
+        description: '`<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID).',
+        resolve: (event) => eventIdOf(event.jobId, event.seq),
+      }),
+    }),
   });
 
 const AgentJobStarted = eventType('AgentJobStarted', 'job_started', 'First: the run has begun.');
@@ -103,7 +116,7 @@ builder.objectFields(AgentDone, (t) => ({
 const AgentError = eventType('AgentError', 'error', 'Last, on failure: nothing was charged or stored.');
 builder.objectFields(AgentError, (t) => ({ code: t.exposeString('code'), message: t.exposeString('message') }));
 
-const AgentEventRef = builder.unionType('AgentEvent', {
+export const AgentEventRef = builder.unionType('AgentEvent', {
   types: [AgentJobStarted, AgentReasoning, AgentToken, AgentSources, AgentDone, AgentError],
   resolveType: (event) => ({ job_started: 'AgentJobStarted', reasoning: 'AgentReasoning', token: 'AgentToken', sources: 'AgentSources', done: 'AgentDone', error: 'AgentError' })[event.type],
 });
@@ -114,20 +127,27 @@ builder.subscriptionField('agentStream', (t) =>
     description:
       'Searches the workspaces and streams a cited answer. Refusals (bad input, unknown workspace or session, too few credits) come before the first event.',
     authScopes: { scope: 'chat:write' },
-    args: { input: t.arg({ type: AgentStreamInput, required: true }) },
-    subscribe: (_root, { input }, context) =>
-      startAgentRun(
-        context.agent,
-        viewerOf(context),
-        {
-          message: input.message,
-          workspaceIds: input.workspaceIds.map(String),
-          sessionId: input.sessionId === undefined || input.sessionId === null ? null : String(input.sessionId),
-          mode: input.mode ?? null,
-          limits: input.limits ?? null,
-        },
-        context.signal,
-      ),
+    args: {
+      input: t.arg({ type: AgentStreamInput, required: true }),
+      lastEventId: t.arg.string({
+        required: false,
+        description:
+          "Resumes a run instead of starting one: the events after this one (`<jobId>:<seq>`, an event's `eventId`; `<jobId>:0` for all of them), then the rest as they come. Nothing is reserved or charged. The REST stream takes it from the `Last-Event-ID` header.",
+      }),
+    },
+    subscribe: (_root, { input, lastEventId }, context) => {
+      const request = {
+        message: input.message,
+        workspaceIds: input.workspaceIds.map(String),
+        sessionId: input.sessionId === undefined || input.sessionId === null ? null : String(input.sessionId),
+        mode: input.mode ?? null,
+        limits: input.limits ?? null,
+        resumable: input.resumable ?? null,
+      };
+      return lastEventId === undefined || lastEventId === null
+        ? startAgentRun(context.agent, viewerOf(context), request, context.signal)
+        : resumeAgentStream(context.agent, viewerOf(context), request, lastEventId, context.signal);
+    },
     resolve: (event) => event,
   }),
 );

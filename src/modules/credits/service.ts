@@ -1,5 +1,5 @@
 import { AppError, notFound } from '../../errors.js';
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 
 export type SubscriptionStatus = 'active' | 'inactive';
 
@@ -69,7 +69,7 @@ export const refundReason = 'agent_refund';
  */
 export async function reserveAgentRun(
   prisma: PrismaClient,
-  request: { userId: string; mode: AgentRunMode; cost: number; leaseMs: number },
+  request: { userId: string; mode: AgentRunMode; cost: number; leaseMs: number; resumable?: boolean; workspaceIds?: readonly string[] },
 ): Promise<{ jobId: string }> {
   const { userId, mode, cost } = request;
   return prisma.$transaction(async (tx) => {
@@ -84,7 +84,14 @@ export async function reserveAgentRun(
       throw new AppError('payment_required', `a ${mode} agent run costs ${cost} credit${cost === 1 ? '' : 's'} and the balance is ${user.creditsBalance}`);
     }
     const job = await tx.agentJob.create({
-      data: { userId, mode, creditsReserved: cost, leaseExpiresAt: new Date(Date.now() + request.leaseMs) },
+      data: {
+        userId,
+        mode,
+        creditsReserved: cost,
+        leaseExpiresAt: new Date(Date.now() + request.leaseMs),
+        resumable: request.resumable ?? false,
+        workspaceIds: [...(request.workspaceIds ?? [])],
+      },
       select: { id: true },
     });
     await tx.creditEntry.create({ data: { userId, amount: -cost, reason: `agent_${mode}`, jobId: job.id } });
@@ -110,10 +117,25 @@ export async function chargeAgentRun(tx: Transaction, jobId: string, outcome: { 
 }
 
 /**
+ * The run's last event in its log (`agent_events`), written in the transaction that ends the job,
+ * so the log ends with `error` exactly when the job was refunded. `seq` null: after the last
+ * event logged (a job refunded by another process, which does not know how far the run got);
+ * the slot taken already (the run's own writer got there first) leaves the job without one, and
+ * readers then tell its end from the job's status.
+ */
+export type TerminalEvent = { seq: number | null; data: Prisma.InputJsonObject };
+
+/**
  * Gives a run's reservation back (failure, cancellation, a dead process). Does nothing for a run
  * that is no longer running, so a refund can never be made twice or after a charge.
  */
-export async function refundAgentRun(prisma: PrismaClient, jobId: string, status: 'failed' | 'cancelled', error: string | null): Promise<boolean> {
+export async function refundAgentRun(
+  prisma: PrismaClient,
+  jobId: string,
+  status: 'failed' | 'cancelled',
+  error: string | null,
+  terminal?: TerminalEvent,
+): Promise<boolean> {
   return prisma.$transaction(async (tx) => {
     const [job] = await tx.$queryRaw<{ user_id: string; credits_reserved: number }[]>`
       UPDATE agent_jobs SET status = ${status}::agent_job_status, error = ${error}, finished_at = now(), lease_expires_at = NULL
@@ -122,8 +144,22 @@ export async function refundAgentRun(prisma: PrismaClient, jobId: string, status
     if (!job) return false;
     await tx.user.update({ where: { id: job.user_id }, data: { creditsBalance: { increment: job.credits_reserved } } });
     await tx.creditEntry.create({ data: { userId: job.user_id, amount: job.credits_reserved, reason: refundReason, jobId } });
+    if (terminal) await logTerminalEvent(tx, jobId, terminal);
     return true;
   });
+}
+
+/** Appends a job's last event inside the transaction that ends it (see TerminalEvent). */
+export async function logTerminalEvent(tx: Transaction, jobId: string, terminal: TerminalEvent) {
+  const data = JSON.stringify(terminal.data);
+  if (terminal.seq !== null) {
+    await tx.$executeRaw`INSERT INTO agent_events (job_id, seq, data) VALUES (${jobId}::uuid, ${terminal.seq}, ${data}::jsonb) ON CONFLICT DO NOTHING`;
+  } else {
+    await tx.$executeRaw`
+      INSERT INTO agent_events (job_id, seq, data)
+      SELECT ${jobId}::uuid, COALESCE(MAX(seq), 0) + 1, ${data}::jsonb FROM agent_events WHERE job_id = ${jobId}::uuid
+      ON CONFLICT DO NOTHING`;
+  }
 }
 
 /** Keeps running jobs' leases ahead of the sweep. */
@@ -151,8 +187,13 @@ export async function refundAbandonedRuns(prisma: PrismaClient, options: { all?:
     take: 1000,
   });
   let refunded = 0;
+  // Readers of the run's events are told how it ended (a stream that was following it, elsewhere, ends too).
+  const terminal: TerminalEvent = {
+    seq: null,
+    data: { type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' },
+  };
   for (const job of stale) {
-    if (await refundAgentRun(prisma, job.id, 'failed', 'the process running it stopped')) refunded += 1;
+    if (await refundAgentRun(prisma, job.id, 'failed', 'the process running it stopped', terminal)) refunded += 1;
   }
   return refunded;
 }

@@ -1,0 +1,234 @@
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
+import type { Logger } from '../../logger.js';
+import type { Source } from './citations.js';
+import type { AgentEvent, ReasoningStep } from './events.js';
+
+/**
+ * The durable log of an agent run's events (`agent_events`, docs/agent.md "Resuming a stream").
+ * Every event of every run is kept, numbered 1, 2, ... as it was sent; the SSE `id` of event
+ * `seq` of job `jobId` is `<jobId>:<seq>`. Each event is stored as the REST stream's `data:` line
+ * shows it (snake_case inside `sources` and `steps`, the specification's camelCase at the top).
+ */
+
+/** An event with its place in its run. */
+export type SequencedEvent = AgentEvent & { jobId: string; seq: number };
+
+/** The SSE `id` of an event. */
+export const eventIdOf = (jobId: string, seq: number) => `${jobId}:${seq}`;
+
+/** The largest `seq` a client may name: GraphQL's Int. */
+export const maxSeq = 2_147_483_647;
+
+/**
+ * `<jobId>:<seq>` as a client sends it back in `Last-Event-ID`; null when it is not one (`seq`
+ * from 0, which names the point before the first event, to maxSeq; the job id a UUID).
+ */
+export function parseEventId(value: string): { jobId: string; seq: number } | null {
+  const match = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):(0|[1-9]\d{0,9})$/.exec(value.trim());
+  if (!match) return null;
+  const seq = Number(match[2]);
+  return seq <= maxSeq ? { jobId: match[1]!.toLowerCase(), seq } : null;
+}
+
+export const isTerminal = (event: AgentEvent) => event.type === 'done' || event.type === 'error';
+
+const restSteps = (steps: ReasoningStep[]) =>
+  steps.map((step) => ({
+    index: step.index,
+    kind: step.kind,
+    queries: step.queries,
+    found: step.found.map((found) => ({ document_id: found.documentId, filename: found.filename, chunk_index: found.chunkIndex, page: found.page, score: found.score })),
+    decision: step.decision,
+    reason: step.reason,
+  }));
+
+const restSources = (sources: Source[]) =>
+  sources.map((source) => ({
+    doc_id: source.documentId,
+    filename: source.filename,
+    pages: source.pages,
+    passages: source.passages.map((passage) => ({
+      citation: passage.citation,
+      chunk_index: passage.chunkIndex,
+      page: passage.page,
+      quote: passage.quote,
+      start: passage.start,
+      end: passage.end,
+    })),
+  }));
+
+/**
+ * An event as the REST stream's `data:` line shows it (the selection of `RestAgentStream` in
+ * src/rest/operations.ts, field for field and in its order); `eventOfLogged` is its inverse.
+ */
+export function loggedForm(event: AgentEvent): Prisma.InputJsonObject {
+  switch (event.type) {
+    case 'job_started':
+      return { type: event.type, jobId: event.jobId };
+    case 'reasoning':
+      return { type: event.type, steps: restSteps(event.steps) };
+    case 'token':
+      return { type: event.type, content: event.content };
+    case 'sources':
+      return { type: event.type, sources: restSources(event.sources) };
+    case 'done':
+      return {
+        type: event.type,
+        jobId: event.jobId,
+        sessionId: event.sessionId,
+        creditsUsed: event.creditsUsed,
+        support_score: event.supportScore,
+        rewritten_query: event.rewrittenQuery,
+      };
+    case 'error':
+      return { type: event.type, code: event.code, message: event.message };
+  }
+}
+
+type Logged = Record<string, any>;
+
+/** The event a logged `data` holds (see loggedForm). */
+export function eventOfLogged(data: unknown): AgentEvent {
+  const logged = data as Logged;
+  switch (logged.type) {
+    case 'job_started':
+      return { type: 'job_started', jobId: logged.jobId };
+    case 'reasoning':
+      return {
+        type: 'reasoning',
+        steps: (logged.steps as Logged[]).map((step) => ({
+          index: step.index,
+          kind: step.kind,
+          queries: step.queries,
+          found: (step.found as Logged[]).map((found) => ({
+            documentId: found.document_id,
+            filename: found.filename,
+            chunkIndex: found.chunk_index,
+            page: found.page,
+            score: found.score,
+          })),
+          decision: step.decision,
+          reason: step.reason,
+        })),
+      };
+    case 'token':
+      return { type: 'token', content: logged.content };
+    case 'sources':
+      return {
+        type: 'sources',
+        sources: (logged.sources as Logged[]).map((source) => ({
+          documentId: source.doc_id,
+          filename: source.filename,
+          pages: source.pages,
+          passages: (source.passages as Logged[]).map((passage) => ({
+            citation: passage.citation,
+            chunkIndex: passage.chunk_index,
+            page: passage.page,
+            quote: passage.quote,
+            start: passage.start,
+            end: passage.end,
+          })),
+        })),
+      };
+    case 'done':
+      return {
+        type: 'done',
+        jobId: logged.jobId,
+        sessionId: logged.sessionId,
+        creditsUsed: logged.creditsUsed,
+        supportScore: logged.support_score,
+        rewrittenQuery: logged.rewritten_query,
+      };
+    case 'error':
+      return { type: 'error', code: logged.code, message: logged.message };
+    default:
+      throw new Error(`agent_events holds an event of unknown type ${JSON.stringify(logged.type)}`);
+  }
+}
+
+/**
+ * A run's writer to its log. Events are numbered as they are sent and written in batches, at
+ * most `flushMs` after the first of a batch, so that no event waits on the store: the stream's
+ * own client reads them from memory. `flush` writes what is pending (the run calls it before its
+ * terminal event, which the transaction that ends the job writes itself, so that the log never
+ * shows a terminal event with a gap before it). A batch that fails stays pending for the next flush.
+ */
+export class RunEventLog {
+  #seq = 0;
+  #pending: { seq: number; data: Prisma.InputJsonObject }[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly prisma: PrismaClient,
+    readonly jobId: string,
+    private readonly options: { flushMs: number; log: Pick<Logger, 'error'>; flushed: () => void },
+  ) {}
+
+  /** The number of the last event sent (or reserved for the terminal event). */
+  get lastSeq() {
+    return this.#seq;
+  }
+
+  /** Numbers the event and queues it for the store; returns its number. */
+  append(event: AgentEvent): number {
+    const seq = ++this.#seq;
+    this.#pending.push({ seq, data: loggedForm(event) });
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      this.flush().catch((error: unknown) => this.options.log.error(`agent run ${this.jobId}: writing its events failed; they will be written with the next ones`, error));
+    }, this.options.flushMs);
+    return seq;
+  }
+
+  /** The number of the terminal event, which the transaction ending the job writes (not queued here). */
+  nextSeq(): number {
+    return ++this.#seq;
+  }
+
+  /** Writes every event queued so far; settles once they are in the store. */
+  flush(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#writing = this.#writing.catch(() => undefined).then(() => this.#write());
+    return this.#writing;
+  }
+
+  async #write() {
+    const batch = this.#pending.splice(0);
+    if (batch.length === 0) return;
+    try {
+      // A slot already taken means the job was ended by another process's sweep, whose terminal
+      // event stays: readers stop there.
+      await this.prisma.agentEvent.createMany({ data: batch.map(({ seq, data }) => ({ jobId: this.jobId, seq, data })), skipDuplicates: true });
+    } catch (error) {
+      this.#pending.unshift(...batch);
+      throw error;
+    }
+    this.options.flushed();
+  }
+
+  /** Drops what is pending (the run is over and its log could not be written). */
+  discard() {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#pending = [];
+  }
+}
+
+/** A logged event as `Query.agentJob.events` lists it. */
+export type LoggedEvent = { jobId: string; seq: number; createdAt: Date; data: Prisma.InputJsonObject };
+
+/**
+ * A job's logged events after `after`, oldest first, at most `limit`. `data` is given in the
+ * stream's field order (the store keeps JSON objects in an order of its own).
+ */
+export async function loggedEvents(prisma: PrismaClient, jobId: string, after: number, limit: number): Promise<LoggedEvent[]> {
+  const rows = await prisma.agentEvent.findMany({
+    where: { jobId, seq: { gt: after } },
+    orderBy: { seq: 'asc' },
+    take: limit,
+    select: { seq: true, data: true, createdAt: true },
+  });
+  return rows.map((row) => ({ jobId, seq: row.seq, createdAt: row.createdAt, data: loggedForm(eventOfLogged(row.data)) }));
+}
