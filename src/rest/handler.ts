@@ -13,6 +13,7 @@ import type { Route } from './routes.js';
 import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
 import { answerIdempotently, idempotencyKeyOf } from './idempotency.js';
+import { answerStreamIdempotently, type StreamVariables } from './stream-idempotency.js';
 import { bodyInput, queryInput } from './request-input.js';
 
 type GraphQLResponseBody = {
@@ -47,8 +48,7 @@ export async function handleRestRequest(
     if (denied) return errorResponse(denied);
   }
   // Refused with the body's problems (400 after 401, 403 and 429); the body is then read and dropped.
-  // A stream (POST /agent/stream) replays its own way, and is not answered here.
-  const idempotencyKey = route.idempotent && !('stream' in route.response) ? idempotencyKeyOf(request) : undefined;
+  const idempotencyKey = route.idempotent ? idempotencyKeyOf(request) : undefined;
   let variables: unknown = {};
   let restInputError: AppError | undefined;
   try {
@@ -61,7 +61,8 @@ export async function handleRestRequest(
         : route.body?.kind === 'upload'
           ? await readUploadBody(request, limits.uploads)
           : undefined;
-    variables = route.variables?.({ params, query, body }) ?? {};
+    const headers = route.headers ? queryInput(namedHeaders(request.headers, route.headers), route.headers) : {};
+    variables = route.variables?.({ params, query, body, headers }) ?? {};
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
     restInputError = error;
@@ -69,14 +70,20 @@ export async function handleRestRequest(
   }
   // A creating POST with an Idempotency-Key runs once; its retries get the first answer (docs/api.md, Idempotency).
   if (typeof idempotencyKey === 'string' && viewer && !restInputError) {
-    const answer = await answerIdempotently(app.idempotency, { request, viewer, key: idempotencyKey, variables, jwtSecret: app.config.jwtSecret }, execute);
+    // A stream (POST /agent/stream) keeps its run, not its answer: a retry resumes the run.
+    const answer =
+      'stream' in route.response
+        ? await answerStreamIdempotently(app.idempotency, { request, viewer, key: idempotencyKey, variables: variables as StreamVariables, log: app.agent.log }, (given) =>
+            execute(request.signal, given),
+          )
+        : await answerIdempotently(app.idempotency, { request, viewer, key: idempotencyKey, variables, jwtSecret: app.config.jwtSecret }, execute);
     return answer instanceof AppError ? errorResponse(answer) : answer;
   }
   return execute(request.signal);
 
-  async function execute(signal: AbortSignal): Promise<Response> {
+  async function execute(signal: AbortSignal, given: unknown = variables): Promise<Response> {
     const hash = (route.operation as { __meta__?: { hash?: string } }).__meta__?.hash;
-    const { body, contentType, contentLength } = graphqlRequestBody({ variables, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
+    const { body, contentType, contentLength } = graphqlRequestBody({ variables: given, extensions: { persistedQuery: { version: 1, sha256Hash: hash } } });
     const streaming = 'stream' in route.response;
     const headers = new Headers({ accept: streaming ? 'text/event-stream' : 'application/graphql-response+json' });
     headers.set('content-type', contentType);
@@ -90,7 +97,7 @@ export async function handleRestRequest(
       { method: 'POST', headers, body: body as BodyInit, signal },
       { restInputError, viewer: viewer ?? undefined, restResult: handOver },
     );
-    if (handOver.stream) return eventStreamResponse(handOver.stream, app.config.agent.heartbeatSeconds * 1000);
+    if (handOver.stream) return await eventStreamResponse(handOver.stream, app.config.agent.heartbeatSeconds * 1000);
     // Yoga answers itself, with no result to hand over, only when it refuses the request before
     // running it (which the REST layer's requests are made not to provoke).
     const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
@@ -155,6 +162,16 @@ function filesIn(variables: unknown): [path: string, file: File][] {
 /** RFC 5987 `value-chars`: UTF-8, percent-encoded except for attr-chars. */
 const encodeRfc5987 = (text: string) =>
   encodeURIComponent(text).replace(/['()*]/g, (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`);
+
+/** The request headers a route reads, as parameters to parse like a query (by the names the route gives). */
+function namedHeaders(headers: Headers, shape: Record<string, unknown>): URLSearchParams {
+  const named = new URLSearchParams();
+  for (const name of Object.keys(shape)) {
+    const value = headers.get(name);
+    if (value !== null) named.set(name, value);
+  }
+  return named;
+}
 
 /** Path parameters checked against the route's patterns; a mismatch is a 400 naming the parameter. */
 function pathParams(route: Route, params: Record<string, string>): Record<string, string> {
@@ -257,11 +274,21 @@ function withoutTypename(value: unknown) {
 
 /**
  * A subscription's events as Server-Sent Events: each event's `result` as a `data: <json>` line,
- * and a comment line whenever the stream has been silent for `heartbeatMs`, so that proxies and
- * clients do not take a long search for a dead connection. A client that goes away cancels the
- * subscription (and with it the agent's run).
+ * preceded by an `id: <event_id>` line when the event has an `event_id` (which the `data:` line
+ * then leaves out: the agent's events, docs/agent.md), and a comment line whenever the stream has
+ * been silent for `heartbeatMs`, so that proxies and clients do not take a long search for a dead
+ * connection. A client that goes away cancels the subscription (and with it the agent's run).
+ * A subscription that ends without any event (a reconnection after a run's last event) is
+ * answered `204 No Content`, which tells EventSource to stop reconnecting.
  */
-function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult>, heartbeatMs: number): Response {
+async function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult>, heartbeatMs: number): Promise<Response> {
+  // The first event decides between 204 and a stream; a stream whose first event takes longer
+  // than this starts without it.
+  const first = events.next();
+  let wait: ReturnType<typeof setTimeout> | undefined;
+  const early = await Promise.race([first, new Promise<undefined>((resolve) => (wait = setTimeout(() => resolve(undefined), 50)))]);
+  clearTimeout(wait);
+  if (early?.done) return new Response(null, { status: 204, headers: { 'cache-control': 'no-cache, no-transform' } });
   const encoder = new TextEncoder();
   let heartbeat: NodeJS.Timeout | undefined;
   let closed = false;
@@ -272,20 +299,35 @@ function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult>, hea
         controller.enqueue(encoder.encode(text));
         heartbeat?.refresh();
       };
+      /** Writes an event; false when the stream cannot go on. */
+      const send = (value: ExecutionResult): boolean => {
+        const failure = errorOf(value as GraphQLResponseBody);
+        if (failure) {
+          // An event the schema could not give: the run cannot be followed any further.
+          write(`data: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message })}\n\n`);
+          return false;
+        }
+        const { event_id: eventId, ...data } = (value.data as { result: Record<string, unknown> }).result;
+        write(`${typeof eventId === 'string' ? `id: ${eventId}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
+        return true;
+      };
       heartbeat = setInterval(() => write(': heartbeat\n\n'), heartbeatMs);
+      // Written at once: a first event already there goes out with the headers.
+      let going = early ? send(early.value) : true;
       void (async () => {
         try {
-          for (;;) {
-            const { value, done } = await events.next();
+          if (!going) {
+            await events.return?.();
+            return;
+          }
+          for (let next = early ? events.next() : first; ; next = events.next()) {
+            const { value, done } = await next;
             if (done || closed) break;
-            const failure = errorOf(value as GraphQLResponseBody);
-            if (failure) {
-              // An event the schema could not give: the run cannot be followed any further.
-              write(`data: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message })}\n\n`);
+            going = send(value);
+            if (!going) {
               await events.return?.();
               break;
             }
-            write(`data: ${JSON.stringify((value.data as { result: unknown }).result)}\n\n`);
           }
         } finally {
           clearInterval(heartbeat);

@@ -339,11 +339,13 @@ export const RestSearch = graphql(`
   }
 `);
 
+// `event_id` is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
 export const RestAgentStream = graphql(`
-  subscription RestAgentStream($input: AgentStreamInput!) {
-    result: agentStream(input: $input) {
-      ... on AgentJobStarted { type jobId }
+  subscription RestAgentStream($input: AgentStreamInput!, $lastEventId: String) {
+    result: agentStream(input: $input, lastEventId: $lastEventId) {
+      ... on AgentJobStarted { event_id: eventId type jobId }
       ... on AgentReasoning {
+        event_id: eventId
         type
         steps {
           index
@@ -354,8 +356,9 @@ export const RestAgentStream = graphql(`
           reason
         }
       }
-      ... on AgentToken { type content }
+      ... on AgentToken { event_id: eventId type content }
       ... on AgentSources {
+        event_id: eventId
         type
         sources {
           doc_id: documentId
@@ -364,13 +367,66 @@ export const RestAgentStream = graphql(`
           passages { citation chunk_index: chunkIndex page quote start end }
         }
       }
-      ... on AgentDone { type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
-      ... on AgentError { type code message }
+      ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
+      ... on AgentError { event_id: eventId type code message }
     }
   }
 `);
 
-const restOperations = { RestAgentStream, RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
+// The same events, field for field, as POST /agent/stream sends them.
+export const RestAgentJobEvents = graphql(`
+  subscription RestAgentJobEvents($id: ID!, $after: Int) {
+    result: agentJobEvents(id: $id, after: $after) {
+      ... on AgentJobStarted { event_id: eventId type jobId }
+      ... on AgentReasoning {
+        event_id: eventId
+        type
+        steps {
+          index
+          kind
+          queries
+          found { document_id: documentId filename chunk_index: chunkIndex page score }
+          decision
+          reason
+        }
+      }
+      ... on AgentToken { event_id: eventId type content }
+      ... on AgentSources {
+        event_id: eventId
+        type
+        sources {
+          doc_id: documentId
+          filename
+          pages
+          passages { citation chunk_index: chunkIndex page quote start end }
+        }
+      }
+      ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
+      ... on AgentError { event_id: eventId type code message }
+    }
+  }
+`);
+
+export const RestGetAgentJob = graphql(`
+  query RestGetAgentJob($id: ID!, $withEvents: Boolean!, $after: Int, $first: Int) {
+    result: agentJob(id: $id) {
+      id
+      status
+      mode
+      session_id: sessionId
+      resumable
+      credits_reserved: creditsReserved
+      credits_used: creditsUsed
+      error
+      created_at: createdAt
+      finished_at: finishedAt
+      event_count: eventCount
+      events(after: $after, first: $first) @include(if: $withEvents) { id seq created_at: createdAt data }
+    }
+  }
+`);
+
+const restOperations = { RestAgentStream, RestAgentJobEvents, RestGetAgentJob, RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
 
 /**
  * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These

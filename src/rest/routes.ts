@@ -13,11 +13,14 @@ import { formatPrismaCursor } from '@pothos/plugin-prisma';
 import type { z } from 'zod';
 import { booleanParameter, countParameter, listQuery, requiredParameter } from './request-input.js';
 import type { UploadBody } from './upload-body.js';
+import { afterParameter, eventLimitParameter, includeParameter, lastEventIdHeader, resumePosition } from './agent-input.js';
 
-export type RestRequest<Query = Record<string, unknown>, Body = unknown> = {
+export type RestRequest<Query = Record<string, unknown>, Body = unknown, Headers = Record<string, unknown>> = {
   params: Record<string, string>;
   /** The query parameters as the route's `query` shape parsed them. */
   query: Query;
+  /** The request headers the route's `headers` shape names, as it parsed them (by the names it gives). */
+  headers: Headers;
   /** A JSON body as the route's `body` mapped it onto the GraphQL input, or the upload. */
   body: Body;
 };
@@ -66,6 +69,8 @@ export type Route<Result = unknown, Variables = Record<string, unknown>, Query =
   /** Path parameters that are more than any non-empty string. */
   params?: Record<string, { pattern: RegExp; problem: string; description: string }>;
   query?: z.ZodRawShape;
+  /** Request headers the route reads (parsed as query parameters are; a problem is a 400 naming the header). */
+  headers?: z.ZodRawShape;
   body?: JsonBody | UploadBodySpec;
   variables?: (request: RestRequest<Query, Body>) => Variables;
   /**
@@ -405,17 +410,58 @@ routes.push(
     tag: 'Agent',
     summary: 'Asks the agent: searches the workspaces and streams a cited answer as Server-Sent Events.',
     description:
-      'Each event is a line `data: <JSON>` whose `type` is one of `job_started`, `reasoning` (deep mode), `token`, `sources`, `done`, `error` (the `AgentEvent` schema). Refusals (401, 402, 403, 404, 400) are JSON errors before the stream opens. A `: heartbeat` comment is written after a silence.',
+      'Each event is a line `id: <jobId>:<seq>` and a line `data: <JSON>` whose `type` is one of `job_started`, `reasoning` (deep mode), `token`, `sources`, `done`, `error` (the `AgentEvent` schema). Refusals (401, 402, 403, 404, 400) are JSON errors before the stream opens. A `: heartbeat` comment is written after a silence. With `resumable: true` a disconnect does not cancel the run; with `Last-Event-ID` the request resumes that run instead of starting one; an `Idempotency-Key` sent again replays the first run (docs/agent.md).',
     operation: operations.RestAgentStream,
     // The specification names this body's fields in camelCase (`workspaceIds`, `sessionId`).
     fieldNames: 'camelCase',
     idempotent: true,
+    headers: { 'Last-Event-ID': lastEventIdHeader },
     body: jsonBody(
       'AgentStreamInput',
-      { message: 'message', workspaceIds: 'workspaceIds[]', sessionId: 'sessionId', mode: 'mode', limits: 'limits' },
+      { message: 'message', workspaceIds: 'workspaceIds[]', sessionId: 'sessionId', mode: 'mode', limits: 'limits', resumable: 'resumable' },
       { ids: ['workspaceIds', 'sessionId'] },
     ),
-    variables: ({ body }) => ({ input: body as AgentStreamInput }),
+    variables: ({ body, headers }: RestRequest<Record<string, unknown>, unknown, { 'Last-Event-ID'?: string }>) => ({
+      input: body as AgentStreamInput,
+      lastEventId: headers['Last-Event-ID'] ?? null,
+    }),
+    response: { status: 200, stream: true },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/agent/jobs/:id',
+    tag: 'Agent',
+    summary: "An agent run's state and credits; with `include=events`, the events it sent.",
+    description:
+      '`events` (only with `include=events`) lists the logged events after `after`, at most `limit`, each `{id, seq, created_at, data}` where `data` is the event as the stream sent it.',
+    operation: operations.RestGetAgentJob,
+    query: {
+      include: includeParameter,
+      after: afterParameter,
+      limit: eventLimitParameter,
+    },
+    variables: ({ params, query }: RestRequest<{ include?: 'events'; after?: number; limit: number }>) => ({
+      id: params.id!,
+      withEvents: query.include === 'events',
+      after: query.after ?? 0,
+      first: query.limit,
+    }),
+    response: { status: 200 },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/agent/jobs/:id/events',
+    tag: 'Agent',
+    summary: "Resumes an agent run's stream: the events after `Last-Event-ID` (or `after`), then the rest as they come, as Server-Sent Events.",
+    description:
+      'The same events as POST /agent/stream sent, with the same `id:` lines, until `done` or `error`; on any server. Reading a resumable run keeps it going (docs/agent.md). When the run has ended and there is nothing after the event named, the answer is `204 No Content`, which stops EventSource from reconnecting.',
+    operation: operations.RestAgentJobEvents,
+    headers: { 'Last-Event-ID': lastEventIdHeader },
+    query: { after: afterParameter },
+    variables: ({ params, query, headers }: RestRequest<{ after?: number }, unknown, { 'Last-Event-ID'?: string }>) => ({
+      id: params.id!,
+      after: resumePosition(params.id!, headers['Last-Event-ID'], query.after),
+    }),
     response: { status: 200, stream: true },
   }),
 );
