@@ -9,6 +9,8 @@ export type AgentStream = {
   /** The JSON error body of a refusal. */
   body?: any;
   events: AgentEvent[];
+  /** Each event's SSE `id:` (`<jobId>:<seq>`), in the order of `events` (undefined for an event without one). */
+  ids: (string | undefined)[];
   /** Comment lines (heartbeats) seen between events. */
   comments: number;
 };
@@ -23,20 +25,25 @@ export async function streamAgent(
   body: unknown,
   options: { stopAfter?: (event: AgentEvent) => boolean; headers?: Record<string, string> } = {},
 ): Promise<AgentStream> {
-  const abort = new AbortController();
   const headers: Record<string, string> = { 'content-type': 'application/json', ...options.headers };
   if (key) headers.authorization = `Bearer ${key}`;
-  const response = await fetch(new URL('/agent/stream', server.url), {
-    method: 'POST',
-    headers,
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-    signal: abort.signal,
-  });
+  return readEventStream(new URL('/agent/stream', server.url), { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) }, options);
+}
+
+/**
+ * Sends a request whose answer may be an SSE stream and reads the stream to its end, or until
+ * `stopAfter` returns true for an event (the connection is then closed). An answer that is not a
+ * stream comes back with its status and JSON body.
+ */
+export async function readEventStream(url: URL, init: RequestInit, options: { stopAfter?: (event: AgentEvent) => boolean } = {}): Promise<AgentStream> {
+  const abort = new AbortController();
+  const response = await fetch(url, { ...init, signal: abort.signal });
   if (!response.headers.get('content-type')?.startsWith('text/event-stream')) {
     const text = await response.text();
-    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, events: [], comments: 0 };
+    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, events: [], ids: [], comments: 0 };
   }
   const events: AgentEvent[] = [];
+  const ids: (string | undefined)[] = [];
   let comments = 0;
   let buffer = '';
   const decoder = new TextDecoder();
@@ -50,14 +57,19 @@ export async function streamAgent(
       while ((end = buffer.indexOf('\n\n')) >= 0) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
+        let id: string | undefined;
         for (const line of block.split('\n')) {
           if (line.startsWith(':')) comments += 1;
-          else if (line.startsWith('data: ')) {
+          else if (line.startsWith('id: ')) {
+            expect(id, 'one id per event').toBeUndefined();
+            id = line.slice(4);
+          } else if (line.startsWith('data: ')) {
             const event = JSON.parse(line.slice(6)) as AgentEvent;
             events.push(event);
+            ids.push(id);
             if (options.stopAfter?.(event)) {
               abort.abort();
-              return { status: response.status, headers: response.headers, events, comments };
+              return { status: response.status, headers: response.headers, events, ids, comments };
             }
           } else if (line !== '') throw new Error(`unexpected line in the stream: ${JSON.stringify(line)}`);
         }
@@ -67,7 +79,7 @@ export async function streamAgent(
     if (!abort.signal.aborted) throw error;
   }
   expect(buffer, 'the stream ends after a complete event').toBe('');
-  return { status: response.status, headers: response.headers, events, comments };
+  return { status: response.status, headers: response.headers, events, ids, comments };
 }
 
 /** The protocol every successful stream keeps: job_started first, reasoning (deep) before tokens, sources, then done, once. */

@@ -1,0 +1,505 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
+import { upload, waitForDocuments } from './support/documents.js';
+import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+/**
+ * Resumable agent streams, the event log, GET of a job and Idempotency-Key on /agent/stream,
+ * against a real server and an OpenAI-compatible chat model whose pace the test sets: it answers
+ * from the prompt (the first sentence of passage [1], cited), one word per `tokenDelayMs`, and
+ * can hold its stream after `holdAfter` words until the test releases it.
+ */
+let tokenDelayMs = 1;
+let holdAfter: number | null = null;
+let release: () => void = () => undefined;
+let released: Promise<void> = Promise.resolve();
+let modelServer: Server;
+let baseUrl: string;
+
+function hold(afterTokens: number) {
+  holdAfter = afterTokens;
+  released = new Promise<void>((resolve) => (release = resolve));
+}
+
+const chunk = (content: string) =>
+  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake-chat', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+
+beforeAll(async () => {
+  modelServer = createServer((request, response) => {
+    let text = '';
+    request.on('data', (part) => (text += part));
+    request.on('end', () => {
+      const body = JSON.parse(text || '{}');
+      let gone = false;
+      response.on('close', () => (gone = !response.writableFinished));
+      if (!body.stream) {
+        const system = body.messages[0].content as string;
+        const content = system.startsWith('Rewrite') ? body.messages.at(-1).content : system.startsWith('Plan') ? '[]' : '[]';
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ id: 'c0', object: 'chat.completion', created: 1, model: 'fake-chat', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
+        return;
+      }
+      const prompt = body.messages.map((message: { content: string }) => message.content).join('\n');
+      const passage = /\[1\] \([^)]*\)\n([^\n]*)/.exec(prompt)?.[1] ?? '';
+      const tokens = `According to the notes, ${passage.split(/(?<=\.)\s/)[0]!.replace(/\.$/, '')} [1].`.match(/\s*\S+/g)!;
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      let sent = 0;
+      const pause = tokenDelayMs;
+      const holding = holdAfter;
+      const gate = released;
+      const next = async () => {
+        if (gone) return;
+        if (sent === tokens.length) return void response.end('data: [DONE]\n\n');
+        if (holding !== null && sent === holding) await gate;
+        response.write(chunk(tokens[sent++]!));
+        setTimeout(() => void next(), pause);
+      };
+      void next();
+    });
+  });
+  await new Promise<void>((resolve) => modelServer.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/v1`;
+});
+
+const graceSeconds = 1.5;
+let server: TestServer;
+let user: TestUser;
+let other: TestUser;
+let workspaceId: string;
+
+beforeAll(async () => {
+  server = await startTestServer({
+    OPENAI_BASE_URL: baseUrl,
+    OPENAI_CHAT_MODEL: 'fake-chat',
+    OPENAI_TIMEOUT_SECONDS: '20',
+    KB_AGENT_HEARTBEAT_SECONDS: '0.2',
+    KB_AGENT_RESUME_GRACE_SECONDS: String(graceSeconds),
+  });
+  user = await server.createUser({ credits: 1000 });
+  other = await server.createUser({ credits: 100 });
+  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'resume' } })).body.id;
+  const uploaded = await upload(server, user.key, workspaceId, [
+    { name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic that circulates through nineteen fuel assemblies at high temperature. It was designed by Ilse Marant.' },
+  ]);
+  await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
+}, 300_000);
+
+afterAll(async () => {
+  release();
+  await server?.close();
+  await new Promise<void>((resolve) => modelServer.close(() => resolve()));
+});
+
+beforeEach(() => {
+  tokenDelayMs = 1;
+  holdAfter = null;
+  release();
+});
+
+const question = { message: 'What cools the Zephyr-9 reactor?' };
+const ask = (body: Record<string, unknown> = {}, options: Parameters<typeof streamAgent>[3] = {}, key = user.key) =>
+  streamAgent(server, key, { ...question, workspaceIds: [workspaceId], ...body }, options);
+const balance = async (key = user.key) => (await server.request('GET', '/v1/user/me', { key })).body.creditsBalance as number;
+const job = (jobId: string, query = '', key = user.key) => server.request('GET', `/v1/agent/jobs/${jobId}${query}`, { key });
+
+/** GET /v1/agent/jobs/{id}/events, read to its end (or to `stopAfter`). */
+function events(jobId: string, options: { lastEventId?: string; query?: string; key?: string; stopAfter?: (event: AgentEvent) => boolean } = {}) {
+  const headers: Record<string, string> = { authorization: `Bearer ${options.key ?? user.key}`, accept: 'text/event-stream' };
+  if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
+  return readEventStream(new URL(`/v1/agent/jobs/${jobId}/events${options.query ?? ''}`, server.url), { method: 'GET', headers }, options);
+}
+
+const seqOf = (id: string | undefined) => Number(id!.split(':')[1]);
+
+/** Every event has the id `<jobId>:<seq>`, and the seqs follow each other from `first`. */
+function expectIds(stream: AgentStream, jobId: string, first: number) {
+  expect(stream.ids).toHaveLength(stream.events.length);
+  stream.ids.forEach((id, index) => expect(id).toBe(`${jobId}:${first + index}`));
+}
+
+async function until(condition: () => Promise<boolean>, ms = 10_000) {
+  for (let waited = 0; waited < ms; waited += 50) {
+    if (await condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('the condition did not come true in time');
+}
+
+const answerOf = (events: AgentEvent[]) => events.filter((event) => event.type === 'token').map((event) => event.content as string).join('');
+
+async function storedAnswer(sessionId: string) {
+  const session = await server.request('GET', `/v1/chat/sessions/${sessionId}`, { key: user.key });
+  expect(session.status).toBe(200);
+  return session.body.messages.at(-1).content as string;
+}
+
+describe('the event log and SSE ids', () => {
+  it('gives every event an id <jobId>:<seq>, 1, 2, ... in order, and logs each as the stream sent it', async () => {
+    const before = await balance();
+    const stream = await ask();
+    const { done } = expectProtocol(stream);
+    const jobId = stream.events[0]!.jobId as string;
+    expectIds(stream, jobId, 1);
+    // The data lines are as they were: the id is on its own line.
+    expect(Object.keys(done)).toEqual(['type', 'jobId', 'sessionId', 'creditsUsed', 'support_score', 'rewritten_query']);
+    expect(await balance()).toBe(before - 1);
+
+    const state = await job(jobId, '?include=events');
+    expect(state.status).toBe(200);
+    expect(state.body).toMatchObject({ id: jobId, status: 'done', mode: 'fast', session_id: done.sessionId, resumable: false, credits_reserved: 1, credits_used: 1, error: null });
+    expect(state.body.event_count).toBe(stream.events.length);
+    expect(Date.parse(state.body.finished_at)).toBeGreaterThanOrEqual(Date.parse(state.body.created_at));
+    expect(state.body.events.map((event: { id: string }) => event.id)).toEqual(stream.ids);
+    expect(state.body.events.map((event: { seq: number }) => event.seq)).toEqual(stream.ids.map(seqOf));
+    // Field for field, in the stream's order.
+    expect(state.body.events.map((event: { data: unknown }) => JSON.stringify(event.data))).toEqual(stream.events.map((event) => JSON.stringify(event)));
+
+    // Without include=events the events are not listed; `after` and `limit` page them.
+    const plain = await job(jobId);
+    expect(plain.body.events).toBeUndefined();
+    expect(plain.body.event_count).toBe(stream.events.length);
+    const page = await job(jobId, '?include=events&after=2&limit=2');
+    expect(page.body.events.map((event: { seq: number }) => event.seq)).toEqual([3, 4]);
+
+    // GraphQL: the same job, and the events' numbers.
+    const graphql = await server.graphql<{ agentJob: { status: string; eventCount: number; events: { seq: number; type: string }[] } }>(
+      user.key,
+      'query ($id: ID!) { agentJob(id: $id) { status eventCount events(after: 0, first: 2) { seq type } } }',
+      { id: jobId },
+    );
+    expect(graphql.data?.agentJob).toEqual({ status: 'done', eventCount: stream.events.length, events: [{ seq: 1, type: 'job_started' }, { seq: 2, type: 'token' }] });
+  });
+
+  it('replays a finished run: after Last-Event-ID, after ?after=, everything, and 204 after the last event', async () => {
+    const stream = await ask();
+    expectProtocol(stream);
+    const jobId = stream.events[0]!.jobId as string;
+    const all = await events(jobId);
+    expect(all.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(all.events).toEqual(stream.events);
+    expect(all.ids).toEqual(stream.ids);
+
+    const fromThird = await events(jobId, { lastEventId: stream.ids[2] });
+    expect(fromThird.events).toEqual(stream.events.slice(3));
+    expectIds(fromThird, jobId, 4);
+    const byQuery = await events(jobId, { query: '?after=5' });
+    expect(byQuery.events).toEqual(stream.events.slice(5));
+    // The header wins over the query (EventSource reconnects to the URL it started with).
+    const both = await events(jobId, { query: '?after=1', lastEventId: stream.ids.at(-2) });
+    expect(both.events).toEqual([stream.events.at(-1)]);
+
+    const nothingLeft = await fetch(new URL(`/v1/agent/jobs/${jobId}/events`, server.url), { headers: { authorization: `Bearer ${user.key}`, 'last-event-id': stream.ids.at(-1)! } });
+    expect(nothingLeft.status).toBe(204);
+    expect(await nothingLeft.text()).toBe('');
+  });
+});
+
+describe('resumable runs', () => {
+  it('survive a disconnect; a reconnection with Last-Event-ID gets exactly the missed events, then the rest, then one terminal event', async () => {
+    tokenDelayMs = 120;
+    const before = await balance();
+    let tokens = 0;
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' && ++tokens === 3 });
+    const jobId = first.events[0]!.jobId as string;
+    expectIds(first, jobId, 1);
+    // Gone, but the run goes on.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const running = await job(jobId);
+    expect(running.body).toMatchObject({ status: 'running', resumable: true, credits_used: 0, finished_at: null });
+    expect(running.body.event_count).toBeGreaterThan(first.events.length);
+
+    const rest = await events(jobId, { lastEventId: first.ids.at(-1) });
+    expectIds(rest, jobId, first.events.length + 1);
+    const all = [...first.events, ...rest.events];
+    const types = all.map((event) => event.type);
+    expect(types.filter((type) => type === 'done' || type === 'error')).toEqual(['done']);
+    expect(types.at(-1)).toBe('done');
+    expect(types.at(-2)).toBe('sources');
+    const done = all.at(-1)!;
+    expect(answerOf(all)).toBe(await storedAnswer(done.sessionId));
+    expect(answerOf(all)).toContain('lead-bismuth eutectic');
+    // Exactly the log: nothing missed, nothing twice.
+    const logged = await job(jobId, '?include=events');
+    expect(logged.body.events.map((event: { data: unknown }) => event.data)).toEqual(all);
+    expect(logged.body).toMatchObject({ status: 'done', credits_used: 1 });
+    expect(await balance()).toBe(before - 1);
+  });
+
+  it('a run whose client left before the answer is charged only once a client that came back has taken it', async () => {
+    // Slow enough for the server to see the client go before the answer is ready.
+    tokenDelayMs = 20;
+    const before = await balance();
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    // The answer is ready long before the grace period ends; nobody has taken it yet.
+    await new Promise((resolve) => setTimeout(resolve, (graceSeconds * 1000) / 2));
+    expect((await job(jobId)).body.status).toBe('running');
+    expect(await balance()).toBe(before - 1);
+    const rest = await events(jobId, { lastEventId: first.ids[0] });
+    expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
+    expectIds(rest, jobId, 2);
+    expect((await job(jobId)).body.status).toBe('done');
+    expect(await balance()).toBe(before - 1);
+  });
+
+  it('a run nobody comes back to within the grace period is cancelled and refunded, whether still working or already answered', async () => {
+    const before = await balance();
+    // One still working (the model holds), one with its answer ready and not taken.
+    hold(2);
+    const working = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+    holdAfter = null;
+    tokenDelayMs = 20;
+    const answered = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobs = [working.events[0]!.jobId as string, answered.events[0]!.jobId as string];
+    await until(async () => (await Promise.all(jobs.map((id) => job(id)))).every((state) => state.body.status !== 'running'), graceSeconds * 1000 + 5_000);
+    release();
+    for (const jobId of jobs) {
+      const state = await job(jobId, '?include=events');
+      expect(state.body).toMatchObject({ status: 'cancelled', credits_used: 0, error: 'nobody resumed the stream' });
+      const last = state.body.events.at(-1);
+      expect(last.data).toEqual({ type: 'error', code: 'cancelled', message: `nobody resumed the stream within ${graceSeconds} s; the run was cancelled and nothing was charged` });
+      expect(state.body.events.filter((event: { data: { type: string } }) => ['done', 'error'].includes(event.data.type))).toHaveLength(1);
+      // Nothing was stored for it.
+      expect(await server.app.db.prisma.chatMessage.count({ where: { jobId } })).toBe(0);
+    }
+    expect(await balance()).toBe(before);
+    const recent = (await server.request('GET', '/v1/user/me/credits', { key: user.key })).body.recent;
+    expect(recent.filter((entry: { reason: string; job_id: string }) => entry.reason === 'agent_refund' && jobs.includes(entry.job_id))).toHaveLength(2);
+
+    // Coming back long after: the log tells how it ended, the answer included (which nobody paid for).
+    const late = await events(jobs[1]!, { lastEventId: `${jobs[1]}:1` });
+    const types = late.events.map((event) => event.type);
+    expect(types.slice(-2)).toEqual(['sources', 'error']);
+    expect(late.events.at(-1)).toMatchObject({ code: 'cancelled' });
+    expectIds(late, jobs[1]!, 2);
+  }, 30_000);
+
+  it('a reader keeps a run going past the grace period while it follows it', async () => {
+    tokenDelayMs = 1;
+    hold(1);
+    const before = await balance();
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+    const jobId = first.events[0]!.jobId as string;
+    const following = events(jobId, { lastEventId: first.ids.at(-1) });
+    // Twice the grace period with the model holding: the reader is there all along.
+    await new Promise((resolve) => setTimeout(resolve, graceSeconds * 2000));
+    expect((await job(jobId)).body.status).toBe('running');
+    release();
+    const rest = await following;
+    expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId });
+    expect(answerOf([...first.events, ...rest.events])).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
+    expect(await balance()).toBe(before - 1);
+  }, 30_000);
+
+  it('two reconnections at once both get the whole sequence', async () => {
+    tokenDelayMs = 60;
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    const [a, b] = await Promise.all([events(jobId, { lastEventId: `${jobId}:0` }), events(jobId, { query: '?after=0' })]);
+    expect(a.events).toEqual(b.events);
+    expect(a.ids).toEqual(b.ids);
+    expectIds(a, jobId, 1);
+    expectProtocol(a);
+    expect((await job(jobId)).body.status).toBe('done');
+  });
+
+  it('POST /agent/stream with Last-Event-ID resumes that run and starts none', async () => {
+    tokenDelayMs = 80;
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+    const jobId = first.events[0]!.jobId as string;
+    const before = await balance();
+    const jobsBefore = await server.app.db.prisma.agentJob.count({ where: { userId: user.id } });
+    const rest = await ask({ resumable: true }, { headers: { 'last-event-id': first.ids.at(-1)! } });
+    expectIds(rest, jobId, first.events.length + 1);
+    expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId });
+    expect(await balance()).toBe(before);
+    expect(await server.app.db.prisma.agentJob.count({ where: { userId: user.id } })).toBe(jobsBefore);
+  });
+});
+
+describe('runs that are not resumable', () => {
+  it('a disconnect still cancels and refunds, even while another reader follows; the log ends with the cancellation', async () => {
+    tokenDelayMs = 150;
+    const before = await balance();
+    const first = await ask({}, { stopAfter: (event) => event.type === 'token' });
+    const jobId = first.events[0]!.jobId as string;
+    await until(async () => (await job(jobId)).body.status !== 'running');
+    const state = await job(jobId, '?include=events');
+    expect(state.body).toMatchObject({ status: 'cancelled', resumable: false, credits_used: 0, error: 'cancelled by the client' });
+    expect(state.body.events.at(-1).data).toEqual({ type: 'error', code: 'cancelled', message: 'the client closed the stream; the run was cancelled and nothing was charged' });
+    expect(await balance()).toBe(before);
+
+    // Reading a non-resumable run's events does not keep it going.
+    const second = await ask({}, { stopAfter: (event) => event.type === 'token' });
+    const secondJob = second.events[0]!.jobId as string;
+    const reader = await events(secondJob);
+    expect(reader.events.at(-1)).toMatchObject({ type: 'error', code: 'cancelled' });
+    expect((await job(secondJob)).body.status).toBe('cancelled');
+    expect(await balance()).toBe(before);
+  });
+});
+
+describe('refusals', () => {
+  it("another user's job, an unknown job and a job id that is not one are 404", async () => {
+    const stream = await ask();
+    const jobId = stream.events[0]!.jobId as string;
+    expectError(await job(jobId, '', other.key), 404, 'not_found');
+    expectError(await job(randomUUID()), 404, 'not_found');
+    expectError(await job('not-a-job'), 404, 'not_found');
+    const theirs = await events(jobId, { key: other.key });
+    expect(theirs.status).toBe(404);
+    expect(theirs.body.error).toBe('not_found');
+    // Naming another user's event on POST /agent/stream starts nothing and finds nothing.
+    const resumed = await ask({}, { headers: { 'last-event-id': `${jobId}:1` } }, other.key);
+    expect(resumed.status).toBe(404);
+    expect(resumed.body.message).toBe(`agent job ${jobId} not found`);
+    // Scope: reading needs chat:read.
+    const writer = await server.createKey(user, ['chat:write']);
+    expectError(await job(jobId, '', writer), 403, 'forbidden');
+  });
+
+  it('a malformed Last-Event-ID or after, an event the run has not sent, another job of the caller: 400', async () => {
+    const stream = await ask();
+    const jobId = stream.events[0]!.jobId as string;
+    const last = stream.events.length;
+    for (const bad of ['abc', `${jobId}`, `${jobId}:`, `${jobId}:-1`, `${jobId}:1.5`, `${jobId}:99999999999`, `${jobId}:0x10`, `x${jobId}:1`]) {
+      const refused = await events(jobId, { lastEventId: bad });
+      expect(refused.status, bad).toBe(400);
+      expect(refused.body).toMatchObject({ error: 'bad_request' });
+      expect(refused.body.message, bad).toMatch(/^Last-Event-ID: must be an event id of this API/);
+      const posted = await ask({}, { headers: { 'last-event-id': bad } });
+      expect(posted.status, bad).toBe(400);
+      expect(posted.body.message).toMatch(/^Last-Event-ID: /);
+    }
+    for (const bad of ['-1', '1e3', 'x', '99999999999']) {
+      const refused = await events(jobId, { query: `?after=${bad}` });
+      expect(refused.status, bad).toBe(400);
+      expect(refused.body.message).toMatch(/^after: /);
+    }
+    const beyond = await events(jobId, { lastEventId: `${jobId}:${last + 1}` });
+    expect(beyond.status).toBe(400);
+    expect(beyond.body.message).toBe(`after: names event ${last + 1} of agent job ${jobId}, which has sent ${last} so far`);
+    const huge = await events(jobId, { lastEventId: `${jobId}:2147483647` });
+    expect(huge.status).toBe(400);
+    const another = (await ask()).events[0]!.jobId as string;
+    const mismatch = await events(jobId, { lastEventId: `${another}:1` });
+    expect(mismatch.status).toBe(400);
+    expect(mismatch.body.message).toBe(`Last-Event-ID: names an event of agent job ${another}, not of the job in the path`);
+    // A bad body is refused before Last-Event-ID is looked at.
+    const badBody = await streamAgent(server, user.key, { message: '', workspaceIds: [workspaceId] }, { headers: { 'last-event-id': `${jobId}:1` } });
+    expect(badBody.status).toBe(400);
+    expect(badBody.body.message).toMatch(/^message: /);
+  });
+});
+
+describe('Idempotency-Key on POST /agent/stream', () => {
+  it('a retry with the same key and body replays the first run without a second charge; another body is 422', async () => {
+    const key = `stream-${randomUUID()}`;
+    const before = await balance();
+    const first = await ask({}, { headers: { 'idempotency-key': key } });
+    expectProtocol(first);
+    const jobId = first.events[0]!.jobId as string;
+    expect(await balance()).toBe(before - 1);
+    const retry = await ask({}, { headers: { 'idempotency-key': key } });
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.events).toEqual(first.events);
+    expect(retry.ids).toEqual(first.ids);
+    // With a Last-Event-ID of that run: after it.
+    const resumed = await ask({}, { headers: { 'idempotency-key': key, 'last-event-id': first.ids[1]! } });
+    expect(resumed.events).toEqual(first.events.slice(2));
+    expect(await balance()).toBe(before - 1);
+    expect(await server.app.db.prisma.agentJob.count({ where: { userId: user.id, createdAt: { gt: new Date(Date.now() - 60_000) }, id: { not: jobId }, status: 'running' } })).toBe(0);
+
+    const reused = await ask({ message: 'Who designed the Zephyr-9 reactor?' }, { headers: { 'idempotency-key': key } });
+    expect(reused.status).toBe(422);
+    expect(reused.body.error).toBe('idempotency_key_reused');
+    expect(await balance()).toBe(before - 1);
+  });
+
+  it('a retry while the first run still goes follows it live: both get the whole sequence, one charge', async () => {
+    tokenDelayMs = 100;
+    const key = `stream-${randomUUID()}`;
+    const before = await balance();
+    let started!: () => void;
+    const jobStarted = new Promise<void>((resolve) => (started = resolve));
+    const firstStream = ask({ resumable: true }, {
+      headers: { 'idempotency-key': key },
+      stopAfter: (event) => {
+        if (event.type === 'job_started') started();
+        return false;
+      },
+    });
+    await jobStarted;
+    // The key is kept in the background once the run has begun; a retry meanwhile may be told to wait.
+    let retry: AgentStream;
+    for (;;) {
+      retry = await ask({ resumable: true }, { headers: { 'idempotency-key': key } });
+      if (retry.status !== 409) break;
+      expect(retry.body.error).toBe('idempotency_key_in_use');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const first = await firstStream;
+    expectProtocol(first);
+    expect(retry.events).toEqual(first.events);
+    expect(retry.ids).toEqual(first.ids);
+    expect(await balance()).toBe(before - 1);
+  });
+
+  it('a refusal before any run (402) is kept and replayed; a 400 forgets the key', async () => {
+    const poor = await server.createUser({ credits: 0 });
+    const poorWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: poor.key, json: { name: 'poor' } })).body.id;
+    const key = `stream-${randomUUID()}`;
+    const body = { ...question, workspaceIds: [poorWorkspace] };
+    const refused = await streamAgent(server, poor.key, body, { headers: { 'idempotency-key': key } });
+    expect(refused.status).toBe(402);
+    const again = await streamAgent(server, poor.key, body, { headers: { 'idempotency-key': key } });
+    expect(again.status).toBe(402);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(refused.body);
+
+    const invalidKey = `stream-${randomUUID()}`;
+    const invalid = await streamAgent(server, user.key, { message: '', workspaceIds: [workspaceId] }, { headers: { 'idempotency-key': invalidKey } });
+    expect(invalid.status).toBe(400);
+    const fixed = await ask({}, { headers: { 'idempotency-key': invalidKey } });
+    expectProtocol(fixed);
+  });
+});
+
+describe('a hostile client', () => {
+  it('20 reconnections at once to a running run all get the same, whole sequence', async () => {
+    tokenDelayMs = 40;
+    const before = await balance();
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    const storm = await Promise.all(Array.from({ length: 20 }, (_, index) => events(jobId, index % 2 ? { lastEventId: `${jobId}:1` } : { query: '?after=1' })));
+    for (const stream of storm) {
+      expect(stream.status).toBe(200);
+      expect(stream.events).toEqual(storm[0]!.events);
+      expectIds(stream, jobId, 2);
+      expect(stream.events.at(-1)).toMatchObject({ type: 'done', jobId });
+    }
+    expect(await balance()).toBe(before - 1);
+  }, 30_000);
+
+  it('GraphQL: agentJobEvents over SSE replays the events with their numbers', async () => {
+    const stream = await ask();
+    const jobId = stream.events[0]!.jobId as string;
+    const response = await fetch(new URL('/graphql', server.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({
+        query: 'subscription ($id: ID!, $after: Int) { agentJobEvents(id: $id, after: $after) { __typename ... on AgentJobStarted { seq eventId } ... on AgentToken { seq eventId content } ... on AgentSources { seq eventId } ... on AgentDone { seq eventId jobId } } }',
+        variables: { id: jobId, after: 1 },
+      }),
+    });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const results = [...text.matchAll(/^data: (.*)$/gm)].map((match) => JSON.parse(match[1]!)).filter((result) => result.data);
+    const received = results.map((result) => result.data.agentJobEvents);
+    expect(received.map((event: { seq: number }) => event.seq)).toEqual(stream.ids.slice(1).map(seqOf));
+    expect(received.at(-1)).toEqual({ __typename: 'AgentDone', seq: stream.events.length, eventId: stream.ids.at(-1), jobId });
+  });
+});
