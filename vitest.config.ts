@@ -6,7 +6,7 @@ const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts'];
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/**/test/**/*.test.ts'],
     exclude: [...configDefaults.exclude, ...(process.env.ELASTICSEARCH_URL ? [] : elasticsearchOnly)],
     testTimeout: 30_000,
     hookTimeout: 60_000,
