@@ -187,7 +187,7 @@ function errorOf(result: GraphQLResponseBody, route?: Route): AppError | undefin
     const code = error.extensions?.code;
     const retryAfterSeconds = typeof error.extensions?.retryAfterSeconds === 'number' ? error.extensions.retryAfterSeconds : undefined;
     if (isErrorCode(code)) {
-      const message = code === 'bad_request' ? restMessageOf(error.message, route?.fieldNames) : error.message;
+      const message = code === 'bad_request' ? restMessageOf(error.message, route?.fieldNames, restFieldNames(route)) : error.message;
       return new AppError(code, message, { retryAfterSeconds });
     }
     return new AppError('internal_error', 'internal error');
@@ -202,7 +202,7 @@ function errorOf(result: GraphQLResponseBody, route?: Route): AppError | undefin
  * GraphQL reports a REST body that does not fit the input type in its own words
  * (`Variable "$input" got invalid value ...`); say it in terms of the REST body's fields.
  */
-export function restMessageOf(message: string, fieldNames: 'snake_case' | 'camelCase' = 'snake_case'): string {
+export function restMessageOf(message: string, fieldNames: 'snake_case' | 'camelCase' = 'snake_case', restNames: ReadonlyMap<string, string> = new Map()): string {
   const snakeCase = fieldNames === 'camelCase' ? (path: string) => path : toSnakeCase;
   // Where in the body: `at "input.limits"` names the object holding the field GraphQL reports.
   const within = /at "\w+\.([\w.[\]]+)"; Field "/.exec(message)?.[1];
@@ -216,9 +216,21 @@ export function restMessageOf(message: string, fieldNames: 'snake_case' | 'camel
   const wrongShape = /Variable "\$(\w+)" got invalid value .*; (.*)$/s.exec(message);
   if (wrongShape) return `${wrongShape[1] === 'input' ? 'body' : snakeCase(wrongShape[1]!)}: ${describeCoercion(wrongShape[2]!)}`;
   // A validator's `topK: must be ...` names the GraphQL field; REST callers sent `top_k`.
-  const validated = /^([A-Za-z][\w.[\]]*): /.exec(message);
-  if (validated) return `${snakeCase(validated[1]!)}${message.slice(validated[1]!.length)}`;
+  const validated = /^([A-Za-z]\w*)([.[]|: )/.exec(message);
+  const restName = validated && restNames.get(validated[1]!);
+  if (restName) return `${restName}${message.slice(validated[1]!.length)}`;
   return message;
+}
+
+/** The body's GraphQL field names and the REST names the caller sent for them, where they differ. */
+function restFieldNames(route: Route | undefined): Map<string, string> {
+  const names = new Map<string, string>();
+  if (route?.body?.kind !== 'json') return names;
+  for (const [restName, target] of Object.entries(route.body.fields)) {
+    const graphqlName = target.replace(/\[\]$/, '');
+    if (graphqlName !== restName) names.set(graphqlName, restName);
+  }
+  return names;
 }
 
 function describeCoercion(detail: string) {

@@ -114,7 +114,7 @@ function operationOf(route: Route, schema: GraphQLSchema): ZodOpenApiOperationOb
       return [name, parameter];
     }),
   );
-  const headerShape: Record<string, Schema> = {};
+  const headerShape: Record<string, Schema> = { ...(route.headers as Record<string, Schema> | undefined) };
   if (route.idempotent) {
     headerShape['Idempotency-Key'] = z
       .string()
@@ -148,7 +148,7 @@ function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fiel
         'multipart/form-data': {
           schema: z.object({
             file: z
-              .array(z.string().meta({ format: 'binary' }))
+              .array(z.string().min(1).meta({ format: 'binary' }))
               .min(1)
               .describe('One or more files (PDF, DOCX, HTML, Markdown, text, ...).'),
             metadata: metadata.optional(),
@@ -165,7 +165,7 @@ function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fiel
                 .max(maxFilenameLength)
                 .meta({ pattern: filenamePattern })
                 .describe('A plain file name (no path separators); its extension says how the content is read.'),
-              content: z.string().meta({ pattern: '^[^\\u0000]*$' }).describe('The text of the document.'),
+              content: z.string().min(1).meta({ pattern: '^[^\\u0000]*$' }).describe('The text of the document.'),
               metadata: metadata.optional(),
             })
             .strict(),
@@ -271,6 +271,8 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
         },
       },
     };
+    // Resuming a run that has ended, with nothing after the event named.
+    if (route.method === 'GET') responses['204'] = { description: 'The run has ended and every event was sent already; EventSource stops reconnecting.', headers: requestIdHeader };
   } else if (response.status === 204) {
     responses['204'] = { description: 'Done; no body.', headers: requestIdHeader };
   } else {
@@ -307,7 +309,7 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
 /** The refusals a route can answer with, from what it declares. */
 function errorStatusesOf(route: Route): number[] {
   const statuses = new Set([401, 403, 429, 500, 503]);
-  if (route.body || route.query || route.params || route.path.includes(':')) statuses.add(400);
+  if (route.body || route.query || route.params || route.headers || route.path.includes(':')) statuses.add(400);
   if (route.path.includes(':') || route.body?.kind === 'json') statuses.add(404);
   if (route.body) {
     statuses.add(413);
@@ -318,10 +320,8 @@ function errorStatusesOf(route: Route): number[] {
     statuses.add(422);
   }
   if (route.method === 'PATCH' || route.method === 'POST') statuses.add(409);
-  if ('stream' in route.response) {
-    statuses.add(402);
-    statuses.add(406);
-  }
+  if ('stream' in route.response) statuses.add(406);
+  if ('stream' in route.response && route.method === 'POST') statuses.add(402);
   return [...statuses].sort();
 }
 

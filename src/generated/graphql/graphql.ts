@@ -39,7 +39,7 @@ export type AgentStreamInput = {
   resumable?: boolean | null | undefined;
   /** Continues this chat session; a new one is created when left out. */
   sessionId?: string | number | null | undefined;
-  /** Workspaces to search, all the caller's own; 1 to 100. */
+  /** Workspaces to search, all the caller's own; 1 to 100 different ones. */
   workspaceIds: Array<string | number>;
 };
 

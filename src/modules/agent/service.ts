@@ -6,7 +6,7 @@ import type { Viewer } from '../../auth/authenticate.js';
 import { readSessions, requireSessionId, requireWorkspaces, sessionNotFound } from '../../auth/policy.js';
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
-import { textProblem } from '../../input-limits.js';
+import { textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { loggedForm, parseEventId, RunEventLog, type SequencedEvent } from './event-log.js';
 import { followAgentJob, followHeartbeatMs, markFollowed, type LocalRuns } from './jobs.js';
@@ -152,7 +152,7 @@ function checkInput(input: AgentStreamInput) {
   const problem = textProblem(input.message);
   if (problem) throw badRequest('message', problem);
   if (input.message.trim().length === 0) throw badRequest('message', 'must not be empty');
-  if (!/[\p{L}\p{N}\p{S}]/u.test(input.message)) throw badRequest('message', 'must hold a question (it has no letters, digits or symbols)');
+  if (!hasVisibleCharacter(input.message)) throw badRequest('message', 'must hold a question (it has only invisible characters)');
   if (input.message.length > agentLimits.maxMessageCharacters) {
     throw badRequest('message', `must be at most ${agentLimits.maxMessageCharacters} characters`);
   }

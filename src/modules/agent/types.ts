@@ -1,4 +1,6 @@
+import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
+import { hasVisibleCharacter, textInput, visibleCharacterPattern } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import type { CitedPassage, Source } from './citations.js';
 import type { AgentEvent, ReasoningStep } from './events.js';
@@ -12,20 +14,49 @@ export const AgentMode = builder.enumType('AgentMode', {
   },
 });
 
+// The same rules, in the same words, as the run's own checks (service.ts), so that GraphQL and the
+// OpenAPI description know them too.
+const budget = (max: number) => z.number().int().min(1, `must be an integer from 1 to ${max}`).max(max, `must be an integer from 1 to ${max}`).nullish();
+const workspaceId = z
+  .string()
+  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a workspace id (a UUID)');
+
 const AgentLimitsInput = builder.inputType('AgentLimitsInput', {
   description: "Deep research's budget; each left out takes its default (docs/agent.md).",
   fields: (t) => ({
-    maxHops: t.int({ required: false, description: `Searching hops, 1 to ${agentLimits.deep.hops.max}; default ${agentLimits.deep.hops.default}.` }),
-    maxSearches: t.int({ required: false, description: `Searches in all, 1 to ${agentLimits.deep.searches.max}; default ${agentLimits.deep.searches.default}.` }),
-    maxSeconds: t.int({ required: false, description: `Seconds of research, 1 to ${agentLimits.deep.seconds.max}; default ${agentLimits.deep.seconds.default}.` }),
+    maxHops: t.int({ required: false, description: `Searching hops, 1 to ${agentLimits.deep.hops.max}; default ${agentLimits.deep.hops.default}.`, validate: budget(agentLimits.deep.hops.max) }),
+    maxSearches: t.int({
+      required: false,
+      description: `Searches in all, 1 to ${agentLimits.deep.searches.max}; default ${agentLimits.deep.searches.default}.`,
+      validate: budget(agentLimits.deep.searches.max),
+    }),
+    maxSeconds: t.int({
+      required: false,
+      description: `Seconds of research, 1 to ${agentLimits.deep.seconds.max}; default ${agentLimits.deep.seconds.default}.`,
+      validate: budget(agentLimits.deep.seconds.max),
+    }),
   }),
 });
 
 const AgentStreamInput = builder.inputType('AgentStreamInput', {
   fields: (t) => ({
-    message: t.string({ description: `The question; at most ${agentLimits.maxMessageCharacters} characters.` }),
-    workspaceIds: t.idList({ description: `Workspaces to search, all the caller's own; 1 to ${agentLimits.maxWorkspaces}.` }),
-    sessionId: t.id({ required: false, description: 'Continues this chat session; a new one is created when left out.' }),
+    message: t.string({
+      description: `The question; at most ${agentLimits.maxMessageCharacters} characters.`,
+      validate: textInput()
+        .refine((message) => message.trim().length > 0, 'must not be empty')
+        .refine(hasVisibleCharacter, 'must hold a question (it has only invisible characters)')
+        .max(agentLimits.maxMessageCharacters, `must be at most ${agentLimits.maxMessageCharacters} characters`)
+        .meta({ pattern: `^[^\\u0000]*${visibleCharacterPattern}[^\\u0000]*$` }),
+    }),
+    workspaceIds: t.idList({
+      description: `Workspaces to search, all the caller's own; 1 to ${agentLimits.maxWorkspaces} different ones.`,
+      validate: z.array(workspaceId).min(1, 'must name at least one workspace'),
+    }),
+    sessionId: t.id({
+      required: false,
+      description: 'Continues this chat session; a new one is created when left out.',
+      validate: z.string().min(1, 'must not be empty (leave it out to start a new session)').nullish(),
+    }),
     mode: t.field({ type: AgentMode, required: false }),
     limits: t.field({ type: AgentLimitsInput, required: false }),
     resumable: t.boolean({
@@ -88,7 +119,8 @@ const eventType = <Type extends AgentEvent['type']>(name: string, type: Type, de
     description,
     isTypeOf: (value) => (value as AgentEvent).type === type,
     fields: (t) => ({
-      type: t.string({ resolve: () => type }),
+      // `constant`: the OpenAPI description gives this field as the one value it always has.
+      type: t.string({ resolve: () => type, extensions: { constant: type } }),
       seq: t.int({ description: "The event's number in its run: 1, 2, ... in the order they were sent.", resolve: (event) => event.seq }),
       eventId: t.id({
         description: '`<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID).',
