@@ -165,7 +165,21 @@ async function openWithPool(
       const text = statement.text;
       // Prepared once per connection under a name taken from its text, then planned no more.
       const name = `direct_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
-      return (await pool.query({ name, text, values: statement.values })).rows as Row[];
+      const client = await pool.connect();
+      try {
+        try {
+          return (await client.query({ name, text, values: statement.values })).rows as Row[];
+        } catch (error) {
+          // 42P05: the server holds this name while the client has lost its record of it (seen on
+          // the embedded store when the fuzzer piled up concurrent requests after failed ones).
+          // The name is the text's hash, so dropping it and preparing again is exact.
+          if ((error as { code?: string }).code !== '42P05') throw error;
+          await client.query(`DEALLOCATE ${name}`);
+          return (await client.query({ name, text, values: statement.values })).rows as Row[];
+        }
+      } finally {
+        client.release();
+      }
     },
     ping: async () => void (await pool.query('SELECT 1')),
     maintain: async () => ({ analyzed: [], vacuumed: [] }),
