@@ -88,5 +88,5 @@ if [ "$status" -ne 0 ]; then
   die "schemathesis reported failures (exit $status); reports in $report"
 fi
 [ "$served" -ge "$min_requests" ] || die "only $served requests were sent (at least $min_requests wanted)"
-grep -q '"level":"error"' "$work/server.log" && { grep '"level":"error"' "$work/server.log" | head -n 20 >&2; die "the server logged errors during the run"; }
+if grep -qE '^[0-9T:.-]+Z error ' "$work/server.log"; then grep -E -A8 '^[0-9T:.-]+Z error ' "$work/server.log" | head -n 60 >&2; die "the server logged errors during the run"; fi
 log "fuzzing passed: $served requests, no failures"
