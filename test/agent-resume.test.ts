@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startApp } from '../src/app.js';
 import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
@@ -191,6 +192,15 @@ describe('the event log and SSE ids', () => {
     const both = await events(jobId, { query: '?after=1', lastEventId: stream.ids.at(-2) });
     expect(both.events).toEqual([stream.events.at(-1)]);
 
+    // Deep mode's reasoning steps come back field for field too.
+    const deep = await ask({ mode: 'deep' });
+    expectProtocol(deep, 'deep');
+    const deepJob = deep.events[0]!.jobId as string;
+    expectIds(deep, deepJob, 1);
+    expect((await events(deepJob)).events).toEqual(deep.events);
+    const deepLog = await job(deepJob, '?include=events');
+    expect(deepLog.body.events.map((event: { data: unknown }) => JSON.stringify(event.data))).toEqual(deep.events.map((event) => JSON.stringify(event)));
+
     const nothingLeft = await fetch(new URL(`/v1/agent/jobs/${jobId}/events`, server.url), { headers: { authorization: `Bearer ${user.key}`, 'last-event-id': stream.ids.at(-1)! } });
     expect(nothingLeft.status).toBe(204);
     expect(await nothingLeft.text()).toBe('');
@@ -361,6 +371,20 @@ describe('refusals', () => {
     expectError(await job(jobId, '', writer), 403, 'forbidden');
   });
 
+  it('a key restricted to workspaces sees the runs that searched only its workspaces', async () => {
+    const elsewhere = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: `elsewhere ${randomUUID()}` } })).body.id;
+    const restricted = await server.request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: 'restricted', scopes: ['chat:read', 'chat:write'], workspace_ids: [workspaceId] } });
+    expect(restricted.status).toBe(201);
+    const key = restricted.body.raw_key as string;
+    const inside = (await ask()).events[0]!.jobId as string;
+    const outside = (await ask({ workspaceIds: [workspaceId, elsewhere] })).events[0]!.jobId as string;
+    expect((await job(inside, '', key)).body.status).toBe('done');
+    expect((await events(inside, { key })).events.at(-1)).toMatchObject({ type: 'done' });
+    expectError(await job(outside, '', key), 404, 'not_found');
+    expect((await events(outside, { key })).status).toBe(404);
+    expect((await ask({}, { headers: { 'last-event-id': `${outside}:0` } }, key)).status).toBe(404);
+  });
+
   it('a malformed Last-Event-ID or after, an event the run has not sent, another job of the caller: 400', async () => {
     const stream = await ask();
     const jobId = stream.events[0]!.jobId as string;
@@ -502,4 +526,63 @@ describe('a hostile client', () => {
     expect(received.map((event: { seq: number }) => event.seq)).toEqual(stream.ids.slice(1).map(seqOf));
     expect(received.at(-1)).toEqual({ __typename: 'AgentDone', seq: stream.events.length, eventId: stream.ids.at(-1), jobId });
   });
+});
+
+// Several servers on one PostgreSQL: the run lives on one, its reader on the other, and they only
+// share the store (the embedded store is one process's).
+describe.runIf(Boolean(process.env.DATABASE_URL))('across servers', () => {
+  it('a run of one server is resumed on another, kept going from there past the grace period, and charged once', async () => {
+    const second = await startApp({ ...server.config, port: 0 });
+    try {
+      hold(2);
+      const before = await balance();
+      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+      const jobId = first.events[0]!.jobId as string;
+      const headers = { authorization: `Bearer ${user.key}`, 'last-event-id': first.ids.at(-1)! };
+      const following = readEventStream(new URL(`/v1/agent/jobs/${jobId}/events`, second.url), { method: 'GET', headers });
+      await new Promise((resolve) => setTimeout(resolve, graceSeconds * 2000));
+      expect((await job(jobId)).body.status).toBe('running');
+      release();
+      const rest = await following;
+      expectIds(rest, jobId, first.events.length + 1);
+      expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
+      expect(answerOf([...first.events, ...rest.events])).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
+      expect(await balance()).toBe(before - 1);
+
+      // Once it is over, the other server replays it too, and has nothing after its last event.
+      const replay = await readEventStream(new URL(`/v1/agent/jobs/${jobId}/events?after=0`, second.url), { method: 'GET', headers: { authorization: headers.authorization } });
+      expect(replay.events).toEqual([...first.events, ...rest.events]);
+      const after = await fetch(new URL(`/v1/agent/jobs/${jobId}/events`, second.url), { headers: { authorization: headers.authorization, 'last-event-id': replay.ids.at(-1)! } });
+      expect(after.status).toBe(204);
+    } finally {
+      release();
+      await second.close();
+    }
+  }, 120_000);
+
+  it('a run of one server nobody resumes, on any server, is cancelled there after the grace period', async () => {
+    const second = await startApp({ ...server.config, port: 0 });
+    try {
+      hold(2);
+      const before = await balance();
+      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+      const jobId = first.events[0]!.jobId as string;
+      // A reader on the other server for longer than the grace period, then gone: the grace
+      // period starts again when it leaves.
+      const reader = new AbortController();
+      const reading = await fetch(new URL(`/v1/agent/jobs/${jobId}/events?after=0`, second.url), { headers: { authorization: `Bearer ${user.key}` }, signal: reader.signal });
+      expect(reading.status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, graceSeconds * 1500));
+      expect((await job(jobId)).body.status).toBe('running');
+      reader.abort();
+      const left = Date.now();
+      await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
+      expect(Date.now() - left).toBeGreaterThanOrEqual(graceSeconds * 1000 - 300);
+      expect((await job(jobId)).body).toMatchObject({ status: 'cancelled', error: 'nobody resumed the stream' });
+      expect(await balance()).toBe(before);
+    } finally {
+      release();
+      await second.close();
+    }
+  }, 120_000);
 });

@@ -294,11 +294,12 @@ function withoutTypename(value: unknown) {
  * answered `204 No Content`, which tells EventSource to stop reconnecting.
  */
 async function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult>, heartbeatMs: number): Promise<Response> {
-  // The first event decides between 204 and a stream; a stream whose first event takes longer
-  // than this starts without it.
+  // The first event decides between 204 and a stream (a new run's job_started is there at once;
+  // a reconnection finds out from the store); a stream whose first event takes longer than this
+  // starts without it.
   const first = events.next();
   let wait: ReturnType<typeof setTimeout> | undefined;
-  const early = await Promise.race([first, new Promise<undefined>((resolve) => (wait = setTimeout(() => resolve(undefined), 50)))]);
+  const early = await Promise.race([first, new Promise<undefined>((resolve) => (wait = setTimeout(() => resolve(undefined), 250)))]);
   clearTimeout(wait);
   if (early?.done) return new Response(null, { status: 204, headers: { 'cache-control': 'no-cache, no-transform' } });
   const encoder = new TextEncoder();
