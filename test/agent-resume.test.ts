@@ -508,6 +508,33 @@ describe('a hostile client', () => {
     expect(await balance()).toBe(before - 1);
   }, 30_000);
 
+  it('more than 100 readers at once of one user are refused with 429 until some close', async () => {
+    hold(1);
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+    const jobId = first.events[0]!.jobId as string;
+    const readers = Array.from({ length: 100 }, () => new AbortController());
+    const url = new URL(`/v1/agent/jobs/${jobId}/events`, server.url);
+    const open = (signal?: AbortSignal) => fetch(url, { headers: { authorization: `Bearer ${user.key}` }, ...(signal && { signal }) });
+    try {
+      const opened = await Promise.all(readers.map((reader) => open(reader.signal)));
+      expect(opened.map((response) => response.status)).toEqual(readers.map(() => 200));
+      const refused = await open();
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect((await refused.json()).error).toBe('rate_limited');
+    } finally {
+      for (const reader of readers) reader.abort();
+    }
+    await until(async () => {
+      const again = await open();
+      await again.body?.cancel();
+      return again.status === 200;
+    });
+    release();
+    const rest = await events(jobId, { lastEventId: first.ids.at(-1) });
+    expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId });
+  }, 60_000);
+
   it('GraphQL: agentJobEvents over SSE replays the events with their numbers', async () => {
     const stream = await ask();
     const jobId = stream.events[0]!.jobId as string;

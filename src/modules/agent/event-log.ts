@@ -24,11 +24,14 @@ export const maxSeq = 2_147_483_647;
  * from 0, which names the point before the first event, to maxSeq; the job id a UUID).
  */
 export function parseEventId(value: string): { jobId: string; seq: number } | null {
-  const match = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):(0|[1-9]\d{0,9})$/.exec(value.trim());
+  const match = eventIdPattern.exec(value.trim());
   if (!match) return null;
   const seq = Number(match[2]);
   return seq <= maxSeq ? { jobId: match[1]!.toLowerCase(), seq } : null;
 }
+
+/** An event id's shape; `seq` up to nine digits, far beyond any run's events (and below maxSeq). */
+export const eventIdPattern = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):(0|[1-9][0-9]{0,8})$/;
 
 export const isTerminal = (event: AgentEvent) => event.type === 'done' || event.type === 'error';
 
@@ -146,18 +149,27 @@ export function eventOfLogged(data: unknown): AgentEvent {
   }
 }
 
+/** An event as the log holds it. */
+export type WrittenEvent = { seq: number; data: Prisma.InputJsonObject };
+
 /**
  * A run's writer to its log. Events are numbered as they are sent and written in batches, at
  * most `flushMs` after the first of a batch, so that no event waits on the store: the stream's
  * own client reads them from memory. `flush` writes what is pending (the run calls it before its
  * terminal event, which the transaction that ends the job writes itself, so that the log never
  * shows a terminal event with a gap before it). A batch that fails stays pending for the next flush.
+ * What is written is also kept here while the run goes on: readers on this server take it from
+ * memory (`written`) rather than asking the store each time the run writes.
  */
 export class RunEventLog {
   #seq = 0;
-  #pending: { seq: number; data: Prisma.InputJsonObject }[] = [];
+  #pending: WrittenEvent[] = [];
+  /** Written to the store, in order. */
+  readonly #written: WrittenEvent[] = [];
   #timer: NodeJS.Timeout | undefined;
   #writing: Promise<void> = Promise.resolve();
+  /** The number reserved for the terminal event and not yet used by a committed one. */
+  #terminal: number | undefined;
 
   constructor(
     private readonly prisma: PrismaClient,
@@ -181,9 +193,21 @@ export class RunEventLog {
     return seq;
   }
 
-  /** The number of the terminal event, which the transaction ending the job writes (not queued here). */
-  nextSeq(): number {
-    return ++this.#seq;
+  /**
+   * The number of the terminal event, which the transaction ending the job writes (not queued
+   * here). A transaction that failed (a `done` that could not be charged) leaves its number to
+   * the `error` that follows, so the numbers have no gap.
+   */
+  terminalSeq(): number {
+    this.#terminal ??= ++this.#seq;
+    return this.#terminal;
+  }
+
+  /** The terminal event's transaction committed. */
+  terminalWritten(event: WrittenEvent) {
+    this.#terminal = undefined;
+    this.#written.push(event);
+    this.options.flushed();
   }
 
   /** Writes every event queued so far; settles once they are in the store. */
@@ -205,7 +229,16 @@ export class RunEventLog {
       this.#pending.unshift(...batch);
       throw error;
     }
+    this.#written.push(...batch);
     this.options.flushed();
+  }
+
+  /** The events in the store after `after`, in order (as far as this process wrote them). */
+  written(after: number): WrittenEvent[] {
+    // Numbers rise with the position; few readers ask from far back.
+    let index = this.#written.length;
+    while (index > 0 && this.#written[index - 1]!.seq > after) index -= 1;
+    return this.#written.slice(index);
   }
 
   /** Drops what is pending (the run is over and its log could not be written). */

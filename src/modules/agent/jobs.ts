@@ -1,10 +1,10 @@
 import type { Viewer } from '../../auth/authenticate.js';
 import { withinRestriction } from '../../auth/policy.js';
-import { badRequest, notFound } from '../../errors.js';
+import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
-import { eventOfLogged, isTerminal, type SequencedEvent } from './event-log.js';
+import { eventOfLogged, isTerminal, type SequencedEvent, type WrittenEvent } from './event-log.js';
 import { EventChannel, type AgentEvent } from './events.js';
 
 /**
@@ -25,12 +25,18 @@ export type JobReading = {
 export type LocalRuns = {
   readonly signal: AbortSignal;
   /** The log of a run of this process, while it runs. */
-  localLog(jobId: string): { readonly lastSeq: number; flush(): Promise<void> } | undefined;
+  localLog(jobId: string): { readonly lastSeq: number; flush(): Promise<void>; written(after: number): WrittenEvent[] } | undefined;
   /** Calls `listener` whenever events of the job were written to its log by this process. */
   listen(jobId: string, listener: () => void): () => void;
   /** Keeps a follower's work, so that a shutdown waits for it before closing the store. */
   follow(work: Promise<void>): void;
+  /** Counts a reader of the user's; false when the user has `maxReadersPerUser` already. */
+  enterReader(userId: string): boolean;
+  leaveReader(userId: string): void;
 };
+
+/** Streams of job events one user may read at once from one server (a storm of reconnections is refused beyond). */
+export const maxReadersPerUser = 100;
 
 /** A job as `GET /v1/agent/jobs/{id}` and `Query.agentJob` show it. */
 export type AgentJobState = {
@@ -135,10 +141,18 @@ export async function followAgentJob(
   request: { jobId: string; after: number; field: string },
   signal: AbortSignal,
 ): Promise<AsyncIterableIterator<SequencedEvent>> {
-  if (!Number.isInteger(request.after) || request.after < 0) throw badRequest(request.field, 'must be an event number from 0');
-  const job = await findAgentJob(reading.prisma, viewer, request.jobId);
-  await checkAfter(reading, job, request.after, request.field);
-  return new JobFollower(reading, job, request.after, signal).start();
+  if (!reading.runs.enterReader(viewer.userId)) {
+    throw new AppError('rate_limited', `at most ${maxReadersPerUser} streams of agent events may be open at once; close some first`, { retryAfterSeconds: 1 });
+  }
+  try {
+    if (!Number.isInteger(request.after) || request.after < 0) throw badRequest(request.field, 'must be an event number from 0');
+    const job = await findAgentJob(reading.prisma, viewer, request.jobId);
+    await checkAfter(reading, job, request.after, request.field);
+    return new JobFollower(reading, viewer.userId, job, request.after, signal).start();
+  } catch (error) {
+    reading.runs.leaveReader(viewer.userId);
+    throw error;
+  }
 }
 
 type LogRow = { status: AgentJobState['status']; seq: number | null; data: unknown };
@@ -151,6 +165,7 @@ class JobFollower {
 
   constructor(
     private readonly reading: JobReading,
+    private readonly userId: string,
     private readonly job: AgentJobState,
     private readonly after: number,
     private readonly requestSignal: AbortSignal,
@@ -168,6 +183,7 @@ class JobFollower {
       this.#wake?.();
     });
     const work = this.#pump().finally(() => {
+      this.reading.runs.leaveReader(this.userId);
       unlisten();
       this.requestSignal.removeEventListener('abort', stop);
       this.reading.runs.signal.removeEventListener('abort', stop);
@@ -195,15 +211,24 @@ class JobFollower {
       }
       while (!this.#stop.signal.aborted) {
         this.#woken = false;
-        const rows = await prisma.$queryRaw<LogRow[]>`
-          SELECT j.status::text AS status, e.seq, e.data
-            FROM agent_jobs j
-            LEFT JOIN LATERAL (SELECT seq, data FROM agent_events WHERE job_id = j.id AND seq > ${after}::int ORDER BY seq LIMIT ${pageSize}) e ON true
-           WHERE j.id = ${jobId}::uuid
-           ORDER BY e.seq`;
-        // The job was deleted (its user was): there is nothing more to follow.
-        if (rows.length === 0 || this.#stop.signal.aborted) return;
-        const status = rows[0]!.status;
+        // A run of this server: what it has written is in memory (it says when it writes more),
+        // and it is running until its terminal event. Any other: the store, with the job's status.
+        const local = this.reading.runs.localLog(jobId);
+        let rows: LogRow[];
+        if (local) {
+          rows = local.written(after).map((event) => ({ status: 'running', ...event }));
+        } else {
+          rows = await prisma.$queryRaw<LogRow[]>`
+            SELECT j.status::text AS status, e.seq, e.data
+              FROM agent_jobs j
+              LEFT JOIN LATERAL (SELECT seq, data FROM agent_events WHERE job_id = j.id AND seq > ${after}::int ORDER BY seq LIMIT ${pageSize}) e ON true
+             WHERE j.id = ${jobId}::uuid
+             ORDER BY e.seq`;
+          // The job was deleted (its user was): there is nothing more to follow.
+          if (rows.length === 0) return;
+        }
+        if (this.#stop.signal.aborted) return;
+        const status = rows[0]?.status ?? 'running';
         let sources = 0;
         for (const row of rows) {
           if (row.seq === null) continue;
@@ -216,13 +241,14 @@ class JobFollower {
             return;
           }
         }
-        // The answer has been given to this reader's client: the run may charge it.
-        if (sources > 0 && following) {
+        // Nothing more is read before the client has taken these (a slow reader holds no more than
+        // that in memory); once it has taken the answer, the run may charge it.
+        if (rows.some((row) => row.seq !== null)) {
           await this.channel.drained();
           if (this.#stop.signal.aborted) return;
-          await mark(sources);
+          if (sources > 0 && following) await mark(sources);
         }
-        if (rows.length >= pageSize) continue;
+        if (!local && rows.length >= pageSize) continue;
         // Read in the snapshot that saw the status: a run that ended has its terminal event
         // (written with the status) among these rows, or before `after`.
         if (status !== 'running') {
@@ -232,7 +258,7 @@ class JobFollower {
           ended = true;
           return;
         }
-        await this.#sleep(this.reading.runs.localLog(jobId) ? localPollMs : remotePollMs);
+        await this.#sleep(local ? localPollMs : remotePollMs);
       }
     } catch (error) {
       if (!this.#stop.signal.aborted) this.reading.log.error(`agent job ${jobId}: following its events failed`, error);

@@ -9,7 +9,7 @@ import type { Metrics } from '../../observability/metrics.js';
 import { textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { loggedForm, parseEventId, RunEventLog, type SequencedEvent } from './event-log.js';
-import { followAgentJob, followHeartbeatMs, markFollowed, type LocalRuns } from './jobs.js';
+import { followAgentJob, followHeartbeatMs, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
@@ -133,6 +133,21 @@ export class AgentRuns implements LocalRuns {
   follow(work: Promise<void>) {
     this.#followers.add(work);
     void work.finally(() => this.#followers.delete(work));
+  }
+
+  readonly #readers = new Map<string, number>();
+
+  enterReader(userId: string) {
+    const reading = this.#readers.get(userId) ?? 0;
+    if (reading >= maxReadersPerUser) return false;
+    this.#readers.set(userId, reading + 1);
+    return true;
+  }
+
+  leaveReader(userId: string) {
+    const reading = (this.#readers.get(userId) ?? 1) - 1;
+    if (reading > 0) this.#readers.set(userId, reading);
+    else this.#readers.delete(userId);
   }
 
   get size() {
@@ -419,7 +434,7 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     signal.throwIfAborted();
     // The log holds every event before `done` when `done` is written, with the charge.
     await run.log.flush();
-    const doneSeq = run.log.nextSeq();
+    const doneSeq = run.log.terminalSeq();
     const stored = await prisma.$transaction(async (tx) => {
       if (run.sessionId && (await tx.chatSession.count({ where: { id: run.sessionId, userId: run.userId } })) === 0) {
         throw new AppError('not_found', 'the chat session was deleted during the run');
@@ -450,7 +465,7 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
       signal.throwIfAborted();
       return { sessionId, creditsUsed, done };
     });
-    dependencies.runs.notify(run.jobId);
+    run.log.terminalWritten({ seq: doneSeq, data: loggedForm(stored.done) });
     dependencies.metrics?.creditsCharged.inc({ mode: run.mode }, stored.creditsUsed);
     dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: 'done' });
     run.channel.push({ ...stored.done, jobId: run.jobId, seq: doneSeq });
@@ -463,9 +478,12 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     const event: AgentEvent = { type: 'error', code, message };
     // Every event before the error is in the log first; the error itself is written with the refund.
     await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
-    const seq = run.log.nextSeq();
+    const seq = run.log.terminalSeq();
     try {
-      await refundAgentRun(prisma, run.jobId, cancelled ? 'cancelled' : 'failed', cancelled ? reason.jobError : message, { seq, data: loggedForm(event) });
+      // False: the job had been ended already (another process's sweep), which wrote its own end.
+      if (await refundAgentRun(prisma, run.jobId, cancelled ? 'cancelled' : 'failed', cancelled ? reason.jobError : message, { seq, data: loggedForm(event) })) {
+        run.log.terminalWritten({ seq, data: loggedForm(event) });
+      }
     } catch (error) {
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
     }
