@@ -3,12 +3,14 @@
 import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import openapiTS, { astToString } from 'openapi-typescript';
+import { loadConfig } from '../src/config.js';
 import { schema } from '../src/graphql/schema.js';
 import { openApiDocument } from '../src/rest/openapi.js';
 import { routes } from '../src/rest/routes.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
-const description = openApiDocument(routes, schema, { version });
+// The committed description is that of a server with the default configuration.
+const description = openApiDocument(routes, schema, { version, maxUploadFiles: loadConfig({}).uploads.maxFiles });
 await writeFile(new URL('../schema/openapi.json', import.meta.url), `${JSON.stringify(description, null, 2)}\n`);
 console.log('wrote schema/openapi.json');
 

@@ -4,6 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { schema } from '../graphql/schema.js';
 import { errorResponse } from '../rest/handler.js';
@@ -53,10 +54,10 @@ const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; style-s
 
 export type ApiReference = { handle(request: Request, pathname: string): Promise<Response> | null };
 
-/** The description is generated once, on first request; it depends on code, never on a request. */
-export function apiReference(): ApiReference {
+/** The description is generated once, on first request; it depends on code and configuration, never on a request. */
+export function apiReference(config: Config): ApiReference {
   let description: string | undefined;
-  const describe = () => (description ??= JSON.stringify(openApiDocument(routes, schema, { version })));
+  const describe = () => (description ??= JSON.stringify(openApiDocument(routes, schema, { version, maxUploadFiles: config.uploads.maxFiles })));
   return {
     handle(request, pathname) {
       if (pathname !== '/openapi.json' && pathname !== '/docs' && !pathname.startsWith('/docs/')) return null;

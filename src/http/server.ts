@@ -65,7 +65,7 @@ function withReasonPhrase(response: Response): Response {
 }
 
 function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
-  const reference = apiReference();
+  const reference = apiReference(app.config);
   return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { badRequest } from '../errors.js';
-import { maxSeq, parseEventId } from '../modules/agent/event-log.js';
+import { eventIdPattern, maxSeq, parseEventId } from '../modules/agent/event-log.js';
 
 // What the agent's routes read from a request besides a body: the position a stream resumes
 // after (docs/agent.md, "Resuming a stream").
@@ -10,8 +10,8 @@ const eventIdProblem = 'must be an event id of this API, <jobId>:<seq> (the `id:
 /** `Last-Event-ID` as EventSource sends it back: `<jobId>:<seq>`. */
 export const lastEventIdHeader = z
   .string()
-  // The shape, for the OpenAPI description; parseEventId also bounds the number.
-  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}:\d{1,10}$/, eventIdProblem)
+  // The shape, for the OpenAPI description; parseEventId reads it with the same pattern.
+  .regex(eventIdPattern, eventIdProblem)
   .refine((value) => parseEventId(value) !== null, eventIdProblem)
   .optional()
   .describe('The `id:` of the last event the client has (`<jobId>:<seq>`): the stream resumes after it. EventSource sends it when it reconnects.');

@@ -75,12 +75,12 @@ const requestIdHeader = {
 };
 
 /** Builds the description. `schema` is the GraphQL schema the persisted operations run against. */
-export function openApiDocument(routes: readonly Route[], schema: GraphQLSchema, options: { version: string }) {
+export function openApiDocument(routes: readonly Route[], schema: GraphQLSchema, options: { version: string; maxUploadFiles: number }) {
   const paths: ZodOpenApiPathsObject = {};
   for (const route of routes) {
     const path = route.path.replace(/:(\w+)/g, '{$1}');
     paths[path] ??= {};
-    (paths[path] as Record<string, ZodOpenApiOperationObject>)[route.method.toLowerCase()] = operationOf(route, schema);
+    (paths[path] as Record<string, ZodOpenApiOperationObject>)[route.method.toLowerCase()] = operationOf(route, schema, options);
   }
   return createDocument(
     {
@@ -104,7 +104,7 @@ export function openApiDocument(routes: readonly Route[], schema: GraphQLSchema,
   );
 }
 
-function operationOf(route: Route, schema: GraphQLSchema): ZodOpenApiOperationObject {
+function operationOf(route: Route, schema: GraphQLSchema, options: { maxUploadFiles: number }): ZodOpenApiOperationObject {
   const operation = operationDefinition(route.operation as DocumentNode);
   const pathNames = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
   const pathShape = Object.fromEntries(
@@ -134,12 +134,12 @@ function operationOf(route: Route, schema: GraphQLSchema): ZodOpenApiOperationOb
       ...(route.query && { query: z.object(route.query) }),
       ...(Object.keys(headerShape).length > 0 && { header: z.object(headerShape) }),
     },
-    ...(route.body && { requestBody: requestBodyOf(route.body, schema, route.fieldNames) }),
+    ...(route.body && { requestBody: requestBodyOf(route.body, schema, route.fieldNames, options) }),
     responses: responsesOf(route, schema, operation),
   };
 }
 
-function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fieldNames: Route['fieldNames']) {
+function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fieldNames: Route['fieldNames'], options: { maxUploadFiles: number }) {
   if (body.kind === 'upload') {
     const metadata = z.record(z.string(), z.unknown()).describe('A JSON object stored with each document.');
     return {
@@ -150,6 +150,7 @@ function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fiel
             file: z
               .array(z.string().min(1).meta({ format: 'binary' }))
               .min(1)
+              .max(options.maxUploadFiles)
               .describe('One or more files (PDF, DOCX, HTML, Markdown, text, ...).'),
             metadata: metadata.optional(),
           })
