@@ -512,6 +512,10 @@ describe('a hostile client', () => {
     hold(1);
     const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
     const jobId = first.events[0]!.jobId as string;
+    // HEAD answers at once with the stream's headers, and does not follow the run.
+    const head = await fetch(new URL(`/v1/agent/jobs/${jobId}/events`, server.url), { method: 'HEAD', headers: { authorization: `Bearer ${user.key}` } });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const readers = Array.from({ length: 100 }, () => new AbortController());
     const url = new URL(`/v1/agent/jobs/${jobId}/events`, server.url);
     const open = (signal?: AbortSignal) => fetch(url, { headers: { authorization: `Bearer ${user.key}` }, ...(signal && { signal }) });

@@ -116,6 +116,12 @@ function methodNotAllowed(method: string, pathname: string, allowed: string[]) {
  * to give its length, as GET's would be.
  */
 async function withoutBody(response: Response): Promise<Response> {
+  // An event stream (an agent run's events) has no length to give until its run ends: its status
+  // and headers are the answer, and it is not followed.
+  if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await response.body?.cancel();
+    return new Response(null, { status: response.status, headers: response.headers });
+  }
   const length = (await response.arrayBuffer()).byteLength;
   const headers = new Headers(response.headers);
   headers.set('content-length', String(length));
