@@ -12,6 +12,7 @@ import { readJsonBody, refuseAfterDraining } from '../http/body.js';
 import type { Route } from './routes.js';
 import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
+import { eventIdAlias } from './operations.js';
 import { answerIdempotently, idempotencyKeyOf } from './idempotency.js';
 import { answerStreamIdempotently, type StreamVariables } from './stream-idempotency.js';
 import { bodyInput, queryInput } from './request-input.js';
@@ -320,7 +321,7 @@ async function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult
           write(`data: ${JSON.stringify({ type: 'error', code: failure.code, message: failure.message })}\n\n`);
           return false;
         }
-        const { event_id: eventId, ...data } = (value.data as { result: Record<string, unknown> }).result;
+        const { [eventIdAlias]: eventId, ...data } = (value.data as { result: Record<string, unknown> }).result;
         write(`${typeof eventId === 'string' ? `id: ${eventId}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
         return true;
       };

@@ -21,7 +21,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { errorCatalogue } from '../errors.js';
 import { filenamePattern, maxFilenameLength } from '../input-limits.js';
-import { RestAgentStream } from './operations.js';
+import { eventIdAlias, RestAgentStream } from './operations.js';
 import type { JsonBody, Route, RouteTag } from './routes.js';
 
 // The type predicates check which copy of graphql made a type. Node loads graphql's CommonJS
@@ -264,11 +264,12 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
   const field = rootType!.getFields()[resultField.name]!;
   if ('stream' in response) {
     responses['200'] = {
-      description: 'The run, as Server-Sent Events: `data: <AgentEvent as JSON>` per event, ending with exactly one `done` or `error`.',
+      description:
+        'The run, as Server-Sent Events: per event a line `id: <jobId>:<seq>` (send it back as `Last-Event-ID` to resume) and a line `data: <AgentEvent as JSON>`, ending with exactly one `done` or `error`.',
       headers: requestIdHeader,
       content: {
         'text/event-stream': {
-          schema: z.string().describe('Lines `data: <JSON>` separated by blank lines; each JSON object is an `AgentEvent` (see components).'),
+          schema: z.string().describe('Events separated by blank lines, each an `id: <jobId>:<seq>` line and a `data: <JSON>` line whose JSON is an `AgentEvent` (see components); `: heartbeat` comment lines during silences.'),
         },
       },
     };
@@ -419,7 +420,8 @@ function agentEventSchema(schema: GraphQLSchema): Schema {
   const stream = RestAgentStream as DocumentNode;
   const fragments = fragmentsOf(stream);
   const root = fieldSelections(operationDefinition(stream).selectionSet, fragments)[0]!;
-  const members = union.getTypes().map((member) => objectSchema(member, root.selectionSet!, fragments));
+  // Each event's id is its SSE `id:` line, not a field of its `data:` line.
+  const members = union.getTypes().map((member) => (objectSchema(member, root.selectionSet!, fragments) as z.ZodObject).omit({ [eventIdAlias]: true }));
   return z
     .discriminatedUnion('type', members as unknown as [z.ZodObject, z.ZodObject, ...z.ZodObject[]])
     .meta({ id: 'AgentEvent', unusedIO: 'output', description: 'One Server-Sent Event of POST /agent/stream, by its `type`.' });

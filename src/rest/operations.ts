@@ -339,7 +339,10 @@ export const RestSearch = graphql(`
   }
 `);
 
-// `event_id` is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
+/** The alias of each event's SSE `id:` line in the stream operations; the REST layer takes it out of the `data:` line. */
+export const eventIdAlias = 'event_id';
+
+// `event_id` (eventIdAlias) is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
 export const RestAgentStream = graphql(`
   subscription RestAgentStream($input: AgentStreamInput!, $lastEventId: String) {
     result: agentStream(input: $input, lastEventId: $lastEventId) {

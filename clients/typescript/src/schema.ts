@@ -412,8 +412,6 @@ export type components = {
         };
         /** @description One Server-Sent Event of POST /agent/stream, by its `type`. */
         AgentEvent: {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "done";
             jobId: string;
@@ -424,21 +422,15 @@ export type components = {
             /** @description The question as it was searched for (a follow-up made to stand alone). */
             rewritten_query: string;
         } | {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "error";
             code: string;
             message: string;
         } | {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "job_started";
             jobId: string;
         } | {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "reasoning";
             steps: {
@@ -458,8 +450,6 @@ export type components = {
                 reason: string;
             }[];
         } | {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "sources";
             sources: {
@@ -479,8 +469,6 @@ export type components = {
                 }[];
             }[];
         } | {
-            /** @description `<jobId>:<seq>`, the SSE `id` of the event over REST: a stream is resumed after it (Last-Event-ID). */
-            event_id: string;
             /** @constant */
             type: "token";
             content: string;
@@ -4172,7 +4160,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The run, as Server-Sent Events: `data: <AgentEvent as JSON>` per event, ending with exactly one `done` or `error`. */
+            /** @description The run, as Server-Sent Events: per event a line `id: <jobId>:<seq>` (send it back as `Last-Event-ID` to resume) and a line `data: <AgentEvent as JSON>`, ending with exactly one `done` or `error`. */
             200: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -4490,7 +4478,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The run, as Server-Sent Events: `data: <AgentEvent as JSON>` per event, ending with exactly one `done` or `error`. */
+            /** @description The run, as Server-Sent Events: per event a line `id: <jobId>:<seq>` (send it back as `Last-Event-ID` to resume) and a line `data: <AgentEvent as JSON>`, ending with exactly one `done` or `error`. */
             200: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
