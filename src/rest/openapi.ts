@@ -27,7 +27,7 @@ import type { JsonBody, Route, RouteTag } from './routes.js';
 // The type predicates check which copy of graphql made a type. Node loads graphql's CommonJS
 // build for Pothos (the schema's types) and for this file alike, but vitest hands source files
 // the ESM build; taking them from the CommonJS build as Node loads it is right in both.
-const { getNamedType, getNullableType, isEnumType, isInputObjectType, isListType, isNonNullType, isObjectType, isScalarType, isUnionType, Kind } = createRequire(import.meta.url)('graphql') as typeof import('graphql');
+const { getNamedType, getNullableType, isEnumType, isInputObjectType, isInterfaceType, isListType, isNonNullType, isObjectType, isScalarType, isUnionType, Kind } = createRequire(import.meta.url)('graphql') as typeof import('graphql');
 
 type Schema = z.ZodType;
 
@@ -259,8 +259,8 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
   const responses: Record<string, NonNullable<ZodOpenApiResponsesObject['200']>> = {};
   const { response } = route;
   const rootType = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
-  const resultField = fieldSelections(operation.selectionSet, fragmentsOf(route.operation as DocumentNode))[0]!;
-  const fragments = fragmentsOf(route.operation as DocumentNode);
+  const fragments = fragmentsOf(route.operation as DocumentNode, schema);
+  const resultField = fieldSelections(operation.selectionSet, fragments)[0]!;
   const field = rootType!.getFields()[resultField.name]!;
   if ('stream' in response) {
     responses['200'] = {
@@ -329,10 +329,15 @@ function errorStatusesOf(route: Route): number[] {
 
 type FieldSelection = { name: string; responseName: string; selectionSet?: SelectionSetNode };
 
-function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
-  return new Map(
+/** A document's fragments by name, and which type names are unions or interfaces (a fragment on one applies to its members). */
+type Fragments = { definitions: Map<string, FragmentDefinitionNode>; abstractTypes: ReadonlySet<string> };
+
+function fragmentsOf(document: DocumentNode, schema: GraphQLSchema): Fragments {
+  const definitions = new Map(
     document.definitions.filter((definition): definition is FragmentDefinitionNode => definition.kind === Kind.FRAGMENT_DEFINITION).map((fragment) => [fragment.name.value, fragment]),
   );
+  const abstractTypes = new Set(Object.values(schema.getTypeMap()).filter((type) => isUnionType(type) || isInterfaceType(type)).map((type) => type.name));
+  return { definitions, abstractTypes };
 }
 
 function operationDefinition(document: DocumentNode): OperationDefinitionNode {
@@ -345,16 +350,16 @@ function operationDefinition(document: DocumentNode): OperationDefinitionNode {
  * The fields a selection set asks for, for an object of `typeName`: its own fields and those of
  * fragments on that type. Fragments on `AppError` are the refusals, answered as error bodies.
  */
-function fieldSelections(selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, typeName?: string): FieldSelection[] {
+function fieldSelections(selectionSet: SelectionSetNode, fragments: Fragments, typeName?: string): FieldSelection[] {
   const fields: FieldSelection[] = [];
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.FIELD) {
       if (selection.name.value === '__typename') continue;
       fields.push({ name: selection.name.value, responseName: selection.alias?.value ?? selection.name.value, selectionSet: selection.selectionSet });
     } else {
-      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : fragments.get(selection.name.value)!;
+      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : fragments.definitions.get(selection.name.value)!;
       const condition = fragment.typeCondition?.name.value;
-      if (condition === 'AppError' || (typeName && condition && condition !== typeName)) continue;
+      if (condition === 'AppError' || (typeName && condition && condition !== typeName && !fragments.abstractTypes.has(condition))) continue;
       fields.push(...fieldSelections(fragment.selectionSet, fragments, typeName));
     }
   }
@@ -362,7 +367,7 @@ function fieldSelections(selectionSet: SelectionSetNode, fragments: Map<string, 
 }
 
 /** A field's schema as it appears in the response: `required` is the value without its null. */
-function outputSchema(type: GraphQLOutputType, selectionSet: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>): { schema: Schema; required: Schema } {
+function outputSchema(type: GraphQLOutputType, selectionSet: SelectionSetNode | undefined, fragments: Fragments): { schema: Schema; required: Schema } {
   const inner = getNullableType(type) as GraphQLOutputType;
   let required: Schema;
   if (isListType(inner)) {
@@ -382,7 +387,7 @@ function outputSchema(type: GraphQLOutputType, selectionSet: SelectionSetNode | 
   return { schema: nullable ? required.nullable() : required, required };
 }
 
-function objectSchema(type: GraphQLObjectType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>): Schema {
+function objectSchema(type: GraphQLObjectType, selectionSet: SelectionSetNode, fragments: Fragments): Schema {
   const fields = type.getFields();
   const shape: Record<string, Schema> = {};
   for (const selection of fieldSelections(selectionSet, fragments, type.name)) {
@@ -399,7 +404,7 @@ function describedField(field: GraphQLField<unknown, unknown>, fieldSchema: Sche
 }
 
 /** A list route answers with a connection's nodes as a bare array. */
-function listItems(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>): Schema {
+function listItems(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Fragments): Schema {
   const connection = getNamedType(type) as GraphQLObjectType;
   const edges = fieldSelections(selectionSet, fragments).find((selection) => selection.name === 'edges')!;
   const edgeType = getNamedType(connection.getFields().edges!.type) as GraphQLObjectType;
@@ -407,7 +412,7 @@ function listItems(type: GraphQLOutputType, selectionSet: SelectionSetNode, frag
   return z.array(outputSchema(edgeType.getFields().node!.type, node.selectionSet, fragments).required);
 }
 
-function pickField(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, name: string): Schema {
+function pickField(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Fragments, name: string): Schema {
   const parent = getNamedType(type) as GraphQLObjectType;
   const selection = fieldSelections(selectionSet, fragments).find((candidate) => candidate.responseName === name)!;
   return outputSchema(parent.getFields()[selection.name]!.type, selection.selectionSet, fragments).required;
@@ -418,7 +423,7 @@ function agentEventSchema(schema: GraphQLSchema): Schema {
   const union = schema.getType('AgentEvent');
   if (!isUnionType(union)) throw new Error('the schema has no AgentEvent union');
   const stream = RestAgentStream as DocumentNode;
-  const fragments = fragmentsOf(stream);
+  const fragments = fragmentsOf(stream, schema);
   const root = fieldSelections(operationDefinition(stream).selectionSet, fragments)[0]!;
   // Each event's id is its SSE `id:` line, not a field of its `data:` line.
   const members = union.getTypes().map((member) => (objectSchema(member, root.selectionSet!, fragments) as z.ZodObject).omit({ [eventIdAlias]: true }));

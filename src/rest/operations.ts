@@ -343,70 +343,47 @@ export const RestSearch = graphql(`
 export const eventIdAlias = 'event_id';
 
 // `event_id` (eventIdAlias) is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
+export const RestAgentEvent = graphql(`
+  fragment RestAgentEvent on AgentEvent {
+    ... on AgentJobStarted { event_id: eventId type jobId }
+    ... on AgentReasoning {
+      event_id: eventId
+      type
+      steps {
+        index
+        kind
+        queries
+        found { document_id: documentId filename chunk_index: chunkIndex page score }
+        decision
+        reason
+      }
+    }
+    ... on AgentToken { event_id: eventId type content }
+    ... on AgentSources {
+      event_id: eventId
+      type
+      sources {
+        doc_id: documentId
+        filename
+        pages
+        passages { citation chunk_index: chunkIndex page quote start end }
+      }
+    }
+    ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
+    ... on AgentError { event_id: eventId type code message }
+  }
+`);
+
 export const RestAgentStream = graphql(`
   subscription RestAgentStream($input: AgentStreamInput!, $lastEventId: String) {
-    result: agentStream(input: $input, lastEventId: $lastEventId) {
-      ... on AgentJobStarted { event_id: eventId type jobId }
-      ... on AgentReasoning {
-        event_id: eventId
-        type
-        steps {
-          index
-          kind
-          queries
-          found { document_id: documentId filename chunk_index: chunkIndex page score }
-          decision
-          reason
-        }
-      }
-      ... on AgentToken { event_id: eventId type content }
-      ... on AgentSources {
-        event_id: eventId
-        type
-        sources {
-          doc_id: documentId
-          filename
-          pages
-          passages { citation chunk_index: chunkIndex page quote start end }
-        }
-      }
-      ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
-      ... on AgentError { event_id: eventId type code message }
-    }
+    result: agentStream(input: $input, lastEventId: $lastEventId) { ...RestAgentEvent }
   }
 `);
 
 // The same events, field for field, as POST /agent/stream sends them.
 export const RestAgentJobEvents = graphql(`
   subscription RestAgentJobEvents($id: ID!, $after: Int) {
-    result: agentJobEvents(id: $id, after: $after) {
-      ... on AgentJobStarted { event_id: eventId type jobId }
-      ... on AgentReasoning {
-        event_id: eventId
-        type
-        steps {
-          index
-          kind
-          queries
-          found { document_id: documentId filename chunk_index: chunkIndex page score }
-          decision
-          reason
-        }
-      }
-      ... on AgentToken { event_id: eventId type content }
-      ... on AgentSources {
-        event_id: eventId
-        type
-        sources {
-          doc_id: documentId
-          filename
-          pages
-          passages { citation chunk_index: chunkIndex page quote start end }
-        }
-      }
-      ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }
-      ... on AgentError { event_id: eventId type code message }
-    }
+    result: agentJobEvents(id: $id, after: $after) { ...RestAgentEvent }
   }
 `);
 

@@ -45,7 +45,8 @@ const restSteps = (steps: ReasoningStep[]) =>
     reason: step.reason,
   }));
 
-const restSources = (sources: Source[]) =>
+/** Sources in their REST names: as the stream sends them, the log keeps them, and the stored answer holds them. */
+export const restSources = (sources: Source[]) =>
   sources.map((source) => ({
     doc_id: source.documentId,
     filename: source.filename,

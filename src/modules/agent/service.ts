@@ -8,7 +8,7 @@ import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
-import { loggedForm, parseEventId, RunEventLog, type SequencedEvent } from './event-log.js';
+import { loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
 import { followAgentJob, followHeartbeatMs, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
@@ -449,7 +449,7 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
       // A millisecond after the question: the store's clock may give both the same stamp, and
       // the history must never show the answer first.
       const answered = await tx.chatMessage.create({
-        data: { sessionId, role: 'assistant', content: answer, sources: sourcesForStorage(sources), jobId: run.jobId, supportScore, createdAt: new Date(asked.createdAt.getTime() + 1) },
+        data: { sessionId, role: 'assistant', content: answer, sources: restSources(sources), jobId: run.jobId, supportScore, createdAt: new Date(asked.createdAt.getTime() + 1) },
         select: { createdAt: true },
       });
       const updated = await tx.chatSession.updateMany({ where: { id: sessionId, userId: run.userId }, data: { updatedAt: answered.createdAt > asked.createdAt ? answered.createdAt : asked.createdAt } });
@@ -514,23 +514,6 @@ const titleOf = (message: string) => {
   const line = message.split('\n')[0]!.trim();
   return line.length > 80 ? `${line.slice(0, 79)}…` : line;
 };
-
-/** Sources as stored with the answer: the REST names, as GET /v1/chat/sessions/{id} shows them. */
-function sourcesForStorage(sources: ReturnType<typeof sourcesOf>) {
-  return sources.map((source) => ({
-    doc_id: source.documentId,
-    filename: source.filename,
-    pages: source.pages,
-    passages: source.passages.map((passage) => ({
-      citation: passage.citation,
-      chunk_index: passage.chunkIndex,
-      page: passage.page,
-      quote: passage.quote,
-      start: passage.start,
-      end: passage.end,
-    })),
-  }));
-}
 
 const numbered = (passages: Awaited<ReturnType<typeof searchPassages>>, first: number, hop: number): NumberedPassage[] =>
   passages.map((passage, index) => ({ ...passage, number: first + index, page: pageOf(passage.metadata), hop }));
