@@ -255,6 +255,25 @@ describe('resumable runs', () => {
     expect(await balance()).toBe(before - 1);
   });
 
+  it('an answer read as JSON (GET /v1/agent/jobs/{id}?include=events) is taken as one read from the stream: charged, not refunded', async () => {
+    tokenDelayMs = 20;
+    const before = await balance();
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    // Read the answer without following the stream, once its sources are in the log.
+    let read: { data: AgentEvent }[] = [];
+    await until(async () => {
+      read = (await job(jobId, '?include=events')).body.events;
+      return read.some((event) => event.data.type === 'sources');
+    });
+    // Well past the grace period: a run whose answer was taken is not cancelled.
+    await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
+    expect((await job(jobId)).body).toMatchObject({ status: 'done', credits_used: 1 });
+    expect(await balance()).toBe(before - 1);
+    const ledger = (await server.request('GET', '/v1/user/me/credits', { key: user.key })).body.recent.filter((entry: { job_id: string }) => entry.job_id === jobId);
+    expect(ledger.map((entry: { reason: string }) => entry.reason)).not.toContain('agent_refund');
+  });
+
   it('a run nobody comes back to within the grace period is cancelled and refunded, whether still working or already answered', async () => {
     const before = await balance();
     // One still working (the model holds), one with its answer ready and not taken.
@@ -365,7 +384,12 @@ describe('refusals', () => {
     // Naming another user's event on POST /agent/stream starts nothing and finds nothing.
     const resumed = await ask({}, { headers: { 'last-event-id': `${jobId}:1` } }, other.key);
     expect(resumed.status).toBe(404);
-    expect(resumed.body.message).toBe(`agent job ${jobId} not found`);
+    // The body's workspace is checked first, as for a new run: it is not theirs either.
+    expect(resumed.body.message).toBe(`workspace ${workspaceId} not found`);
+    const ownWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: `theirs ${randomUUID()}` } })).body.id;
+    const withTheirs = await ask({ workspaceIds: [ownWorkspace] }, { headers: { 'last-event-id': `${jobId}:1` } }, other.key);
+    expect(withTheirs.status).toBe(404);
+    expect(withTheirs.body.message).toBe(`agent job ${jobId} not found`);
     // Scope: reading needs chat:read.
     const writer = await server.createKey(user, ['chat:write']);
     expectError(await job(jobId, '', writer), 403, 'forbidden');
@@ -383,6 +407,17 @@ describe('refusals', () => {
     expectError(await job(outside, '', key), 404, 'not_found');
     expect((await events(outside, { key })).status).toBe(404);
     expect((await ask({}, { headers: { 'last-event-id': `${outside}:0` } }, key)).status).toBe(404);
+    // Resuming a run it may see, naming a workspace it may not: 404, as for a new run.
+    expect((await ask({ workspaceIds: [elsewhere] }, { headers: { 'last-event-id': `${inside}:0` } }, key)).status).toBe(404);
+
+    // A follow-up that searched only its workspace, in a session that also holds answers from
+    // another: the run's question is rewritten from that conversation, so the key cannot see it.
+    const mixed = await ask({ workspaceIds: [workspaceId, elsewhere] });
+    const sessionId = mixed.events.at(-1)!.sessionId as string;
+    const followUp = (await ask({ message: 'And what designed it?', sessionId })).events[0]!.jobId as string;
+    expect((await job(followUp)).body.status).toBe('done');
+    expectError(await job(followUp, '', key), 404, 'not_found');
+    expect((await events(followUp, { key })).status).toBe(404);
   });
 
   it('a malformed Last-Event-ID or after, an event the run has not sent, another job of the caller: 400', async () => {

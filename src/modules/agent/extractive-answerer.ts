@@ -260,13 +260,13 @@ export function standaloneQuestion(question: string, history: readonly Turn[]): 
   if (!followsUp) return question;
   let rewritten = question.replace(/^\s*(and|also)\s+/i, '').replace(elliptical, '');
   let replaced = false;
-  const pronoun = person ?? thing;
+  // The pronoun as a word of what is left of the question (a string replace would take the
+  // first "he" anywhere, inside "Where" or "When").
+  const pronoun = person ? personPronoun.exec(rewritten) : thing ? thingPronoun.exec(rewritten) : null;
   if (pronoun) {
     const possessive = /^(its|his|her|hers|their|theirs)$/i.test(pronoun[1]!);
-    rewritten = rewritten.replace(pronoun[0], () => {
-      replaced = true;
-      return possessive ? `${topic}'s` : topic;
-    });
+    rewritten = `${rewritten.slice(0, pronoun.index)}${possessive ? `${topic}'s` : topic}${rewritten.slice(pronoun.index + pronoun[0].length)}`;
+    replaced = true;
   }
   if (!replaced) rewritten = `${topic} ${rewritten}`;
   rewritten = rewritten.trim();

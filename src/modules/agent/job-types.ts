@@ -1,8 +1,8 @@
 import { builder } from '../../graphql/builder.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { badRequest } from '../../errors.js';
-import { eventIdOf, loggedEvents, maxSeq, type LoggedEvent } from './event-log.js';
-import { countLoggedEvents, findAgentJob, followAgentJob, type AgentJobState } from './jobs.js';
+import { eventIdOf, maxSeq, type LoggedEvent } from './event-log.js';
+import { countLoggedEvents, findAgentJob, followAgentJob, readLoggedEvents, type AgentJobState } from './jobs.js';
 import { AgentEventRef, AgentMode } from './types.js';
 
 // Agent jobs and their event logs (docs/agent.md, "Resuming a stream" and "Jobs"). Registered
@@ -58,7 +58,7 @@ const AgentJobRef = builder.objectRef<AgentJobState>('AgentJob').implement({
         const count = first ?? 1000;
         if (!Number.isInteger(from) || from < 0 || from > maxSeq) throw badRequest('after', 'must be an event number from 0');
         if (!Number.isInteger(count) || count < 1 || count > maxEventsPerRead) throw badRequest('first', `must be an integer from 1 to ${maxEventsPerRead}`);
-        return loggedEvents(context.prisma, job.id, from, count);
+        return readLoggedEvents(context.prisma, job, from, count);
       },
     }),
   }),

@@ -4,7 +4,7 @@ import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
-import { eventOfLogged, isTerminal, type SequencedEvent, type WrittenEvent } from './event-log.js';
+import { eventOfLogged, isTerminal, loggedEvents, type LoggedEvent, type SequencedEvent, type WrittenEvent } from './event-log.js';
 import { EventChannel, type AgentEvent } from './events.js';
 
 /**
@@ -79,7 +79,24 @@ export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: str
     },
   });
   if (!job || !withinRestriction(viewer, job.workspaceIds ?? [])) throw jobNotFound(id);
+  // A run continuing a session may carry what the session's other workspaces said (its question
+  // is rewritten from the conversation): a restricted key sees it only when it sees the session.
+  if (job.sessionId && viewer.workspaceIds !== null) {
+    const session = await prisma.chatSession.findFirst({ where: { id: job.sessionId, userId: viewer.userId }, select: { workspaceIds: true } });
+    if (session && !withinRestriction(viewer, session.workspaceIds)) throw jobNotFound(id);
+  }
   return { ...job, workspaceIds: job.workspaceIds ?? [] };
+}
+
+/**
+ * The logged events of a job, read as JSON (not followed as a stream). Reading them takes the
+ * answer as following does: a resumable run still going counts them as delivered, so an answer
+ * read this way is charged like one read from the stream.
+ */
+export async function readLoggedEvents(prisma: PrismaClient, job: AgentJobState, after: number, limit: number): Promise<LoggedEvent[]> {
+  const events = await loggedEvents(prisma, job.id, after, limit);
+  if (job.resumable && job.status === 'running' && events.length > 0) await markFollowed(prisma, job.id, events.at(-1)!.seq);
+  return events;
 }
 
 export const countLoggedEvents = (prisma: PrismaClient, jobId: string) => prisma.agentEvent.count({ where: { jobId } });

@@ -293,6 +293,9 @@ export async function resumeAgentStream(dependencies: AgentDependencies, viewer:
   checkInput(input);
   const position = parseEventId(lastEventId);
   if (!position) throw badRequest('Last-Event-ID', 'must be an event id of this API, <jobId>:<seq> (the `id` of an event of the stream)');
+  // The body's workspaces are checked as for a new run: a caller naming one it may not see gets
+  // the same 404, whatever run it resumes.
+  await requireWorkspaces(dependencies.prisma, viewer, input.workspaceIds);
   return followAgentJob(dependencies, viewer, { jobId: position.jobId, after: position.seq, field: 'Last-Event-ID' }, signal);
 }
 

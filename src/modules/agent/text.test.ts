@@ -48,6 +48,16 @@ describe('namesIn and follow-ups', () => {
     expect(standaloneQuestion('Who founded Uber?', history)).toBe('Who founded Uber?');
     expect(standaloneQuestion('and its revenue?', [])).toBe('and its revenue?');
   });
+
+  it('replaces the pronoun as a word, not the same letters inside another word', () => {
+    const history = [
+      { role: 'user' as const, content: 'Who designed the Zephyr-9 reactor?' },
+      { role: 'assistant' as const, content: 'It was designed by Ilse Marant [1].' },
+    ];
+    expect(standaloneQuestion('Where was he born?', history)).toBe('Where was Ilse Marant born?');
+    expect(standaloneQuestion('When did she design the thermostat?', history)).toBe('When did Ilse Marant design the thermostat?');
+    expect(standaloneQuestion('Where is its core?', history)).toBe("Where is Zephyr-9's core?");
+  });
 });
 
 describe('checkSentences and sourcesOf', () => {
