@@ -330,6 +330,31 @@ describe('Idempotency-Key across requests', () => {
     expect(bobs.body.id).not.toBe(first.body.id);
   });
 
+  it("does not replay to a JWT with other scopes: a created key's raw value stays with credentials as trusted as the first", async () => {
+    const key = newKey();
+    const scoped = (scope: string) =>
+      new SignJWT({ scope }).setProtectedHeader({ alg: 'HS256' }).setSubject(alice.id).setIssuedAt().setExpirationTime('600s').sign(new TextEncoder().encode(jwtSecret));
+    const all = 'user:read user:write kb:read kb:write chat:read chat:write';
+    const body = { name: `all scopes ${key}`, scopes: all.split(' ') };
+    const first = await post(await scoped(all), '/v1/user/me/api-keys', { idempotencyKey: key, json: body });
+    expect(first.status, first.text).toBe(201);
+    expect(first.body.raw_key).toMatch(/^sk_/);
+    const narrower = await post(await scoped('user:write'), '/v1/user/me/api-keys', { idempotencyKey: key, json: body });
+    expectError(narrower, 422, 'idempotency_key_reused');
+    expect(narrower.text).not.toContain(first.body.raw_key);
+    // The same scopes in another order are the same credential.
+    expectReplayOf(await post(await scoped(all.split(' ').reverse().join(' ')), '/v1/user/me/api-keys', { idempotencyKey: key, json: body }), first);
+  });
+
+  it('takes the path as the route reads it: an id in upper case and a trailing slash are the same request', async () => {
+    const { sessionId } = homes.get(alice.key)!;
+    const key = newKey();
+    const json = { role: 'user', content: `case ${key}` };
+    const first = await post(alice.key, `/v1/chat/sessions/${sessionId}/messages`, { idempotencyKey: key, json });
+    expect(first.status, first.text).toBe(201);
+    expectReplayOf(await post(alice.key, `/v1/chat/sessions/${sessionId.toUpperCase()}/messages/`, { idempotencyKey: key, json }), first);
+  });
+
   it('keeps and replays what the operation decided: a 404 and a 409', async () => {
     const missing = randomUUID();
     const key = newKey();
@@ -383,6 +408,11 @@ describe('Idempotency-Key across requests', () => {
     // The same upload sent as JSON text is the same request: the same file and metadata.
     const asJson = await post(alice.key, path, { idempotencyKey: key, json: { filename: 'a.txt', content: bytes, metadata: { tag: 1 } } });
     expectReplayOf(asJson, first);
+    // Without metadata too: no metadata part is the same as a JSON body without `metadata`.
+    const bare = newKey();
+    const bareFirst = await post(alice.key, path, { idempotencyKey: bare, form: form([{ name: 'g.txt', bytes }]) });
+    expect(bareFirst.status, bareFirst.text).toBe(202);
+    expectReplayOf(await post(alice.key, path, { idempotencyKey: bare, json: { filename: 'g.txt', content: bytes } }), bareFirst);
   });
 
   it('replays an upload as it was answered, not as the document is now', async () => {

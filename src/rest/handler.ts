@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
 import { AppError, badRequest, isErrorCode } from '../errors.js';
+import { isUuid } from '../ids.js';
 import type { Yoga } from '../graphql/yoga.js';
 import { graphqlEndpoint } from '../graphql/endpoints.js';
 import { authenticate, type Viewer } from '../auth/authenticate.js';
@@ -179,7 +180,8 @@ function pathParams(route: Route, params: Record<string, string>): Record<string
   for (const [name, rule] of Object.entries(route.params ?? {})) {
     if (!rule.pattern.test(params[name] ?? '')) throw badRequest(name, rule.problem);
   }
-  return params;
+  // Ids are UUIDs in any case; one spelling, so that a retry naming one in upper case is the same request.
+  return Object.fromEntries(Object.entries(params).map(([name, value]) => [name, isUuid(value) ? value.toLowerCase() : value]));
 }
 
 function errorOf(result: GraphQLResponseBody, route?: Route): AppError | undefined {

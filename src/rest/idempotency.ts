@@ -61,13 +61,24 @@ type IdempotentRequest = {
  * `execute` gets a signal that never aborts: once started, the request is carried to its end
  * even if the client goes away, so that its retry finds the answer rather than half a request.
  */
+/**
+ * What, beside the body, makes a request the same one: its path as the route reads it (ids in any
+ * case, a trailing slash or not) and the credential: the same API key, or a JWT of the user with
+ * the same scopes (a replay must not hand a less trusted token what a more trusted one created,
+ * such as a new key's raw value).
+ */
+export function requestIdentity(request: Request, viewer: Viewer): { path: string; credential: string } {
+  const path = new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase();
+  const credential = viewer.credential.kind === 'api_key' ? `api_key:${viewer.credential.apiKeyId}` : `jwt:${[...viewer.scopes].sort().join(' ')}`;
+  return { path, credential };
+}
+
 export async function answerIdempotently(
   store: IdempotencyStore,
   { request, viewer, key, variables, jwtSecret }: IdempotentRequest,
   execute: (signal: AbortSignal) => Promise<Response>,
 ): Promise<Response | AppError> {
-  const path = new URL(request.url).pathname;
-  const credential = viewer.credential.kind === 'api_key' ? `api_key:${viewer.credential.apiKeyId}` : 'jwt';
+  const { path, credential } = requestIdentity(request, viewer);
   const requestHash = await hashRequest([request.method, path, credential], variables);
   const begun = await store.begin({ userId: viewer.userId, key, method: request.method, path, requestHash });
   const seal = sealer(viewer.credential.kind === 'api_key' ? bearerToken(request) : jwtSecret, viewer.userId, key);

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { parseEventId } from '../modules/agent/event-log.js';
 import type { IdempotencyStore, StoredResponse } from '../modules/idempotency/store.js';
-import { hashRequest, idempotencyKeyHeader, isKeptStatus, replayedHeader } from './idempotency.js';
+import { hashRequest, idempotencyKeyHeader, isKeptStatus, replayedHeader, requestIdentity } from './idempotency.js';
 
 /** The variables of POST /agent/stream's operation (routes.ts). */
 export type StreamVariables = { input: unknown; lastEventId: string | null };
@@ -35,8 +35,7 @@ export async function answerStreamIdempotently(
   { request, viewer, key, variables, log }: IdempotentStream,
   execute: (variables: StreamVariables) => Promise<Response>,
 ): Promise<Response | AppError> {
-  const path = new URL(request.url).pathname;
-  const credential = viewer.credential.kind === 'api_key' ? `api_key:${viewer.credential.apiKeyId}` : 'jwt';
+  const { path, credential } = requestIdentity(request, viewer);
   // The body identifies the request: a retry may carry a Last-Event-ID that the first did not.
   const requestHash = await hashRequest([request.method, path, credential], { input: variables.input });
   const begun = await store.begin({ userId: viewer.userId, key, method: request.method, path, requestHash });

@@ -88,7 +88,8 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
           source.resume();
         });
       } else {
-        resolve({ files, metadata });
+        // No metadata part is `{}`, as a JSON upload without `metadata`: the same upload either way.
+        resolve({ files, metadata: metadata ?? {} });
       }
     };
     parser.on('file', (name, stream, info) => {
