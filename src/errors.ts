@@ -62,15 +62,18 @@ export const badRequest = (field: string, problem: string) => new AppError('bad_
 /** An id this long (a pasted document sent as an id) is cut in messages, not echoed whole. */
 const longestIdShown = 120;
 
-/** `workspace <id> not found`; an id over 120 characters shows its first 100 and its length. */
-export const notFound = (kind: string, id?: string) => {
-  let shown = id;
-  if (id !== undefined) {
-    const characters = [...id];
-    if (characters.length > longestIdShown) shown = `${characters.slice(0, 100).join('')}... (${characters.length} characters)`;
-  }
-  return new AppError('not_found', shown === undefined ? `${kind} not found` : `${kind} ${shown} not found`);
+/** A caller's text in a message: over 120 characters, its first 100 and its length. */
+export const shownText = (text: string) => {
+  const characters = [...text];
+  return characters.length > longestIdShown ? `${characters.slice(0, 100).join('')}... (${characters.length} characters)` : text;
 };
+
+/** `workspace <id> not found`; an id over 120 characters shows its first 100 and its length. */
+export const notFound = (kind: string, id?: string) =>
+  new AppError('not_found', id === undefined ? `${kind} not found` : `${kind} ${shownText(id)} not found`);
+
+/** No endpoint at this path (with the path cut as ids are). */
+export const noEndpoint = (method: string, pathname: string) => new AppError('not_found', `no endpoint at ${method} ${shownText(pathname)}`);
 export const authenticationRequired = () =>
   new AppError('unauthorized', 'authentication required: send Authorization: Bearer <key>');
 export const missingScope = (scope: string) => new AppError('forbidden', `this credential lacks the ${scope} scope`);

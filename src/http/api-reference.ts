@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Config } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, noEndpoint } from '../errors.js';
 import { schema } from '../graphql/schema.js';
 import { errorResponse } from '../rest/handler.js';
 import { openApiDocument } from '../rest/openapi.js';
@@ -78,7 +78,7 @@ export function apiReference(config: Config): ApiReference {
         return Promise.resolve(new Response(startScript, { headers: { 'content-type': 'text/javascript; charset=utf-8', ...securityHeaders } }));
       }
       const type = Object.hasOwn(assets, name) ? assets[name] : undefined;
-      if (!type) return Promise.resolve(errorResponse(new AppError('not_found', `no endpoint at GET ${pathname}`)));
+      if (!type) return Promise.resolve(errorResponse(noEndpoint('GET', pathname)));
       return readFile(path.join(assetDirectory, name)).then(
         (bytes) => new Response(bytes, { headers: { 'content-type': type, 'cache-control': 'public, max-age=3600', ...securityHeaders } }),
       );

@@ -1,7 +1,7 @@
 import { modelMismatch } from '../modules/retrieval/service.js';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import { createServerAdapter } from '@whatwg-node/server';
-import { AppError } from '../errors.js';
+import { AppError, noEndpoint } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
 import { handleGraphQLHttpRequest } from '../graphql/http.js';
 import { graphqlEndpoint, graphqlStreamEndpoint } from '../graphql/endpoints.js';
@@ -92,7 +92,7 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (match) return methodNotAllowed(request.method, url.pathname, match.allowed);
-      return errorResponse(new AppError('not_found', `no endpoint at ${request.method} ${url.pathname}`));
+      return errorResponse(noEndpoint(request.method, url.pathname));
     } catch (error) {
       // The client went away while sending its body: nobody reads the answer, and it is no fault of ours.
       if (request.signal.aborted || (error as { code?: string }).code === 'ECONNRESET' || (error as Error).message === 'aborted') {

@@ -262,11 +262,21 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
   const fragments = fragmentsOf(route.operation as DocumentNode, schema);
   const resultField = fieldSelections(operation.selectionSet, fragments)[0]!;
   const field = rootType!.getFields()[resultField.name]!;
+  const successHeaders = route.idempotent
+    ? {
+        ...requestIdHeader,
+        'Idempotent-Replayed': {
+          description: '`true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed.',
+          required: false,
+          schema: { type: 'string' as const, enum: ['true'] },
+        },
+      }
+    : requestIdHeader;
   if ('stream' in response) {
     responses['200'] = {
       description:
         'The run, as Server-Sent Events: per event a line `id: <jobId>:<seq>` (send it back as `Last-Event-ID` to resume) and a line `data: <AgentEvent as JSON>`, ending with exactly one `done` or `error`.',
-      headers: requestIdHeader,
+      headers: successHeaders,
       content: {
         'text/event-stream': {
           schema: z.string().describe('Events separated by blank lines, each an `id: <jobId>:<seq>` line and a `data: <JSON>` line whose JSON is an `AgentEvent` (see components); `: heartbeat` comment lines during silences.'),
@@ -291,17 +301,15 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
               ...requestIdHeader,
               Link: { description: '`<url>; rel="next"` when there is a next page.', required: false, schema: { type: 'string' } },
             }
-          : requestIdHeader,
+          : successHeaders,
       content: { 'application/json': { schema: body } },
     };
   }
+  const retryAfter = (required: boolean) => ({ 'Retry-After': { description: 'Seconds to wait before trying again.', required, schema: { type: 'integer' as const } } });
   for (const status of errorStatusesOf(route)) {
     responses[String(status)] = {
       description: statusWords[status]!,
-      headers:
-        status === 429
-          ? { ...requestIdHeader, 'Retry-After': { description: 'Seconds to wait.', required: true, schema: { type: 'integer' } } }
-          : requestIdHeader,
+      headers: status === 429 ? { ...requestIdHeader, ...retryAfter(true) } : status === 409 && route.idempotent ? { ...requestIdHeader, ...retryAfter(false) } : requestIdHeader,
       content: { 'application/json': { schema: errorBody } },
     };
   }
@@ -322,12 +330,15 @@ function errorStatusesOf(route: Route): number[] {
     statuses.add(422);
   }
   if (route.method === 'PATCH' || route.method === 'POST') statuses.add(409);
-  if ('stream' in route.response) statuses.add(406);
-  if ('stream' in route.response && route.method === 'POST') statuses.add(402);
+  if ('stream' in route.response && route.method === 'POST') {
+    statuses.add(402);
+    statuses.add(406);
+  }
   return [...statuses].sort();
 }
 
-type FieldSelection = { name: string; responseName: string; selectionSet?: SelectionSetNode };
+/** `conditional`: under `@include` or `@skip`, so the field may be left out of the response. */
+type FieldSelection = { name: string; responseName: string; selectionSet?: SelectionSetNode; conditional: boolean };
 
 /** A document's fragments by name, and which type names are unions or interfaces (a fragment on one applies to its members). */
 type Fragments = { definitions: Map<string, FragmentDefinitionNode>; abstractTypes: ReadonlySet<string> };
@@ -355,7 +366,12 @@ function fieldSelections(selectionSet: SelectionSetNode, fragments: Fragments, t
   for (const selection of selectionSet.selections) {
     if (selection.kind === Kind.FIELD) {
       if (selection.name.value === '__typename') continue;
-      fields.push({ name: selection.name.value, responseName: selection.alias?.value ?? selection.name.value, selectionSet: selection.selectionSet });
+      fields.push({
+        name: selection.name.value,
+        responseName: selection.alias?.value ?? selection.name.value,
+        selectionSet: selection.selectionSet,
+        conditional: (selection.directives ?? []).some((directive) => directive.name.value === 'include' || directive.name.value === 'skip'),
+      });
     } else {
       const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : fragments.definitions.get(selection.name.value)!;
       const condition = fragment.typeCondition?.name.value;
@@ -392,7 +408,8 @@ function objectSchema(type: GraphQLObjectType, selectionSet: SelectionSetNode, f
   const shape: Record<string, Schema> = {};
   for (const selection of fieldSelections(selectionSet, fragments, type.name)) {
     const field = fields[selection.name]!;
-    shape[selection.responseName] = describedField(field, outputSchema(field.type, selection.selectionSet, fragments).schema);
+    const fieldSchema = describedField(field, outputSchema(field.type, selection.selectionSet, fragments).schema);
+    shape[selection.responseName] = selection.conditional ? fieldSchema.optional() : fieldSchema;
   }
   return z.object(shape);
 }

@@ -538,7 +538,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -687,7 +687,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -786,7 +786,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -894,7 +894,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -952,6 +952,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1015,6 +1017,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1059,7 +1063,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1161,7 +1165,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1265,7 +1269,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1320,6 +1324,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1382,6 +1388,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1426,7 +1434,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1537,7 +1545,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1639,7 +1647,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1789,7 +1797,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -1908,7 +1916,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2041,7 +2049,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2147,7 +2155,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2203,6 +2211,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2267,6 +2277,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2311,7 +2323,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2435,7 +2447,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2537,7 +2549,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2597,6 +2609,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2661,6 +2675,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2705,7 +2721,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2836,7 +2852,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -2909,6 +2925,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2984,6 +3002,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3028,7 +3048,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3152,7 +3172,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3254,7 +3274,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3395,7 +3415,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3515,7 +3535,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3640,7 +3660,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3769,7 +3789,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -3931,7 +3951,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -4093,7 +4113,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -4165,6 +4185,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is the first answer to the same request with the same `Idempotency-Key`, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4242,6 +4264,8 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4286,7 +4310,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -4366,7 +4390,7 @@ export interface operations {
                         /** @description How many events the log holds. */
                         event_count: number;
                         /** @description The logged events after `after` (0: from the first), oldest first, at most `first` (1 to 10000, default 1000). */
-                        events: {
+                        events?: {
                             /** @description `<jobId>:<seq>`: the SSE `id` the event was sent with. */
                             id: string;
                             /** @description 1, 2, ... in the order the events were sent. */
@@ -4428,7 +4452,7 @@ export interface operations {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
@@ -4542,23 +4566,12 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The client does not accept the response type (`text/event-stream` for streams). */
-            406: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
             /** @description Too many requests; `Retry-After` says when to try again. */
             429: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
-                    /** @description Seconds to wait. */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };
