@@ -35,6 +35,14 @@ export const eventIdPattern = /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 
 export const isTerminal = (event: AgentEvent) => event.type === 'done' || event.type === 'error';
 
+/**
+ * Whether a logged event is served to a reader, given its job's status. A run that ended without
+ * its charge (cancelled, failed) keeps its answer's events in the log, but they are not given out
+ * afterwards: an answer is read either live or paid for. Its start and its error stay readable.
+ */
+export const servedAfterEnd = (status: string, event: Pick<AgentEvent, 'type'>) =>
+  status === 'running' || status === 'done' || event.type === 'job_started' || event.type === 'error';
+
 const restSteps = (steps: ReasoningStep[]) =>
   steps.map((step) => ({
     index: step.index,

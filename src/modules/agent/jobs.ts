@@ -4,7 +4,7 @@ import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
-import { eventOfLogged, isTerminal, loggedEvents, type LoggedEvent, type SequencedEvent, type WrittenEvent } from './event-log.js';
+import { eventOfLogged, isTerminal, loggedEvents, servedAfterEnd, type LoggedEvent, type SequencedEvent, type WrittenEvent } from './event-log.js';
 import { EventChannel, type AgentEvent } from './events.js';
 
 /**
@@ -96,7 +96,7 @@ export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: str
 export async function readLoggedEvents(prisma: PrismaClient, job: AgentJobState, after: number, limit: number): Promise<LoggedEvent[]> {
   const events = await loggedEvents(prisma, job.id, after, limit);
   if (job.resumable && job.status === 'running' && events.length > 0) await markFollowed(prisma, job.id, events.at(-1)!.seq);
-  return events;
+  return events.filter((event) => servedAfterEnd(job.status, event.data as { type: AgentEvent['type'] }));
 }
 
 export const countLoggedEvents = (prisma: PrismaClient, jobId: string) => prisma.agentEvent.count({ where: { jobId } });
@@ -250,8 +250,9 @@ class JobFollower {
         for (const row of rows) {
           if (row.seq === null) continue;
           const event: SequencedEvent = { ...eventOfLogged(typeof row.data === 'string' ? JSON.parse(row.data) : row.data), jobId, seq: row.seq };
-          this.channel.push(event);
           after = row.seq;
+          if (!servedAfterEnd(status, event)) continue;
+          this.channel.push(event);
           if (event.type === 'sources') sources = row.seq;
           if (isTerminal(event)) {
             ended = true;
