@@ -164,6 +164,9 @@ export const visibleCharacterPattern = `[^\\s${refusedInNames}]`;
 const visibleCharacter = new RegExp(visibleCharacterPattern, 'u');
 export const hasVisibleCharacter = (text: string) => visibleCharacter.test(text);
 
+/** A key of a caller's JSON object, as the OpenAPI description gives it: any string but `__proto__` (checkJson refuses that one). */
+export const jsonObjectKey = () => z.string().meta({ pattern: '^(?!__proto__$)' });
+
 /** Zod schemas for GraphQL input fields, so the Pothos validation plugin reports the same 400s. */
 export const nameInput = (max = maxNameLength) =>
   z

@@ -20,7 +20,7 @@ import type {
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { errorCatalogue } from '../errors.js';
-import { filenamePattern, maxFilenameLength } from '../input-limits.js';
+import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limits.js';
 import { eventIdAlias, RestAgentStream } from './operations.js';
 import type { JsonBody, Route, RouteTag } from './routes.js';
 
@@ -141,7 +141,7 @@ function operationOf(route: Route, schema: GraphQLSchema, options: { maxUploadFi
 
 function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fieldNames: Route['fieldNames'], options: { maxUploadFiles: number }) {
   if (body.kind === 'upload') {
-    const metadata = z.record(z.string(), z.unknown()).describe('A JSON object stored with each document.');
+    const metadata = z.record(jsonObjectKey(), z.unknown()).describe('A JSON object stored with each document.');
     return {
       required: true,
       content: {

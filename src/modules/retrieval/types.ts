@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
-import { textInput } from '../../input-limits.js';
+import { jsonObjectKey, textInput } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { AppError } from '../../errors.js';
 import { checkFilter, search, searchLimits, searchModes, type SearchResult } from './service.js';
@@ -57,7 +57,7 @@ const SearchInput = builder.inputType('SearchInput', {
         })
         .pipe(
           z
-            .record(z.string(), filterCondition)
+            .record(jsonObjectKey(), filterCondition)
             .meta({ maxProperties: searchLimits.maxFilterKeys })
             .describe('Only documents whose metadata matches: `{"key": value}` for equality, `{"key": {"in": [values]}}` for one of several.'),
         )
