@@ -19,6 +19,8 @@ export const errorCatalogue = {
   idempotency_key_in_use: 409,
   /** An Idempotency-Key sent again with another request (method, path, body or credential). */
   idempotency_key_reused: 422,
+  /** A retry of a document that has not failed (queued, processing or ready): only a failed document is processed again. */
+  document_not_failed: 409,
 } as const;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -119,6 +119,35 @@ describe('GET /openapi.json', () => {
     expect(description.components.schemas.Error.required.sort()).toEqual(['error', 'message']);
   });
 
+  it("describes a document's file as the bytes of its type, with the headers the server writes", async () => {
+    const operation = description.paths['/v1/kb/documents/{id}/file'].get;
+    const ok = operation.responses['200'];
+    expect(Object.keys(ok.content).sort()).toEqual(
+      ['application/json', 'application/pdf', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'text/csv', 'text/html', 'text/markdown', 'text/plain'],
+    );
+    expect(ok.content['application/pdf'].schema).toMatchObject({ type: 'string', format: 'binary' });
+    expect(ok.content['text/plain'].schema).toMatchObject({ type: 'string', format: 'binary' });
+    expect(ok.content['application/json'].schema.type).toBeUndefined();
+    expect(operation.responses['404'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'Files' } })).body.id;
+    const uploaded = await server.request('POST', `/v1/kb/workspaces/${workspace}/documents`, { key: user.key, json: { filename: 'a.md', content: '# A' } });
+    const file = await fetch(`${server.url}/v1/kb/documents/${uploaded.body[0].id}/file?workspace_id=${workspace}`, { headers: { authorization: `Bearer ${user.key}` } });
+    expect(file.status).toBe(200);
+    expect(Object.keys(ok.content)).toContain(file.headers.get('content-type')!.split(';')[0]);
+    for (const [name, header] of Object.entries(ok.headers as Record<string, { required: boolean; schema: { enum?: string[] } }>)) {
+      const value = file.headers.get(name);
+      if (header.required) expect(value, name).not.toBeNull();
+      if (header.schema.enum) expect(header.schema.enum, name).toContain(value);
+    }
+    expect(await file.text()).toBe('# A');
+
+    const retry = description.paths['/v1/kb/documents/{id}/retry'].post;
+    expect(Object.keys(retry.responses)).toEqual(expect.arrayContaining(['202', '404', '409']));
+    expect(retry.responses['202'].content['application/json'].schema.properties.stage.enum.sort()).toEqual(['embedding', 'failed', 'parsing', 'queued', 'ready']);
+    expect(retry.parameters.map((parameter: { name: string }) => parameter.name)).not.toContain('Idempotency-Key');
+    expect(description.components.schemas.Error.properties.error.enum).toContain('document_not_failed');
+  });
+
   it("describes the agent's events, one schema per type, with the fields the stream sends", () => {
     const events = description.components.schemas.AgentEvent;
     const types = events.oneOf.map((member: any) => member.properties.type.const).sort();

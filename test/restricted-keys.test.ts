@@ -238,6 +238,7 @@ describe('documents through a restricted key', () => {
     `/v1/kb/documents/${document}/chunks?workspace_id=${workspace}`,
     `/v1/kb/documents/${document}/chunks/0/context?workspace_id=${workspace}`,
     `/v1/kb/documents/${document}/grep?workspace_id=${workspace}&pattern=workspace`,
+    `/v1/kb/documents/${document}/file?workspace_id=${workspace}`,
   ];
 
   it('reads documents of its workspace (200) and of no other (404 as for a missing document)', async () => {
@@ -276,6 +277,7 @@ describe('documents through a restricted key', () => {
       `documentChunks(id: "${docB}", workspaceId: "${b}") { edges { node { content } } }`,
       `chunkContext(documentId: "${docB}", workspaceId: "${b}", chunkIndex: 0) { chunks { content } }`,
       `grepDocument(documentId: "${docB}", workspaceId: "${b}", pattern: "vault") { totalMatches }`,
+      `documentFile(id: "${docB}", workspaceId: "${b}") { base64 }`,
     ];
     for (const field of fields) {
       const response = await server.request('POST', '/graphql', { key: keyA, json: { query: `{ ${field} }` } });
@@ -302,6 +304,9 @@ describe('documents through a restricted key', () => {
     const graphUpload = await server.graphql(keyA, `mutation { deleteDocument(id: "${docB}") { __typename ... on AppError { code } } }`);
     expect(graphUpload.data).toEqual({ deleteDocument: { __typename: 'AppError', code: 'not_found' } });
     expect(expectError(await rest('DELETE', `/v1/kb/documents/${docB}`, keyA), 404, 'not_found').message).toBe(`document ${docB} not found`);
+    expect(expectError(await rest('POST', `/v1/kb/documents/${docB}/retry?workspace_id=${b}`, keyA), 404, 'not_found').message).toBe(`document ${docB} not found`);
+    const graphRetry = await server.graphql(keyA, `mutation { retryDocument(id: "${docB}", workspaceId: "${b}") { __typename ... on AppError { code } } }`);
+    expect(graphRetry.data).toEqual({ retryDocument: { __typename: 'AppError', code: 'not_found' } });
     expect((await rest('GET', `/v1/kb/documents/${docB}`, owner.key)).status).toBe(200);
     await waitForDocuments(server, keyA, [noteId]);
     expect((await rest('DELETE', `/v1/kb/documents/${noteId}`, keyA)).status).toBe(204);

@@ -10,7 +10,7 @@ import type { AppServices, RestResultHandOver } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody, refuseAfterDraining } from '../http/body.js';
-import type { Route } from './routes.js';
+import type { FileResult, Route } from './routes.js';
 import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
 import { eventIdAlias } from './operations.js';
@@ -257,6 +257,7 @@ const toSnakeCase = (path: string) => path.replace(/[A-Z]/g, (letter) => `_${let
 function successResponse(route: Route, value: unknown, url: URL): Response {
   const { response } = route;
   if (response.status === 204) return new Response(null, { status: 204 });
+  if ('file' in response) return fileResponse(value as FileResult);
   if ('list' in response) {
     const connection = value as { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: unknown }[] };
     const headers = new Headers();
@@ -278,6 +279,39 @@ function successResponse(route: Route, value: unknown, url: URL): Response {
         : withoutTypename(value);
   return Response.json(body, { status: response.status });
 }
+
+/**
+ * An uploaded file as it was received. It is the caller's content, not the service's: served
+ * `inline` but sandboxed, so that an HTML file opened from this URL is a page of a unique origin
+ * that runs no script and loads nothing (CSP `sandbox`), and never sniffed as another type.
+ */
+function fileResponse(file: FileResult): Response {
+  const bytes = Buffer.from(file.base64, 'base64');
+  return new Response(bytes, {
+    status: 200,
+    headers: {
+      'content-type': fileContentType(file.content_type, bytes),
+      'content-length': String(bytes.byteLength),
+      'content-disposition': `inline; filename="${asciiFilename(file.filename)}"; filename*=UTF-8''${encodeRfc5987(file.filename)}`,
+      'x-content-type-options': 'nosniff',
+      'content-security-policy': "sandbox; default-src 'none'",
+    },
+  });
+}
+
+/**
+ * The document's type; a text type with the charset its bytes are in (uploads take text as UTF-8,
+ * or UTF-16 with a byte-order mark), so that a browser does not guess one.
+ */
+function fileContentType(type: string, bytes: Uint8Array): string {
+  if (!type.startsWith('text/')) return type;
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return `${type}; charset=utf-16le`;
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return `${type}; charset=utf-16be`;
+  return `${type}; charset=utf-8`;
+}
+
+/** The `filename=` fallback of RFC 6266 for clients without `filename*`: printable ASCII, with `_` for anything else and for `"`, `\` and `%`. */
+const asciiFilename = (name: string) => name.replace(/[^\x20-\x7e]|["\\%]/gu, '_');
 
 function withoutTypename(value: unknown) {
   if (value && typeof value === 'object' && '__typename' in value) {

@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { errorCatalogue } from '../errors.js';
 import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limits.js';
+import { documentTypes } from '../modules/ingestion/types.js';
 import { eventIdAlias, RestAgentStream } from './operations.js';
 import type { JsonBody, Route, RouteTag } from './routes.js';
 
@@ -57,7 +58,7 @@ const statusWords: Record<number, string> = {
   403: 'The credential lacks the scope this endpoint needs; the message names it.',
   404: 'No such resource, or not visible to the caller.',
   406: 'The client does not accept the response type (`text/event-stream` for streams).',
-  409: 'Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered.',
+  409: 'Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered.',
   413: 'The body is larger than the server accepts.',
   415: 'The body has a Content-Type this endpoint does not take.',
   422: 'The `Idempotency-Key` was used before with a different request.',
@@ -285,6 +286,8 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
     };
     // Resuming a run that has ended, with nothing after the event named.
     if (route.method === 'GET') responses['204'] = { description: 'The run has ended and every event was sent already; EventSource stops reconnecting.', headers: requestIdHeader };
+  } else if ('file' in response) {
+    responses['200'] = { description: route.summary, headers: { ...requestIdHeader, ...fileHeaders }, content: fileContent() };
   } else if (response.status === 204) {
     responses['204'] = { description: 'Done; no body.', headers: requestIdHeader };
   } else {
@@ -314,6 +317,40 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
     };
   }
   return responses as ZodOpenApiResponsesObject;
+}
+
+/** The headers of a `file` response (handler.ts). */
+const fileHeaders = {
+  'Content-Length': { description: 'The size of the file in bytes.', required: true, schema: { type: 'integer' as const, minimum: 0 } },
+  'Content-Disposition': {
+    description: "`inline; filename=\"<ASCII fallback>\"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266).",
+    required: true,
+    schema: { type: 'string' as const },
+  },
+  'X-Content-Type-Options': { description: 'Never sniffed as another type.', required: true, schema: { type: 'string' as const, enum: ['nosniff'] } },
+  'Content-Security-Policy': {
+    description: 'Served sandboxed: an HTML file opened from this URL runs no script and loads nothing.',
+    required: true,
+    schema: { type: 'string' as const, enum: ["sandbox; default-src 'none'"] },
+  },
+};
+
+/**
+ * A file's body under each type a document can have: bytes (text types with a `charset`
+ * parameter); a JSON file is any JSON value, as uploaded.
+ */
+function fileContent() {
+  return Object.fromEntries(
+    documentTypes.map((type) => [
+      type,
+      {
+        schema:
+          type === 'application/json'
+            ? z.unknown().describe('The JSON file as it was uploaded.')
+            : z.string().meta({ format: 'binary' }).describe(type.startsWith('text/') ? 'The file as it was uploaded; `charset` names its encoding.' : 'The file as it was uploaded.'),
+      },
+    ]),
+  );
 }
 
 /** The refusals a route can answer with, from what it declares. */

@@ -226,6 +226,7 @@ export const RestDocumentFields = graphql(`
     size_bytes: sizeBytes
     sha256
     status
+    stage
     error
     page_count: pageCount
     chunk_count: chunkCount
@@ -273,6 +274,23 @@ export const RestDeleteDocument = graphql(`
       __typename
       ... on AppError { code message }
       ... on Deleted { id }
+    }
+  }
+`);
+
+// `base64` is written as the response's bytes, the other fields as its headers (handler.ts, a `file` response).
+export const RestDocumentFile = graphql(`
+  query RestDocumentFile($id: ID!, $workspaceId: ID!) {
+    result: documentFile(id: $id, workspaceId: $workspaceId) { filename content_type: contentType base64 }
+  }
+`);
+
+export const RestRetryDocument = graphql(`
+  mutation RestRetryDocument($id: ID!, $workspaceId: ID!) {
+    result: retryDocument(id: $id, workspaceId: $workspaceId) {
+      __typename
+      ... on AppError { code message }
+      ... on Document { ...RestDocumentFields }
     }
   }
 `);
@@ -406,7 +424,7 @@ export const RestGetAgentJob = graphql(`
   }
 `);
 
-const restOperations = { RestAgentStream, RestAgentJobEvents, RestGetAgentJob, RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
+const restOperations = { RestAgentStream, RestAgentJobEvents, RestGetAgentJob, RestGetMe, RestUpdateMe, RestGetCredits, RestListApiKeys, RestCreateApiKey, RestRevokeApiKey, RestListWorkspaces, RestGetWorkspace, RestCreateWorkspace, RestUpdateWorkspace, RestDeleteWorkspace, RestWorkspaceStats, RestWorkspaceScan, RestListChatSessions, RestGetChatSession, RestCreateChatSession, RestDeleteChatSession, RestSendChatMessage, RestUploadDocuments, RestListDocuments, RestGetDocument, RestDeleteDocument, RestDocumentFile, RestRetryDocument, RestDocumentPreview, RestDocumentChunks, RestChunkContext, RestGrepDocument, RestSearch };
 
 /**
  * The operations above by their codegen hash, for Yoga's persisted-operation lookup. These

@@ -84,8 +84,16 @@ export type Route<Result = unknown, Variables = Record<string, unknown>, Query =
     | { status: 200; field: string }
     | { status: 200; wrap: string }
     /** A subscription: refusals answer as JSON errors, then each event is written as a `data:` line of an SSE stream. */
-    | { status: 200; stream: true };
+    | { status: 200; stream: true }
+    /**
+     * A file: the result's `base64` decoded is the body, `content_type` its Content-Type and
+     * `filename` its Content-Disposition (see FileResult); refusals answer as JSON errors.
+     */
+    | { status: 200; file: true };
 };
+
+/** What the operation of a `file` response selects. */
+export type FileResult = { filename: string; content_type: string; base64: string };
 
 const route = <Result, Variables, Query = Record<string, unknown>, Body = unknown>(definition: Route<Result, Variables, Query, Body>) =>
   definition as unknown as Route;
@@ -326,6 +334,30 @@ export const routes: Route[] = [
     operation: operations.RestDeleteDocument,
     variables: idParam,
     response: { status: 204 },
+  }),
+  route({
+    method: 'GET',
+    path: '/v1/kb/documents/:id/file',
+    tag: 'Documents',
+    summary: 'The file a document was made from, byte for byte, with its type and name.',
+    description:
+      "The body is the uploaded bytes; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Disposition: inline` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it). It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.",
+    operation: operations.RestDocumentFile,
+    query: workspaceIdQuery,
+    variables: documentInWorkspace,
+    response: { status: 200, file: true },
+  }),
+  route({
+    method: 'POST',
+    path: '/v1/kb/documents/:id/retry',
+    tag: 'Documents',
+    summary: 'Processes a failed document again from its uploaded bytes: answered at once as queued.',
+    description:
+      'Only a document whose `status` is `failed`: it goes back to `queued` with its `error` cleared, and is parsed, chunked and embedded again from the start. Any other status is a 409 `document_not_failed`; of retries sent at once, one queues the document and the others get that 409. `Idempotency-Key` is not taken: a retry sent again finds the document no longer failed and changes nothing.',
+    operation: operations.RestRetryDocument,
+    query: workspaceIdQuery,
+    variables: documentInWorkspace,
+    response: { status: 202 },
   }),
   route({
     method: 'GET',

@@ -234,6 +234,46 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/kb/documents/{id}/file": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The file a document was made from, byte for byte, with its type and name.
+         * @description The body is the uploaded bytes; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Disposition: inline` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it). It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.
+         */
+        get: operations["documentFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/kb/documents/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Processes a failed document again from its uploaded bytes: answered at once as queued.
+         * @description Only a document whose `status` is `failed`: it goes back to `queued` with its `error` cleared, and is parsed, chunked and embedded again from the start. Any other status is a 409 `document_not_failed`; of retries sent at once, one queues the document and the others get that 409. `Idempotency-Key` is not taken: a retry sent again finds the document no longer failed and changes nothing.
+         */
+        post: operations["retryDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/kb/documents/{id}/preview": {
         parameters: {
             query?: never;
@@ -406,7 +446,7 @@ export type components = {
              * @description A stable machine code.
              * @enum {string}
              */
-            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused";
+            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused" | "document_not_failed";
             /** @description What went wrong, in words. */
             message: string;
         };
@@ -649,7 +689,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -1012,7 +1052,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -1383,7 +1423,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -1759,7 +1799,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -2272,7 +2312,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -2670,7 +2710,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -2789,6 +2829,11 @@ export interface operations {
                         sha256: string;
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
+                        /**
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @enum {string}
+                         */
+                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
@@ -2939,6 +2984,11 @@ export interface operations {
                         sha256: string;
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
+                        /**
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @enum {string}
+                         */
+                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
@@ -2997,7 +3047,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -3109,6 +3159,11 @@ export interface operations {
                         sha256: string;
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
+                        /**
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @enum {string}
+                         */
+                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
@@ -3306,6 +3361,270 @@ export interface operations {
             };
         };
     };
+    documentFile: {
+        parameters: {
+            query: {
+                /** @description The workspace that holds the document. */
+                workspace_id: string;
+            };
+            header?: never;
+            path: {
+                /** @description The resource's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file a document was made from, byte for byte, with its type and name. */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    /** @description The size of the file in bytes. */
+                    "Content-Length": number;
+                    /** @description `inline; filename="<ASCII fallback>"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266). */
+                    "Content-Disposition": string;
+                    /** @description Never sniffed as another type. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Served sandboxed: an HTML file opened from this URL runs no script and loads nothing. */
+                    "Content-Security-Policy": "sandbox; default-src 'none'";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "text/html": string;
+                    "text/markdown": string;
+                    "text/plain": string;
+                    "text/csv": string;
+                    "application/json": unknown;
+                };
+            };
+            /** @description Missing or invalid parameters; the message names the field. */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credential. */
+            401: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential lacks the scope this endpoint needs; the message names it. */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or not visible to the caller. */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected server error. */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A backend (search index, model) is unavailable; try again. */
+            503: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retryDocument: {
+        parameters: {
+            query: {
+                /** @description The workspace that holds the document. */
+                workspace_id: string;
+            };
+            header?: never;
+            path: {
+                /** @description The resource's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Processes a failed document again from its uploaded bytes: answered at once as queued. */
+            202: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        workspace_id: string;
+                        filename: string;
+                        content_type: string;
+                        size_bytes: number;
+                        sha256: string;
+                        /** @description `queued`, `processing`, `ready` or `failed`. */
+                        status: string;
+                        /**
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @enum {string}
+                         */
+                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                        /** @description Why processing failed. */
+                        error: string | null;
+                        page_count: number | null;
+                        chunk_count: number;
+                        /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
+                        embedded_chunks: number;
+                        metadata: unknown;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description Missing or invalid parameters; the message names the field. */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credential. */
+            401: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential lacks the scope this endpoint needs; the message names it. */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or not visible to the caller. */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected server error. */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A backend (search index, model) is unavailable; try again. */
+            503: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     documentPreview: {
         parameters: {
             query: {
@@ -3341,6 +3660,11 @@ export interface operations {
                             sha256: string;
                             /** @description `queued`, `processing`, `ready` or `failed`. */
                             status: string;
+                            /**
+                             * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                             * @enum {string}
+                             */
+                            stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
                             /** @description Why processing failed. */
                             error: string | null;
                             page_count: number | null;
@@ -3913,7 +4237,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -4075,7 +4399,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
@@ -4259,7 +4583,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name), or the same `Idempotency-Key` is still being answered. */
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */

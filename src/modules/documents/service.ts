@@ -86,7 +86,7 @@ async function storeUpload(
       const document = bySha.get(file.sha256);
       if (document?.status !== 'failed') continue;
       // A failed document is retried; if a request beside this one deleted it meanwhile, the file is new again.
-      const retried = await retryFailed(tx, userId, document.id, chunking);
+      const { document: retried } = await retryFailed(tx, userId, document.id, chunking);
       if (retried) bySha.set(file.sha256, retried);
       else bySha.delete(file.sha256);
     }
@@ -148,12 +148,15 @@ export function sourceGroups<Item extends { file: { bytes: Uint8Array } }>(
 /**
  * Queues a failed document again with a fresh parse job (attempts from zero). The job tells the
  * parse stage to clear the document's old index entries first (`reindex`). Only a failed
- * document is touched: the condition holds it against a concurrent retry or deletion.
+ * document is touched: the condition holds it against a concurrent retry or deletion, so of
+ * retries at once exactly one queues it (`retried`). Its counts start again from zero (the
+ * chunks a failure in the embed stage left are replaced by the parse), so that its `stage`
+ * reads `parsing` until the new chunks are stored.
  */
 async function retryFailed(tx: Prisma.TransactionClient, userId: string, documentId: string, chunking: ChunkSettings) {
   const { count } = await tx.document.updateMany({
     where: { id: documentId, status: 'failed' },
-    data: { status: 'queued', error: null, embeddedChunks: 0 },
+    data: { status: 'queued', error: null, chunkCount: 0, embeddedChunks: 0 },
   });
   if (count > 0) {
     await tx.job.deleteMany({ where: { documentId } });
@@ -161,7 +164,47 @@ async function retryFailed(tx: Prisma.TransactionClient, userId: string, documen
       data: { kind: 'parse', userId, documentId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens, reindex: true } },
     });
   }
-  return tx.document.findUnique({ where: { id: documentId } });
+  return { document: await tx.document.findUnique({ where: { id: documentId } }), retried: count > 0 };
+}
+
+/**
+ * Processes a failed document again from its kept bytes, as uploading its content again would:
+ * queued with a fresh parse job, its error cleared. A document the viewer may not see (or not
+ * in `workspaceId`) is a 404; one that has not failed is a 409 `document_not_failed` naming its
+ * status. Of concurrent retries of one document exactly one queues it; the others find it
+ * queued (409).
+ */
+export async function retryDocument(dependencies: DocumentDependencies, viewer: Access, where: DocumentInWorkspace) {
+  const { prisma, config } = dependencies;
+  const found = await findDocument(dependencies, viewer, where.documentId, { workspaceId: where.workspaceId, query: { select: { id: true } } });
+  const chunking = { chunkTokens: config.ingestion.chunkTokens, overlapTokens: config.ingestion.overlapTokens };
+  const { document, retried } = await prisma.$transaction((tx) => retryFailed(tx, viewer.userId, found.id, chunking));
+  // Deleted meanwhile: as if it had never been.
+  if (!document) throw notFound('document', where.documentId);
+  if (!retried) {
+    throw new AppError('document_not_failed', `document ${document.id} is ${document.status}, not failed: only a failed document can be retried`);
+  }
+  dependencies.ingestion?.notify();
+  return document;
+}
+
+/** Where a document is in its processing: its status, with `processing` told apart by whether its chunks are stored yet. */
+export type DocumentStage = 'queued' | 'parsing' | 'embedding' | 'ready' | 'failed';
+
+export function documentStage(document: Pick<Document, 'status' | 'chunkCount'>): DocumentStage {
+  if (document.status !== 'processing') return document.status;
+  return document.chunkCount > 0 ? 'embedding' : 'parsing';
+}
+
+/**
+ * The bytes uploaded for a document already shown to the viewer (found with findDocument), as
+ * they were received. A document deleted since is a 404, as it would be now.
+ */
+export async function documentSourceBytes({ prisma }: Pick<DocumentDependencies, 'prisma'>, documentId: string): Promise<Uint8Array> {
+  const source = await prisma.documentSource.findUnique({ where: { documentId }, select: { bytes: true } });
+  // Deleted since the document was read: gone, as the document is.
+  if (!source) throw notFound('document', documentId);
+  return source.bytes;
 }
 
 /**

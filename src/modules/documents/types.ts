@@ -7,11 +7,14 @@ import {
   chunkContext,
   compileGrepPattern,
   deleteDocument,
+  documentSourceBytes,
+  documentStage,
   findDocument,
   firstChunks,
   grepDocument,
   listChunks,
   listDocuments,
+  retryDocument,
   uploadDocuments,
   type UploadedFile,
 } from './service.js';
@@ -23,6 +26,44 @@ builder.scalarType('File', {
   },
 });
 
+const DocumentStageRef = builder.enumType('DocumentStage', {
+  description:
+    "Where a document is in its processing: `status` with `processing` split in two. Progress while `embedding` is `embeddedChunks / chunkCount`.",
+  values: {
+    queued: { description: 'Waiting for a worker (status `queued`).' },
+    parsing: { description: 'Being parsed and chunked: status `processing`, no chunks stored yet.' },
+    embedding: { description: 'Chunks stored, being embedded and indexed: status `processing`; `embeddedChunks` of `chunkCount` done.' },
+    ready: { description: 'Searchable (status `ready`).' },
+    failed: { description: 'Processing failed; `error` says why (status `failed`). `retryDocument` processes it again.' },
+  } as const,
+});
+
+/** The file a document was made from: what the upload sent, byte for byte. */
+type DocumentFile = { id: string; filename: string; contentType: string; sizeBytes: number; sha256: string };
+const documentFileSelect = { id: true, filename: true, contentType: true, sizeBytes: true, sha256: true } as const;
+
+/**
+ * What `DocumentFile.base64` costs of an operation's 25,000 (cost.ts): up to two files (of up to
+ * KB_MAX_UPLOAD_BYTES each) per operation, never a page of them.
+ */
+const documentFileCost = 10_000;
+
+const DocumentFileRef = builder.objectRef<DocumentFile>('DocumentFile').implement({
+  description: 'The file a document was made from, as it was uploaded.',
+  fields: (t) => ({
+    documentId: t.exposeID('id'),
+    filename: t.exposeString('filename'),
+    contentType: t.exposeString('contentType', { description: 'The type detected at upload (the document\'s `contentType`).' }),
+    sizeBytes: t.exposeInt('sizeBytes'),
+    sha256: t.exposeString('sha256', { description: 'SHA-256 of the bytes, hex.' }),
+    base64: t.string({
+      description: `The bytes, base64-encoded (RFC 4648, padded). Costs ${documentFileCost.toLocaleString('en')} of the operation's cost limit: at most two files per operation. REST: GET /v1/kb/documents/{id}/file answers them as they are.`,
+      complexity: documentFileCost,
+      resolve: async (file, _args, context) => Buffer.from(await documentSourceBytes(context, file.id)).toString('base64'),
+    }),
+  }),
+});
+
 const DocumentRef = builder.prismaObject('Document', {
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -32,6 +73,12 @@ const DocumentRef = builder.prismaObject('Document', {
     sizeBytes: t.exposeInt('sizeBytes'),
     sha256: t.exposeString('sha256'),
     status: t.exposeString('status', { description: '`queued`, `processing`, `ready` or `failed`.' }),
+    stage: t.field({
+      type: DocumentStageRef,
+      description: '`status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.',
+      select: { status: true, chunkCount: true },
+      resolve: (document) => documentStage(document),
+    }),
     error: t.exposeString('error', { nullable: true, description: 'Why processing failed.' }),
     pageCount: t.exposeInt('pageCount', { nullable: true }),
     chunkCount: t.exposeInt('chunkCount'),
@@ -42,6 +89,13 @@ const DocumentRef = builder.prismaObject('Document', {
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
     workspace: t.relation('workspace'),
+    file: t.field({
+      type: DocumentFileRef,
+      description: 'The uploaded file, with its bytes in `base64`. Needs kb:read, wherever the document is reached from (a mutation\'s result included).',
+      authScopes: { scope: 'kb:read' },
+      select: documentFileSelect,
+      resolve: (document) => document,
+    }),
     chunks: t.relatedConnection('chunks', {
       cursor: 'id',
       defaultSize: 100,
@@ -170,6 +224,14 @@ builder.queryFields((t) => ({
       chunkCount: chunks ?? 10,
     }),
   }),
+  documentFile: t.field({
+    type: DocumentFileRef,
+    description: 'The file a document was made from, as it was uploaded (404 unless the document is in `workspaceId`).',
+    authScopes: { scope: 'kb:read' },
+    args: { id: t.arg.id(), workspaceId: t.arg.id() },
+    resolve: (_root, { id, workspaceId }, context) =>
+      findDocument(context, viewerOf(context), String(id), { workspaceId: String(workspaceId), query: { select: documentFileSelect } }),
+  }),
   documentChunks: t.prismaConnection({
     type: 'Chunk',
     cursor: 'id',
@@ -248,6 +310,16 @@ builder.mutationFields((t) => ({
       const [document] = await uploadDocuments(context, viewerOf(context), String(args.workspaceId), await readUploads([args.file], 'file'), args.metadata);
       return document!;
     },
+  }),
+  retryDocument: t.prismaField({
+    type: 'Document',
+    errors: {},
+    description:
+      'Processes a failed document again from its uploaded bytes: it is queued from the start, its error cleared. A document that has not failed is a `document_not_failed` error (409); of retries at once, one queues it.',
+    authScopes: { scope: 'kb:write' },
+    args: { id: t.arg.id(), workspaceId: t.arg.id() },
+    resolve: (_query, _root, { id, workspaceId }, context) =>
+      retryDocument(context, viewerOf(context), { documentId: String(id), workspaceId: String(workspaceId) }),
   }),
   deleteDocument: t.field({
     type: DeletedRef,
