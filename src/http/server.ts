@@ -11,6 +11,7 @@ import { requestContext, requestIdOf } from '../observability/request-context.js
 import { errorResponse, handleRestRequest } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { apiReference } from './api-reference.js';
+import { consoleSite } from './console.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
@@ -39,6 +40,8 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
 function routeLabel(pathname: string, match: RouteMatch): string {
   if (['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
   if (pathname.startsWith('/docs/')) return '/docs/:asset';
+  if (pathname === '/' || pathname === '/index.html') return '/';
+  if (pathname.startsWith('/assets/')) return '/assets/:asset';
   return match && 'route' in match ? match.route.path : match ? 'method not allowed' : 'unknown';
 }
 
@@ -66,12 +69,13 @@ function withReasonPhrase(response: Response): Response {
 
 function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
   const reference = apiReference(app.config);
+  const site = consoleSite();
   return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {
-      const referenceResponse = reference.handle(request, url.pathname);
-      if (referenceResponse) {
-        const response = await referenceResponse;
+      const staticResponse = reference.handle(request, url.pathname) ?? site.handle(request, url.pathname);
+      if (staticResponse) {
+        const response = await staticResponse;
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (url.pathname === '/healthz' || url.pathname === '/readyz') {

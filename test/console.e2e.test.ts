@@ -1,0 +1,315 @@
+// The web console end to end: Debian's Chromium, driven by playwright-core, against a real
+// server (the real store, parser, embedding model and agent) on a free port. The steps build
+// on each other as a newcomer's first session would: sign in with the key, create a workspace,
+// upload a PDF, search it, ask about it, open a citation at its page, manage keys, run out of
+// credits. Each main screen is photographed (npm run screenshots writes them to docs/images).
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { browserExecutable } from './support/browser.js';
+import { benchPdfDirectory, waitForDocuments } from './support/documents.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+const screenshotDirectory = path.resolve(import.meta.dirname, '..', process.env.KB_SCREENSHOT_DIR ?? 'tmp/console-screenshots');
+const laptop = { width: 1280, height: 800 };
+const phone = { width: 390, height: 844 };
+
+let server: TestServer;
+let user: TestUser;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+const pageErrors: string[] = [];
+const deepCost = 5;
+
+const shoot = async (name: string, target: Page = page) => {
+  await target.screenshot({ path: path.join(screenshotDirectory, `console-${name}.png`) });
+};
+
+/** No part of the page is wider than the window: nothing needs sideways scrolling. */
+const overflowsSideways = (target: Page) => target.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
+
+beforeAll(async () => {
+  await mkdir(screenshotDirectory, { recursive: true });
+  server = await startTestServer();
+  // Enough for one deep answer, not for two: the second is refused with 402.
+  user = await server.createUser({ credits: deepCost + 1 });
+  browser = await chromium.launch({ executablePath: browserExecutable()!, args: ['--no-sandbox'] });
+  context = await browser.newContext({ viewport: laptop });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+  page = await context.newPage();
+  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    // A refused request is logged by the browser itself; the console shows it in words (tested below).
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
+  });
+  // Everything the console loads comes from the service itself.
+  page.on('request', (request) => {
+    if (!request.url().startsWith(server.url) && !request.url().startsWith('blob:') && !request.url().startsWith('data:')) pageErrors.push(`request to another origin: ${request.url()}`);
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+describe('the web console', () => {
+  let workspaceName: string;
+  let workspaceId: string;
+
+  it('is served at / with a policy that allows nothing from elsewhere', async () => {
+    const response = await fetch(`${server.url}/`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(response.headers.get('content-security-policy')).toContain("default-src 'self'");
+    const html = await response.text();
+    expect(html).not.toMatch(/https?:\/\//);
+    expect((await fetch(`${server.url}/assets/..%2Fpackage.json`)).status).toBe(404);
+    expect((await fetch(`${server.url}/`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('signs in with a pasted key, kept for the tab only, and shows the name and balance', async () => {
+    await page.goto(`${server.url}/`);
+    await shoot('sign-in');
+    await page.getByLabel('API key').fill('sk_not-a-real-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').innerText()).toContain('The key was not accepted');
+
+    await page.getByLabel('API key').fill(user.key);
+    await page.getByLabel('API key').press('Enter');
+    await page.getByRole('heading', { name: 'Workspaces' }).waitFor();
+    await expect.poll(() => page.locator('header .account').innerText()).toContain('Test User');
+    expect(await page.getByTestId('credit-balance').innerText()).toBe(`${deepCost + 1} credits`);
+    expect(await page.evaluate(() => [sessionStorage.length, localStorage.length])).toEqual([1, 0]);
+
+    // A new tab of the same browser is not signed in.
+    const other = await context.newPage();
+    await other.goto(`${server.url}/`);
+    await other.getByLabel('API key').waitFor();
+    await other.close();
+  });
+
+  it('creates a workspace', async () => {
+    workspaceName = 'Wiki papers';
+    await page.getByLabel('New workspace').fill(workspaceName);
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await page.getByRole('heading', { name: workspaceName }).waitFor();
+    workspaceId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
+    const listed = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
+    expect(listed.body.map((workspace: { name: string }) => workspace.name)).toEqual([workspaceName]);
+  });
+
+  it('uploads several files with progress, shows each one processed to ready, and a failed one with its reason and a retry', async () => {
+    await page.getByTestId('file-input').setInputFiles([path.join(benchPdfDirectory, 'sample_pdf_2.pdf'), path.join(benchPdfDirectory, 'non_text_searchable.pdf')]);
+    await page.getByRole('list', { name: 'Uploads' }).waitFor();
+    expect(await page.getByRole('progressbar', { name: 'Uploading sample_pdf_2.pdf' }).count()).toBe(1);
+
+    const ready = page.locator('tr[data-testid="document-row"]', { hasText: 'sample_pdf_2.pdf' });
+    await ready.and(page.locator('[data-status="ready"]')).waitFor({ timeout: 120_000 });
+    expect(await ready.innerText()).toMatch(/Ready\s+4\s+3/); // 4 pages, 3 chunks
+
+    const failed = page.locator('tr[data-testid="document-row"]', { hasText: 'non_text_searchable.pdf' });
+    await failed.and(page.locator('[data-status="failed"]')).waitFor({ timeout: 120_000 });
+    expect(await failed.innerText()).toMatch(/no text/i);
+    await shoot('documents');
+
+    const retried = page.waitForResponse((response) => response.url().includes('/retry'));
+    await failed.getByRole('button', { name: 'Retry' }).click();
+    const answer = await retried;
+    expect(answer.status()).toBe(202);
+    const retriedDocument = (await answer.json()) as { id: string; status: string };
+    expect(retriedDocument.status).toBe('queued');
+    // Processed again from its kept bytes, it fails again for the same reason, and the list says so.
+    await waitForDocuments(server, user.key, [retriedDocument.id]);
+    await expect.poll(() => failed.innerText(), { timeout: 10_000 }).toMatch(/Failed[\s\S]*no text/i);
+  });
+
+  it('shows a document’s chunks with their pages, and grep with the matches highlighted', async () => {
+    await page.getByRole('link', { name: 'sample_pdf_2.pdf' }).click();
+    await page.getByRole('heading', { name: 'sample_pdf_2.pdf' }).waitFor();
+    await page.locator('.chunk').first().waitFor();
+    expect(await page.locator('.chunk').count()).toBe(3);
+    expect(await page.locator('.chunk .page').allInnerTexts()).toEqual(['pages 1–3', 'page 3', 'pages 3–4']);
+
+    await page.getByRole('tab', { name: 'Find in document' }).click();
+    await page.getByLabel('Pattern').fill('Cunningham');
+    await page.getByRole('button', { name: 'Find', exact: true }).click();
+    await page.getByRole('status').filter({ hasText: 'match' }).waitFor();
+    const marks = await page.locator('.chunk mark').allInnerTexts();
+    expect(marks.length).toBeGreaterThan(0);
+    expect(new Set(marks)).toEqual(new Set(['Cunningham']));
+  });
+
+  it('searches in the playground and shows scores, pages and the chunk text', async () => {
+    await page.getByRole('link', { name: 'Search', exact: true }).first().click();
+    await page.getByRole('heading', { name: 'Search' }).waitFor();
+    await page.getByLabel('Query').fill('Who invented the wiki?');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    const results = page.getByTestId('search-result');
+    await results.first().waitFor();
+    const first = await results.first().innerText();
+    expect(first).toMatch(/^\d\.\d{3}/); // the score
+    expect(first).toContain('sample_pdf_2.pdf');
+    expect(first).toMatch(/page \d/);
+    expect(await results.allInnerTexts()).toContainEqual(expect.stringContaining('Ward Cunningham'));
+    await shoot('search');
+  });
+
+  it('asks in deep mode: the reasoning steps and the answer stream in, with the credits it cost and citations', async () => {
+    await page.getByRole('link', { name: 'Chat' }).click();
+    await page.getByRole('heading', { name: 'New chat' }).waitFor();
+    await page.getByLabel(workspaceName).check();
+    await page.getByRole('radio', { name: /Deep/ }).check();
+    // Records the answer's length at every change the page shows: a streamed answer grows in many steps.
+    await page.evaluate(() => {
+      const lengths: number[] = [];
+      (window as unknown as { answerLengths: number[] }).answerLengths = lengths;
+      new MutationObserver(() => {
+        const text = document.querySelector('[data-testid="live-answer"] .answer-text')?.textContent ?? '';
+        if (text.length > 0 && text.length !== lengths[lengths.length - 1]) lengths.push(text.length);
+      }).observe(document.querySelector('.conversation')!, { childList: true, subtree: true, characterData: true });
+    });
+    await page.getByLabel('Question').fill('Who invented the wiki?');
+    await page.getByLabel('Question').press('Enter');
+
+    const answer = page.locator('.message.assistant').last();
+    await answer.getByTestId('answer-credits').waitFor({ timeout: 60_000 });
+    const lengths = await page.evaluate(() => (window as unknown as { answerLengths: number[] }).answerLengths);
+    expect(lengths.length, `answer lengths seen: ${lengths.join(', ')}`).toBeGreaterThan(3);
+    expect([...lengths].sort((a, b) => a - b)).toEqual(lengths);
+
+    expect(await answer.locator('.sources').innerText()).toContain('sample_pdf_2.pdf, page');
+    expect(await answer.getByTestId('answer-credits').innerText()).toContain(`deep answer · ${deepCost} credits`);
+    expect(await answer.getByTestId('reasoning-step').count()).toBeGreaterThan(0);
+    await expect.poll(() => page.getByTestId('credit-balance').innerText()).toBe('1 credits');
+    expect(new URL(page.url()).hash).toMatch(/^#\/chat\/[0-9a-f-]{36}$/);
+    await answer.locator('details.steps').evaluate((element) => ((element as HTMLDetailsElement).open = true));
+    await shoot('chat');
+  });
+
+  it('opens a citation at its page: the PDF page rendered with the quote marked, and the passage highlighted', async () => {
+    const citation = page.locator('.message.assistant').last().getByTestId('citation').first();
+    const target = new URLSearchParams((await citation.getAttribute('href'))!.split('?')[1]);
+    const citedPage = target.get('page')!;
+    expect(citedPage).toMatch(/^[1-4]$/);
+    const answer = await server.request('GET', `/v1/chat/sessions/${new URL(page.url()).hash.split('/')[2]}`, { key: user.key });
+    type Passage = { chunk_index: number; start: number; quote: string };
+    const stored = answer.body.messages
+      .at(-1)
+      .sources.flatMap((source: { passages: Passage[] }) => source.passages)
+      .find((passage: Passage) => passage.chunk_index === Number(target.get('chunk')) && passage.start === Number(target.get('start'))) as Passage;
+    await citation.click();
+    await page.getByRole('tab', { name: 'Cited passage' }).waitFor();
+    const rendered = page.getByTestId('pdf-page');
+    await rendered.and(page.locator('[data-quote-found]')).waitFor({ timeout: 30_000 });
+    expect(await rendered.getAttribute('data-quote-found')).toBe('true');
+    // The citation names the page its chunk starts on; a quote further into the chunk is shown on the page it stands on.
+    const documentId = new URL(page.url()).hash.split('?')[0]!.split('/')[4]!;
+    const chunks = await server.request('GET', `/v1/kb/documents/${documentId}/chunks?workspace_id=${workspaceId}`, { key: user.key });
+    const chunkPages: number[] = chunks.body.find((chunk: { chunk_index: number }) => chunk.chunk_index === Number(target.get('chunk'))).metadata.pages;
+    const shown = Number(await rendered.getAttribute('data-page'));
+    expect(shown).toBeGreaterThanOrEqual(Number(citedPage));
+    expect(chunkPages).toContain(shown);
+    expect(await page.locator('.pdf-controls').innerText()).toContain(`Page ${shown} of 4`);
+    expect(await rendered.locator('canvas').count()).toBe(1);
+    expect(await rendered.locator('.textLayer .cited').count()).toBeGreaterThan(0);
+    // The words marked on the rendered page are the quote's.
+    const marked = (await rendered.locator('.textLayer .cited').allTextContents()).join(' ');
+    const words = (text: string) => text.toLowerCase().match(/[a-z]{4,}/g) ?? [];
+    expect(words(marked), marked).toEqual(expect.arrayContaining(words(stored.quote).slice(0, 3)));
+    expect(await page.getByTestId('cited-chunk').locator('mark').innerText()).toBe(stored.quote);
+    await shoot('citation');
+  });
+
+  it('creates a key with scopes, shows the raw key once with a copy button, and revokes it', async () => {
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor();
+    await page.getByLabel('Name').fill('read-only importer');
+    await page.getByLabel('chat:write').uncheck();
+    await page.getByLabel(workspaceName).check();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const raw = await page.getByTestId('raw-key').innerText();
+    expect(raw).toMatch(/^sk_/);
+    await page.getByRole('button', { name: 'Copy key' }).click();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(raw);
+    await shoot('new-key');
+    await page.getByRole('button', { name: 'I have copied it' }).click();
+    expect(await page.getByTestId('raw-key').count()).toBe(0);
+
+    const me = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents`, { key: raw });
+    expect(me.status).toBe(200);
+    const row = page.getByTestId('api-key-row').filter({ hasText: 'read-only importer' });
+    expect(await row.innerText()).toContain('kb:read');
+    expect(await row.innerText()).toContain(workspaceName);
+    await row.getByRole('button', { name: 'Revoke read-only importer' }).click();
+    await page.getByRole('button', { name: 'Revoke key' }).click();
+    await row.waitFor({ state: 'detached' });
+    expect((await server.request('GET', '/v1/user/me', { key: raw })).status).toBe(401);
+  });
+
+  it('explains a 402 in words when the credits run out, and charges nothing', async () => {
+    await page.getByRole('link', { name: 'Chat' }).click();
+    await page.locator('.sessions li a').first().click();
+    await page.locator('.message.assistant').first().waitFor();
+    await page.getByRole('radio', { name: /Deep/ }).check();
+    await page.getByLabel('Question').fill('When was the first wiki created?');
+    await page.getByRole('button', { name: 'Ask' }).click();
+    const alert = page.getByTestId('live-answer').getByRole('alert');
+    await alert.waitFor();
+    const said = await alert.innerText();
+    expect(said).toContain('Not enough credits');
+    expect(said).toMatch(/credits/);
+    expect(said).toContain('kb credits grant');
+    expect(await page.getByTestId('credit-balance').innerText()).toBe('1 credits');
+    await shoot('out-of-credits');
+  });
+
+  it('names what a workspace deletion loses before deleting anything', async () => {
+    await page.getByRole('link', { name: 'Workspaces' }).click();
+    await page.getByRole('button', { name: `Delete ${workspaceName}` }).click();
+    const consequence = page.getByTestId('delete-consequence');
+    await consequence.waitFor();
+    expect(await consequence.innerText()).toMatch(/Wiki papers with its 2 documents \(.+\) and their 3 indexed chunks/);
+    await page.keyboard.press('Escape');
+    await consequence.waitFor({ state: 'detached' });
+    expect((await server.request('GET', `/v1/kb/workspaces/${workspaceId}`, { key: user.key })).status).toBe(200);
+  });
+
+  it('can be used with the keyboard alone', async () => {
+    await page.goto(`${server.url}/#/workspaces`);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Workspaces' }).waitFor();
+    const focused = () => page.evaluate(() => document.activeElement?.textContent?.trim());
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Skip to content');
+    // Through the menu to Chat, and into it with Enter.
+    for (let presses = 0; presses < 10 && (await focused()) !== 'Chat'; presses++) await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Chat');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'New chat' }).waitFor();
+    // A question typed and sent with Enter alone reaches the agent (refused here: 1 credit left, deep costs 5).
+    for (let presses = 0; presses < 20 && (await page.evaluate(() => document.activeElement?.id)) !== 'question'; presses++) await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('question');
+  });
+
+  it('holds its layout at a phone’s width', async () => {
+    await page.setViewportSize(phone);
+    for (const target of [`#/workspaces/${workspaceId}`, '#/search', '#/chat', '#/keys']) {
+      await page.goto(`${server.url}/${target}`);
+      await page.locator('main h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      expect(await overflowsSideways(page), target).toBe(false);
+    }
+    await page.goto(`${server.url}/#/chat`);
+    await page.locator('.sessions li a').first().click();
+    await page.locator('.message.assistant').first().waitFor();
+    await shoot('phone-chat');
+    await page.setViewportSize(laptop);
+  });
+
+  it('logged no error in the browser and loaded nothing from elsewhere', () => {
+    expect(pageErrors).toEqual([]);
+  });
+});
