@@ -183,9 +183,10 @@ describe('the web console', () => {
     expect(await answer.locator('.sources').innerText()).toContain('sample_pdf_2.pdf, page');
     expect(await answer.getByTestId('answer-credits').innerText()).toContain(`deep answer · ${deepCost} credits`);
     expect(await answer.getByTestId('reasoning-step').count()).toBeGreaterThan(0);
-    await expect.poll(() => page.getByTestId('credit-balance').innerText()).toBe('1 credits');
+    await expect.poll(() => page.getByTestId('credit-balance').innerText()).toBe('1 credit');
     expect(new URL(page.url()).hash).toMatch(/^#\/chat\/[0-9a-f-]{36}$/);
     await answer.locator('details.steps').evaluate((element) => ((element as HTMLDetailsElement).open = true));
+    await page.locator('.conversation').evaluate((element) => element.scrollTo(0, 0));
     await shoot('chat');
   });
 
@@ -262,7 +263,7 @@ describe('the web console', () => {
     expect(said).toContain('Not enough credits');
     expect(said).toMatch(/credits/);
     expect(said).toContain('kb credits grant');
-    expect(await page.getByTestId('credit-balance').innerText()).toBe('1 credits');
+    expect(await page.getByTestId('credit-balance').innerText()).toBe('1 credit');
     await shoot('out-of-credits');
   });
 

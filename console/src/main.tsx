@@ -108,7 +108,7 @@ function Shell({ account }: { account: Account }) {
             {account.me.name}
           </span>
           <span class="balance" data-testid="credit-balance" title="Credit balance">
-            {balance.toLocaleString()} credits
+            {balance.toLocaleString()} credit{balance === 1 ? '' : 's'}
           </span>
           <button type="button" class="ghost" onClick={account.signOut}>
             Sign out

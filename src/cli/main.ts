@@ -67,11 +67,12 @@ async function serve() {
   const app = await startApp(settings, {
     onFirstAdmin: (rawKey) => {
       process.stdout.write(
-        `Created ${firstAdminEmail} with 1000 credits. Its API key, shown only this once:\n\n  ${rawKey}\n\n`,
+        `Created ${firstAdminEmail} with 1000 credits. Its API key, shown only this once (paste it into the console to sign in):\n\n  ${rawKey}\n\n`,
       );
     },
   });
   process.stdout.write(`kb listening on ${app.url} (store: ${app.db.kind === 'pglite' ? settings.dataDir : 'PostgreSQL'})\n`);
+  process.stdout.write(`  console        ${app.url}/\n  API reference  ${app.url}/docs\n`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;

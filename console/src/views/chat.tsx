@@ -41,20 +41,17 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
     (signal) => (sessionId ? call(api.GET('/v1/chat/sessions/{id}', { params: { path: { id: sessionId } }, signal })) : Promise.resolve(null)),
     [sessionId],
   );
-  const [chosen, setChosen] = useState<string[]>(() => (route.query.get('workspace') ? [route.query.get('workspace')!] : []));
+  // The workspaces a new chat searches, once the user has chosen; until then the one named in
+  // the link, or the only workspace there is. A session searches its own.
+  const [picked, setPicked] = useState<string[] | null>(() => (route.query.get('workspace') ? [route.query.get('workspace')!] : null));
+  const chosen = session.value?.workspace_ids ?? picked ?? (workspaces.value?.length === 1 ? [workspaces.value[0]!.id] : []);
+  const setChosen = (change: (current: string[]) => string[]) => setPicked(change(chosen));
   const [mode, setMode] = useState<Mode>('fast');
   const [question, setQuestion] = useState('');
   const [live, setLive] = useState<LiveTurn | null>(null);
   const controller = useRef<AbortController | null>(null);
   const conversation = useRef<HTMLDivElement>(null);
 
-  // A new chat starts with the first workspace chosen when there is only one to choose.
-  useEffect(() => {
-    if (!sessionId && chosen.length === 0 && workspaces.value?.length === 1) setChosen([workspaces.value[0]!.id]);
-  }, [workspaces.value, sessionId]);
-  useEffect(() => {
-    if (session.value) setChosen(session.value.workspace_ids);
-  }, [session.value]);
   useEffect(() => {
     if (live?.state !== 'streaming' && live?.state !== 'asking') setLive(null);
   }, [sessionId]);
