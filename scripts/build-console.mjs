@@ -10,6 +10,7 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const consoleRoot = path.join(root, 'console');
@@ -94,6 +95,16 @@ cpSync(path.join(pdfjsRoot, 'cmaps'), path.join(staging, 'assets/cmaps'), { recu
 cpSync(path.join(pdfjsRoot, 'standard_fonts'), path.join(staging, 'assets/standard_fonts'), { recursive: true });
 copyFileSync(path.join(consoleRoot, 'index.html'), path.join(staging, 'index.html'));
 copyFileSync(path.join(consoleRoot, 'src/favicon.svg'), path.join(staging, 'assets/favicon.svg'));
+// Compressed once here, so that the server never compresses on a request (the worker is 1.3 MB).
+const compressible = /\.(?:html|js|mjs|css|map|json|svg|txt)$/;
+const compressAll = (directory) => {
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    const full = path.join(directory, entry.name);
+    if (entry.isDirectory()) compressAll(full);
+    else if (compressible.test(entry.name) && statSync(full).size > 1024) writeFileSync(`${full}.gz`, gzipSync(readFileSync(full), { level: 9 }));
+  }
+};
+compressAll(staging);
 writeFileSync(path.join(staging, stampFile), sources);
 
 const previous = path.join(consoleRoot, `.dist-old-${process.pid}`);

@@ -44,6 +44,10 @@ beforeAll(async () => {
     // A refused request is logged by the browser itself; the console shows it in words (tested below).
     if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
   });
+  // Every file the console loads is there (a missing pdf.js font or character map would be logged only as a failed load).
+  page.on('response', (response) => {
+    if (new URL(response.url()).pathname.startsWith('/assets/') && response.status() >= 400) pageErrors.push(`${response.status()} for ${response.url()}`);
+  });
   // Everything the console loads comes from the service itself.
   page.on('request', (request) => {
     if (!request.url().startsWith(server.url) && !request.url().startsWith('blob:') && !request.url().startsWith('data:')) pageErrors.push(`request to another origin: ${request.url()}`);
@@ -115,6 +119,15 @@ describe('the web console', () => {
     expect(await failed.innerText()).toMatch(/no text/i);
     await shoot('documents');
 
+    // Every status the row shows from here on.
+    await failed.evaluate((row) => {
+      const seen: string[] = [];
+      (window as unknown as { retrySeen: string[] }).retrySeen = seen;
+      new MutationObserver(() => {
+        const status = row.getAttribute('data-status')!;
+        if (seen.at(-1) !== status) seen.push(status);
+      }).observe(row, { attributes: true, attributeFilter: ['data-status'] });
+    });
     const retried = page.waitForResponse((response) => response.url().includes('/retry'));
     await failed.getByRole('button', { name: 'Retry' }).click();
     const answer = await retried;
@@ -123,7 +136,13 @@ describe('the web console', () => {
     expect(retriedDocument.status).toBe('queued');
     // Processed again from its kept bytes, it fails again for the same reason, and the list says so.
     await waitForDocuments(server, user.key, [retriedDocument.id]);
-    await expect.poll(() => failed.innerText(), { timeout: 10_000 }).toMatch(/Failed[\s\S]*no text/i);
+    await expect.poll(() => page.evaluate(() => (window as unknown as { retrySeen: string[] }).retrySeen), { timeout: 10_000 }).toEqual(
+      expect.arrayContaining(['queued', 'failed']),
+    );
+    const seen = await page.evaluate(() => (window as unknown as { retrySeen: string[] }).retrySeen);
+    expect(seen[0]).toBe('queued');
+    expect(seen.at(-1)).toBe('failed');
+    expect(await failed.innerText()).toMatch(/Failed[\s\S]*no text/i);
   });
 
   it('shows a document’s chunks with their pages, and grep with the matches highlighted', async () => {
@@ -172,6 +191,7 @@ describe('the web console', () => {
       }).observe(document.querySelector('.conversation')!, { childList: true, subtree: true, characterData: true });
     });
     await page.getByLabel('Question').fill('Who invented the wiki?');
+    const streamed = page.waitForResponse((response) => new URL(response.url()).pathname === '/agent/stream');
     await page.getByLabel('Question').press('Enter');
 
     const answer = page.locator('.message.assistant').last();
@@ -179,6 +199,9 @@ describe('the web console', () => {
     const lengths = await page.evaluate(() => (window as unknown as { answerLengths: number[] }).answerLengths);
     expect(lengths.length, `answer lengths seen: ${lengths.join(', ')}`).toBeGreaterThan(3);
     expect([...lengths].sort((a, b) => a - b)).toEqual(lengths);
+    const wire = await (await streamed).text();
+    expect(wire.match(/"type":"token"/g)?.length ?? 0).toBeGreaterThan(3);
+    expect(wire).toContain('"type":"reasoning"');
 
     expect(await answer.locator('.sources').innerText()).toContain('sample_pdf_2.pdf, page');
     expect(await answer.getByTestId('answer-credits').innerText()).toContain(`deep answer · ${deepCost} credits`);
@@ -237,7 +260,7 @@ describe('the web console', () => {
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(raw);
     await shoot('new-key');
     await page.getByRole('button', { name: 'I have copied it' }).click();
-    expect(await page.getByTestId('raw-key').count()).toBe(0);
+    await page.getByTestId('raw-key').waitFor({ state: 'detached' });
 
     const me = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents`, { key: raw });
     expect(me.status).toBe(200);
@@ -290,25 +313,84 @@ describe('the web console', () => {
     expect(await focused()).toBe('Chat');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'New chat' }).waitFor();
-    // A question typed and sent with Enter alone reaches the agent (refused here: 1 credit left, deep costs 5).
+    // A question typed and sent with Enter alone is answered (fast: the last credit).
     for (let presses = 0; presses < 20 && (await page.evaluate(() => document.activeElement?.id)) !== 'question'; presses++) await page.keyboard.press('Tab');
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('question');
+    await page.keyboard.type('What is a wiki?');
+    await page.keyboard.press('Enter');
+    await page.locator('.message.assistant').getByTestId('answer-credits').waitFor({ timeout: 60_000 });
+    expect(await page.locator('.message.assistant').getByTestId('answer-credits').innerText()).toContain('fast answer · 1 credit');
+    await expect.poll(() => page.getByTestId('credit-balance').innerText()).toBe('0 credits');
+
+    // The document's views are tabs: the arrow keys move between them.
+    await page.locator('.sources a').first().click();
+    await page.getByRole('tab', { name: 'Cited passage' }).focus();
+    await page.keyboard.press('ArrowRight');
+    expect(await page.getByRole('tab', { name: 'Chunks' }).getAttribute('aria-selected')).toBe('true');
+    await page.keyboard.press('End');
+    expect(await page.getByRole('tab', { name: 'Find in document' }).getAttribute('aria-selected')).toBe('true');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Find in document');
+  });
+
+  it('shows the page asked for when pages are turned quickly, drawn once', async () => {
+    await page.getByRole('tab', { name: 'Cited passage' }).click();
+    const rendered = page.getByTestId('pdf-page');
+    await rendered.and(page.locator('[data-quote-found]')).waitFor({ timeout: 30_000 });
+    const start = Number(await rendered.getAttribute('data-page'));
+    const forward = start < 3 ? 'Next page' : 'Previous page';
+    await page.getByRole('button', { name: forward }).click();
+    await page.getByRole('button', { name: forward }).click();
+    const expected = start < 3 ? start + 2 : start - 2;
+    await expect.poll(() => page.locator('.pdf-controls span').innerText()).toBe(`Page ${expected} of 4`);
+    await expect.poll(() => rendered.locator('canvas').getAttribute('aria-label')).toBe(`Page ${expected}`);
+    await page.waitForTimeout(500); // a late render of a page turned past would land here
+    expect(await rendered.locator('canvas').count()).toBe(1);
+    expect(await rendered.locator('.textLayer').count()).toBe(1);
+    expect(await rendered.locator('canvas').getAttribute('aria-label')).toBe(`Page ${expected}`);
+  });
+
+  it('says in words that a session is gone, and shows nothing of another one', async () => {
+    await page.goto(`${server.url}/#/chat/00000000-0000-4000-8000-000000000000`);
+    await page.reload();
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.innerText()).toContain('Not found');
+    expect(await page.locator('.conversation .message').count()).toBe(0);
   });
 
   it('holds its layout at a phone’s width', async () => {
     await page.setViewportSize(phone);
-    for (const target of [`#/workspaces/${workspaceId}`, '#/search', '#/chat', '#/keys']) {
+    const screens: [string, string][] = [
+      [`#/workspaces/${workspaceId}`, '[data-testid="document-row"]'],
+      ['#/search', 'select option'],
+      ['#/chat', '.sessions li a'],
+      ['#/keys', '[data-testid="api-key-row"]'],
+    ];
+    for (const [target, content] of screens) {
       await page.goto(`${server.url}/${target}`);
-      await page.locator('main h1').waitFor();
-      await page.waitForLoadState('networkidle');
+      await page.reload();
+      await page.locator(content).first().waitFor({ state: 'attached' });
       expect(await overflowsSideways(page), target).toBe(false);
     }
+    // A citation: the rendered page and the passage stacked.
+    await page.goto(`${server.url}/#/chat`);
+    await page.locator('.sessions li a').last().click();
+    await page.getByTestId('citation').first().click();
+    await page.getByTestId('pdf-page').and(page.locator('[data-quote-found]')).waitFor({ timeout: 30_000 });
+    expect(await overflowsSideways(page), 'citation').toBe(false);
+    await shoot('phone-citation');
+    // A dialog.
+    await page.goto(`${server.url}/#/workspaces`);
+    await page.getByRole('button', { name: `Delete ${workspaceName}` }).click();
+    await page.getByTestId('delete-consequence').waitFor();
+    expect(await overflowsSideways(page), 'dialog').toBe(false);
+    await page.keyboard.press('Escape');
     await page.goto(`${server.url}/#/chat`);
     await page.locator('.sessions li a').first().click();
     await page.locator('.message.assistant').first().waitFor();
     await shoot('phone-chat');
     await page.setViewportSize(laptop);
-  });
+  }, 60_000);
 
   it('logged no error in the browser and loaded nothing from elsewhere', () => {
     expect(pageErrors).toEqual([]);

@@ -160,15 +160,10 @@ export function uploadFile(
   });
 }
 
-/** The processing stage of a document and how far along it is (0 to 1), from its counters. */
-export function stageOf(document: KbDocument): { stage: string; progress: number | null } {
-  const stage = (document as { stage?: string }).stage;
-  if (document.status === 'processing') {
-    const embedding = stage === 'embedding' || (stage === undefined && document.chunk_count > 0);
-    if (embedding) return { stage: 'embedding', progress: document.chunk_count > 0 ? document.embedded_chunks / document.chunk_count : null };
-    return { stage: 'parsing', progress: null };
-  }
-  return { stage: document.status, progress: document.status === 'ready' ? 1 : null };
+/** The processing stage of a document (the service's `stage`) and how far along it is (0 to 1; null when unknown). */
+export function stageOf(document: KbDocument): { stage: KbDocument['stage']; progress: number | null } {
+  if (document.stage === 'embedding') return { stage: 'embedding', progress: document.chunk_count > 0 ? document.embedded_chunks / document.chunk_count : null };
+  return { stage: document.stage, progress: document.stage === 'ready' ? 1 : null };
 }
 
 export const isSettled = (document: KbDocument) => document.status === 'ready' || document.status === 'failed';

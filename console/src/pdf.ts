@@ -24,20 +24,31 @@ export async function openPdf(bytes: ArrayBuffer): Promise<PDFDocumentProxy> {
 }
 
 /**
- * Draws page `pageNumber` (from 1) into `container`, `width` CSS pixels wide, and marks the
- * spans of its text layer that hold `quote`. Returns whether the quote was found on the page.
+ * Draws page `pageNumber` (from 1), `width` CSS pixels wide, and marks the spans of its text
+ * layer that hold `quote`. The page is built aside and put into `container` only if `signal`
+ * has not been aborted by then (a later page asked for meanwhile), so two renders never mix.
+ * Returns whether the quote was found on the page.
  */
-export async function renderPage(pdf: PDFDocumentProxy, pageNumber: number, container: HTMLElement, width: number, quote: string | null): Promise<boolean> {
+export async function renderPage(
+  pdf: PDFDocumentProxy,
+  pageNumber: number,
+  container: HTMLElement,
+  width: number,
+  quote: string | null,
+  signal: AbortSignal,
+): Promise<boolean> {
   const { TextLayer } = await pdfjs();
   const page = await pdf.getPage(pageNumber);
+  if (signal.aborted) return false;
   const unscaled = page.getViewport({ scale: 1 });
   const viewport = page.getViewport({ scale: width / unscaled.width });
   const ratio = window.devicePixelRatio || 1;
 
-  container.replaceChildren();
-  container.style.setProperty('--total-scale-factor', String(viewport.scale));
-  container.style.width = `${viewport.width}px`;
-  container.style.height = `${viewport.height}px`;
+  const sheet = document.createElement('div');
+  sheet.className = 'pdf-sheet';
+  sheet.style.setProperty('--total-scale-factor', String(viewport.scale));
+  sheet.style.width = `${viewport.width}px`;
+  sheet.style.height = `${viewport.height}px`;
 
   const canvas = document.createElement('canvas');
   canvas.width = Math.floor(viewport.width * ratio);
@@ -46,16 +57,37 @@ export async function renderPage(pdf: PDFDocumentProxy, pageNumber: number, cont
   canvas.style.height = `${viewport.height}px`;
   canvas.setAttribute('role', 'img');
   canvas.setAttribute('aria-label', `Page ${pageNumber}`);
-  container.append(canvas);
-  await page.render({ canvas, viewport, transform: ratio === 1 ? undefined : [ratio, 0, 0, ratio, 0, 0] }).promise;
+  sheet.append(canvas);
+  const drawing = page.render({ canvas, viewport, transform: ratio === 1 ? undefined : [ratio, 0, 0, ratio, 0, 0] });
+  const stopDrawing = () => drawing.cancel();
+  signal.addEventListener('abort', stopDrawing, { once: true });
+  try {
+    await drawing.promise;
+  } catch (error) {
+    if (signal.aborted) return false;
+    throw error;
+  } finally {
+    signal.removeEventListener('abort', stopDrawing);
+  }
 
   const textContainer = document.createElement('div');
   textContainer.className = 'textLayer';
-  container.append(textContainer);
+  sheet.append(textContainer);
   const textLayer = new TextLayer({ textContentSource: page.streamTextContent(), container: textContainer, viewport });
-  await textLayer.render();
-  if (!quote) return false;
-  const marked = markQuote(textLayer.textDivs, textLayer.textContentItemsStr, quote);
+  const stopText = () => textLayer.cancel();
+  signal.addEventListener('abort', stopText, { once: true });
+  try {
+    await textLayer.render();
+  } catch (error) {
+    if (signal.aborted) return false;
+    throw error;
+  } finally {
+    signal.removeEventListener('abort', stopText);
+  }
+  if (signal.aborted) return false;
+  const marked = quote ? markQuote(textLayer.textDivs, textLayer.textContentItemsStr, quote) : [];
+  container.style.width = `${viewport.width}px`;
+  container.replaceChildren(sheet);
   marked[0]?.scrollIntoView({ block: 'center' });
   return marked.length > 0;
 }

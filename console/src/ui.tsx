@@ -26,7 +26,14 @@ export type Route = { path: string[]; query: URLSearchParams };
 
 const routeOf = (hash: string): Route => {
   const [path = '', query = ''] = hash.replace(/^#/, '').split('?');
-  return { path: path.split('/').filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) };
+  const decode = (segment: string) => {
+    try {
+      return decodeURIComponent(segment);
+    } catch {
+      return segment; // a stray `%` typed into the address: shown as typed, and not found
+    }
+  };
+  return { path: path.split('/').filter(Boolean).map(decode), query: new URLSearchParams(query) };
 };
 
 export function useRoute(): Route {
@@ -103,16 +110,23 @@ export function Dialog({ title, children, onClose }: { title: string; children: 
   );
 }
 
-/** Runs `load` now and whenever `dependencies` change; keeps its result, error and loading state. */
+/**
+ * Runs `load` now and whenever `dependencies` change; keeps its result, error and loading state.
+ * New dependencies clear the last result (it belonged to other inputs); `reload()` keeps it on
+ * screen until the new one arrives.
+ */
 export function useLoad<Value>(load: (signal: AbortSignal) => Promise<Value>, dependencies: unknown[]) {
   const [state, setState] = useState<{ value?: Value; error?: unknown; loading: boolean }>({ loading: true });
   const [generation, setGeneration] = useState(0);
+  const loadedFor = useRef<unknown[] | null>(null);
   useEffect(() => {
     const controller = new AbortController();
-    setState((previous) => ({ ...previous, loading: true }));
+    const sameInputs = loadedFor.current !== null && loadedFor.current.length === dependencies.length && loadedFor.current.every((value, index) => Object.is(value, dependencies[index]));
+    loadedFor.current = dependencies;
+    setState((previous) => (sameInputs ? { value: previous.value, loading: true } : { loading: true }));
     load(controller.signal).then(
       (value) => !controller.signal.aborted && setState({ value, loading: false }),
-      (error) => !controller.signal.aborted && setState((previous) => ({ value: previous.value, error, loading: false })),
+      (error) => !controller.signal.aborted && setState((previous) => ({ ...(sameInputs && { value: previous.value }), error, loading: false })),
     );
     return () => controller.abort();
   }, [...dependencies, generation]);

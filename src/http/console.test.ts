@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consoleSite } from './console.js';
 
@@ -13,6 +13,7 @@ beforeAll(async () => {
   await mkdir(path.join(directory, 'assets/cmaps'), { recursive: true });
   await writeFile(path.join(directory, 'index.html'), '<!doctype html><title>console</title>');
   await writeFile(path.join(directory, 'assets/app.js'), script);
+  await writeFile(path.join(directory, 'assets/app.js.gz'), gzipSync(script));
   await writeFile(path.join(directory, 'assets/cmaps/UniJIS-UCS2-H.bcmap'), Buffer.from([1, 2, 3]));
   await writeFile(path.join(directory, 'secret.txt'), 'not served');
 });
@@ -39,24 +40,36 @@ describe('the console site', () => {
     for (const pathname of ['/v1/user/me', '/docs', '/graphql', '/asset/app.js', '/indexhtml']) expect(get(pathname)).toBeNull();
   });
 
-  it('answers 304 to a matching If-None-Match, and gzips text when the client takes it', async () => {
+  it('answers 304 to a matching If-None-Match, and sends the built gzip file when the client takes it', async () => {
     const first = (await get('/assets/app.js'))!;
     const etag = first.headers.get('etag')!;
     expect(first.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
     expect(first.headers.get('content-encoding')).toBeNull();
+    expect(first.headers.get('vary')).toBe('accept-encoding');
     expect(await first.text()).toBe(script);
-    const again = (await get('/assets/app.js', { headers: { 'if-none-match': etag } }))!;
-    expect(again.status).toBe(304);
+    for (const tags of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
+      expect((await get('/assets/app.js', { headers: { 'if-none-match': tags } }))!.status, tags).toBe(304);
+    }
+    expect((await get('/assets/app.js', { headers: { 'if-none-match': '"other"' } }))!.status).toBe(200);
+
     const gzipped = (await get('/assets/app.js', { headers: { 'accept-encoding': 'gzip, br' } }))!;
     expect(gzipped.headers.get('content-encoding')).toBe('gzip');
+    expect(gzipped.headers.get('etag')).toBe(`${etag.slice(0, -1)}-gz"`);
     const bytes = Buffer.from(await gzipped.arrayBuffer());
     expect(bytes.length).toBeLessThan(script.length / 10);
     expect(gunzipSync(bytes).toString()).toBe(script);
+    // The plain file's tag does not validate the gzipped one.
+    expect((await get('/assets/app.js', { headers: { 'accept-encoding': 'gzip', 'if-none-match': etag } }))!.status).toBe(200);
+    for (const refusing of ['gzip;q=0', 'gzip;q=0, identity', 'br', 'identity']) {
+      expect((await get('/assets/app.js', { headers: { 'accept-encoding': refusing } }))!.headers.get('content-encoding'), refusing).toBeNull();
+    }
+    // A file the build did not compress is sent as it is.
+    expect((await get('/index.html', { headers: { 'accept-encoding': 'gzip' } }))!.headers.get('content-encoding')).toBeNull();
   });
 
   it('serves pdf.js data one folder down, and nothing outside the assets', async () => {
     expect((await get('/assets/cmaps/UniJIS-UCS2-H.bcmap'))!.status).toBe(200);
-    for (const pathname of ['/assets/../secret.txt', '/assets/..%2Fsecret.txt', '/assets/%2e%2e/secret.txt', '/assets/.hidden', '/assets/cmaps/../../secret.txt', '/assets/other/x.js', '/assets/', '/assets/nothing.js']) {
+    for (const pathname of ['/assets/../secret.txt', '/assets/..%2Fsecret.txt', '/assets/%2e%2e/secret.txt', '/assets/.hidden', '/assets/cmaps/../../secret.txt', '/assets/other/x.js', '/assets/', '/assets/nothing.js', `/assets/${'a'.repeat(300)}.js`, `/assets/${'a'.repeat(128)}`]) {
       // A `..` the URL parser resolves leaves /assets, and the path is the API's to refuse.
       const response = await get(pathname);
       if (response === null) {

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
+import Negotiator from 'negotiator';
 import { AppError, noEndpoint } from '../errors.js';
 import { errorResponse } from '../rest/handler.js';
 
@@ -25,11 +25,12 @@ const contentTypes: Record<string, string> = {
   '.ttf': 'font/ttf',
 };
 
-// pdf.js decodes some images with WebAssembly and draws pages on canvases; the rest is this origin's.
+// pdf.js decodes some images with WebAssembly; everything else is this origin's.
 const contentSecurityPolicy = [
   "default-src 'self'",
   "script-src 'self' 'wasm-unsafe-eval'",
-  "style-src 'self' 'unsafe-inline'",
+  // Inline styles are set through the DOM (Preact, pdf.js's text layer), which this does not block.
+  "style-src 'self'",
   "img-src 'self' data: blob:",
   "font-src 'self' data:",
   "worker-src 'self' blob:",
@@ -48,15 +49,29 @@ const securityHeaders = {
 };
 
 // One file name, or one folder of pdf.js's data and a file name in it: nothing else is served.
-const assetPath = /^\/assets\/(?:(?:cmaps|standard_fonts)\/)?[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const assetPath = /^\/assets\/(?:(?:cmaps|standard_fonts)\/)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-type Asset = { bytes: Buffer; gzipped: Buffer | null; etag: string; type: string };
+/** A file as served: its bytes and, when the build wrote one (`<name>.gz`), its gzipped form. */
+type Asset = { bytes: Uint8Array; gzipped: Uint8Array | null; etag: string; type: string };
 
 export type ConsoleSite = { handle(request: Request, pathname: string): Promise<Response> | null };
+
+const missing = (error: unknown) => ['ENOENT', 'ENOTDIR', 'ENAMETOOLONG', 'EISDIR'].includes((error as NodeJS.ErrnoException).code ?? '');
+
+/** Whether If-None-Match (a list of tags, weak or strong, or `*`) names this tag. */
+function matchesTag(header: string | null, etag: string): boolean {
+  if (!header) return false;
+  const wanted = etag.replace(/^W\//, '');
+  return header.split(',').some((tag) => {
+    const trimmed = tag.trim();
+    return trimmed === '*' || trimmed.replace(/^W\//, '') === wanted;
+  });
+}
 
 /**
  * The console's pages and assets, kept in memory once read; a file rebuilt since (its size or
  * modification time changed: `npm run build:console` while the server runs) is read again.
+ * Compression is done by the build, never here: the server only picks the gzipped file.
  */
 export function consoleSite(directory = defaultDirectory): ConsoleSite {
   const assets = new Map<string, { stamp: string; asset: Promise<Asset> }>();
@@ -68,17 +83,25 @@ export function consoleSite(directory = defaultDirectory): ConsoleSite {
       if (!stats.isFile()) return null;
       stamp = `${stats.size}:${stats.mtimeMs}`;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+      if (missing(error)) return null;
       throw error;
     }
     const cached = assets.get(relative);
     if (cached?.stamp === stamp) return cached.asset;
-    const asset = readFile(file).then((bytes): Asset => {
-      const type = contentTypes[path.extname(relative)] ?? 'application/octet-stream';
-      const compressible = /^(text\/|application\/json)/.test(type) && bytes.length > 1024;
-      return { bytes, gzipped: compressible ? gzipSync(bytes) : null, etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`, type };
-    });
+    const asset = Promise.all([
+      readFile(file),
+      readFile(`${file}.gz`).catch((error: unknown) => {
+        if (missing(error)) return null;
+        throw error;
+      }),
+    ]).then(([bytes, gzipped]): Asset => ({
+      bytes,
+      gzipped,
+      etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"`,
+      type: contentTypes[path.extname(relative)] ?? 'application/octet-stream',
+    }));
     assets.set(relative, { stamp, asset });
+    asset.catch(() => assets.delete(relative));
     return asset;
   };
 
@@ -101,19 +124,21 @@ export function consoleSite(directory = defaultDirectory): ConsoleSite {
           }
           return errorResponse(noEndpoint(request.method, pathname));
         }
+        const gzip = asset.gzipped !== null && new Negotiator({ headers: { 'accept-encoding': request.headers.get('accept-encoding') ?? undefined } }).encoding(['gzip', 'identity']) === 'gzip';
+        // The two forms are different bytes, so they are told apart by their tags.
+        const etag = gzip ? `${asset.etag.slice(0, -1)}-gz"` : asset.etag;
         // Chunk names carry their content's hash; the others keep their names from build to build.
         const immutable = /\/chunk-[A-Z0-9]+\.js$/.test(pathname);
         const headers: Record<string, string> = {
           'content-type': asset.type,
-          etag: asset.etag,
+          etag,
           'cache-control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache',
           vary: 'accept-encoding',
           ...securityHeaders,
         };
-        if (request.headers.get('if-none-match') === asset.etag) return new Response(null, { status: 304, headers });
-        const gzipped = asset.gzipped && /\bgzip\b/.test(request.headers.get('accept-encoding') ?? '') ? asset.gzipped : null;
-        if (gzipped) headers['content-encoding'] = 'gzip';
-        return new Response(new Uint8Array(gzipped ?? asset.bytes), { headers });
+        if (matchesTag(request.headers.get('if-none-match'), etag)) return new Response(null, { status: 304, headers });
+        if (gzip) headers['content-encoding'] = 'gzip';
+        return new Response(new Uint8Array(gzip ? asset.gzipped! : asset.bytes), { headers });
       })();
     },
   };

@@ -20,6 +20,7 @@ const readFacts = (messageId: string): AnswerFacts | null => {
 
 type LiveTurn = {
   question: string;
+  workspaceIds: string[];
   mode: Mode;
   answer: string;
   steps: ReasoningStep[];
@@ -52,9 +53,6 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
   const controller = useRef<AbortController | null>(null);
   const conversation = useRef<HTMLDivElement>(null);
 
-  useEffect(() => {
-    if (live?.state !== 'streaming' && live?.state !== 'asking') setLive(null);
-  }, [sessionId]);
   useEffect(() => conversation.current?.scrollTo({ top: conversation.current.scrollHeight }), [live?.answer, live?.steps.length, live?.state, session.value]);
   useEffect(() => () => controller.current?.abort(), []);
 
@@ -64,7 +62,7 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
     if (!text || chosen.length === 0) return;
     const abort = new AbortController();
     controller.current = abort;
-    let turn: LiveTurn = { question: text, mode, answer: '', steps: [], sources: [], state: 'asking', creditsUsed: null };
+    let turn: LiveTurn = { question: text, workspaceIds: chosen, mode, answer: '', steps: [], sources: [], state: 'asking', creditsUsed: null };
     const update = (change: Partial<LiveTurn>) => setLive((turn = { ...turn, ...change }));
     update({});
     setQuestion('');
@@ -90,17 +88,20 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
             break;
           case 'done': {
             update({ state: 'done', creditsUsed: agentEvent.creditsUsed });
-            const stored = await call(api.GET('/v1/chat/sessions/{id}', { params: { path: { id: agentEvent.sessionId } } }));
-            const answer = [...stored.messages].reverse().find((message) => message.role === 'assistant');
+            refresh();
+            sessions.reload();
+            // The answer is stored and charged: it stays on screen as streamed if the history cannot be read back.
+            const stored = await call(api.GET('/v1/chat/sessions/{id}', { params: { path: { id: agentEvent.sessionId } } })).catch(() => null);
+            const answer = stored && [...stored.messages].reverse().find((message) => message.role === 'assistant');
             if (answer) {
               const facts: AnswerFacts = { creditsUsed: agentEvent.creditsUsed, mode: turn.mode, steps: turn.steps, supportScore: agentEvent.support_score };
               sessionStorage.setItem(factsKey(answer.id), JSON.stringify(facts));
             }
-            refresh();
-            sessions.reload();
             if (agentEvent.sessionId !== sessionId) navigate(href('chat', agentEvent.sessionId));
-            else session.set(stored);
-            setLive(null);
+            else if (stored) {
+              session.set(stored);
+              setLive(null);
+            }
             break;
           }
           case 'error':
@@ -122,7 +123,7 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
       sessions.reload();
       navigate(href('chat'));
     } catch (error) {
-      setLive({ question: '', mode, answer: '', steps: [], sources: [], state: 'failed', creditsUsed: null, error });
+      setLive({ question: '', workspaceIds: chosen, mode, answer: '', steps: [], sources: [], state: 'failed', creditsUsed: null, error });
     }
   };
 
@@ -163,7 +164,7 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
           {(session.value?.messages ?? []).map((message) => (
             <Message key={message.id} message={message} workspaceIds={session.value!.workspace_ids} />
           ))}
-          {live && <LiveAnswer turn={live} workspaceIds={chosen} />}
+          {live && <LiveAnswer turn={live} workspaceIds={live.workspaceIds} />}
         </div>
         <form class="ask" onSubmit={ask}>
           <fieldset class="workspace-choice" disabled={Boolean(sessionId) || busy}>
@@ -214,15 +215,15 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
                 }
               }}
             />
-            {busy ? (
-              <button type="button" onClick={() => controller.current?.abort()}>
-                Stop
-              </button>
-            ) : (
-              <button type="submit" class="primary" disabled={question.trim() === '' || chosen.length === 0}>
-                Ask
-              </button>
-            )}
+            {/* One button that changes its part, so the focus stays on it while an answer streams. */}
+            <button
+              type={busy ? 'button' : 'submit'}
+              class={busy ? undefined : 'primary'}
+              onClick={busy ? (event) => (event.preventDefault(), controller.current?.abort()) : undefined}
+              disabled={!busy && (question.trim() === '' || chosen.length === 0)}
+            >
+              {busy ? 'Stop' : 'Ask'}
+            </button>
           </div>
         </form>
       </div>
@@ -232,8 +233,20 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
 
 /** Citation numbers in an answer (`[2]`, `[1, 3]`) as links to the passages they cite. */
 function AnswerText({ text, sources, workspaceIds }: { text: string; sources: Source[]; workspaceIds: string[] }) {
-  const passages = new Map<number, { source: Source; passage: Source['passages'][number] }>();
-  for (const source of sources) for (const passage of source.passages) passages.set(passage.citation, { source, passage });
+  // Each sentence that cites [n] has its own passage, in the answer's order: the k-th [n] of the
+  // text opens the k-th passage cited as n (the last one when the text has more markers).
+  const passages = new Map<number, { source: Source; passage: Source['passages'][number] }[]>();
+  for (const source of sources) {
+    for (const passage of [...source.passages].sort((a, b) => a.citation - b.citation)) passages.set(passage.citation, [...(passages.get(passage.citation) ?? []), { source, passage }]);
+  }
+  const seen = new Map<number, number>();
+  const citedAt = (number: number) => {
+    const cited = passages.get(number);
+    if (!cited) return undefined;
+    const occurrence = seen.get(number) ?? 0;
+    seen.set(number, occurrence + 1);
+    return cited[Math.min(occurrence, cited.length - 1)];
+  };
   const parts: ComponentChildren[] = [];
   let at = 0;
   for (const match of text.matchAll(/\[(\d+(?:\s*,\s*\d+)*)\]/g)) {
@@ -243,7 +256,7 @@ function AnswerText({ text, sources, workspaceIds }: { text: string; sources: So
       <sup key={match.index} class="citation">
         [
         {numbers.map((number, index) => {
-          const cited = passages.get(number);
+          const cited = citedAt(number);
           return (
             <>
               {index > 0 && ', '}

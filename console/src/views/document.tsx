@@ -28,6 +28,11 @@ export function DocumentScreen({ workspaceId, documentId, query }: { workspaceId
     (signal) => call(api.GET('/v1/kb/documents/{id}', { params: { path: { id: documentId } }, signal })),
     [documentId, workspaceId],
   );
+  // A link may name another workspace than the document's (an old link, a hand-edited one): the document's own wins.
+  useEffect(() => {
+    const actual = document.value?.workspace_id;
+    if (actual && actual !== workspaceId) location.replace(`${href('workspaces', actual, 'documents', documentId)}${query.size > 0 ? `?${query}` : ''}`);
+  }, [document.value?.workspace_id]);
   const tabs: { id: Tab; label: string }[] = [...(citation ? [{ id: 'passage' as const, label: 'Cited passage' }] : []), { id: 'chunks', label: 'Chunks' }, { id: 'grep', label: 'Find in document' }];
   const current = document.value;
   const isPdf = current?.content_type === 'application/pdf';
@@ -51,14 +56,15 @@ export function DocumentScreen({ workspaceId, documentId, query }: { workspaceId
                 role="tab"
                 id={`tab-${item.id}`}
                 aria-selected={tab === item.id}
-                aria-controls={`panel-${item.id}`}
+                aria-controls={tab === item.id ? `panel-${item.id}` : undefined}
                 tabIndex={tab === item.id ? 0 : -1}
                 onClick={() => setTab(item.id)}
                 onKeyDown={(event) => {
                   const at = tabs.findIndex((candidate) => candidate.id === tab);
-                  const step = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
-                  if (step === 0) return;
-                  const next = tabs[(at + step + tabs.length) % tabs.length]!;
+                  const targets: Record<string, number> = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: tabs.length - 1 };
+                  if (!(event.key in targets)) return;
+                  event.preventDefault();
+                  const next = tabs[(targets[event.key]! + tabs.length) % tabs.length]!;
                   setTab(next.id);
                   (event.currentTarget.parentElement?.querySelector(`#tab-${next.id}`) as HTMLElement | null)?.focus();
                 }}
@@ -270,6 +276,24 @@ function Passage({ document, citation, isPdf }: { document: KbDocument; citation
   );
 }
 
+// The file of the PDF last opened, so that moving between a document's tabs and citations does
+// not download it again (this tab's memory only; a few files at most).
+const recentFiles = new Map<string, Promise<ArrayBuffer>>();
+
+function fileOf(api: ReturnType<typeof useAccount>['api'], document: KbDocument): Promise<ArrayBuffer> {
+  const key = `${document.id}:${document.sha256}`;
+  let bytes = recentFiles.get(key);
+  if (!bytes) {
+    bytes = call(
+      api.GET('/v1/kb/documents/{id}/file', { params: { path: { id: document.id }, query: { workspace_id: document.workspace_id } }, parseAs: 'arrayBuffer' }),
+    ).then((data) => data as unknown as ArrayBuffer);
+    bytes.catch(() => recentFiles.delete(key));
+    recentFiles.set(key, bytes);
+    while (recentFiles.size > 3) recentFiles.delete(recentFiles.keys().next().value!);
+  }
+  return bytes;
+}
+
 /**
  * The cited page of a PDF, rendered, with the quote marked on it. The citation names the page its
  * chunk starts on; a quote further into a chunk that spans pages is looked for on the chunk's
@@ -281,11 +305,18 @@ function PdfPage({ document, candidates, quote }: { document: KbDocument; candid
   const [pdf, setPdf] = useState<PDFDocumentProxy | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [found, setFound] = useState<boolean | null>(null);
-  const searching = useRef(true);
-  const holder = useRef<HTMLDivElement>(null);
+  const [width, setWidth] = useState(0);
+  // While looking for the quote: the candidate pages not tried yet. Null once the search is over.
+  const searching = useRef<number[] | null>(candidates.slice(1));
+  // The page the quote stands on (once found), marked again whenever that page is drawn.
+  const quotePage = useRef(candidates[0]!);
+  const holder = useRef<HTMLElement>(null);
   const canvasHolder = useRef<HTMLDivElement>(null);
+
   useEffect(() => {
-    searching.current = true;
+    searching.current = candidates.slice(1);
+    quotePage.current = candidates[0]!;
+    setFound(null);
     setPage(candidates[0]!);
   }, [candidates.join(','), quote]);
 
@@ -293,12 +324,12 @@ function PdfPage({ document, candidates, quote }: { document: KbDocument; candid
     let cancelled = false;
     let opened: PDFDocumentProxy | null = null;
     (async () => {
-      const bytes = await call(
-        api.GET('/v1/kb/documents/{id}/file', { params: { path: { id: document.id }, query: { workspace_id: document.workspace_id } }, parseAs: 'arrayBuffer' }),
-      );
+      const bytes = await fileOf(api, document);
       const { openPdf } = await import('../pdf.js');
-      opened = await openPdf(bytes as unknown as ArrayBuffer);
-      if (!cancelled) setPdf(opened);
+      // pdf.js takes the buffer over: it gets a copy, and the kept one stays usable.
+      opened = await openPdf(bytes.slice(0));
+      if (cancelled) void opened.destroy();
+      else setPdf(opened);
     })().catch((failure) => !cancelled && setError(failure));
     return () => {
       cancelled = true;
@@ -306,33 +337,42 @@ function PdfPage({ document, candidates, quote }: { document: KbDocument; candid
     };
   }, [document.id]);
 
+  // The page is drawn as wide as its box, and again when the box changes width (a phone turned).
   useEffect(() => {
-    if (!pdf || !canvasHolder.current || !holder.current) return;
-    let cancelled = false;
-    const width = Math.min(holder.current.clientWidth - 16 || 600, 900);
-    const marking = searching.current && candidates.includes(page) ? quote : null;
-    setFound(null);
-    import('../pdf.js')
-      .then(({ renderPage }) => renderPage(pdf, page, canvasHolder.current!, width, marking))
-      .then((located) => {
-        if (cancelled || !searching.current) return;
-        const next = candidates[candidates.indexOf(page) + 1];
-        if (!located && next !== undefined && next <= pdf.numPages) return setPage(next);
-        searching.current = false;
-        if (!located && page !== candidates[0]) return setPage(candidates[0]!);
-        setFound(located);
-      }, setError);
-    return () => {
-      cancelled = true;
-    };
-  }, [pdf, page, quote]);
+    const element = holder.current;
+    if (!element) return;
+    const measure = () => setWidth(Math.min(Math.max(element.clientWidth - 16, 200), 900));
+    measure();
+    const observer = new ResizeObserver(() => measure());
+    observer.observe(element);
+    return () => observer.disconnect();
+  }, []);
 
+  useEffect(() => {
+    if (!pdf || !canvasHolder.current || width === 0) return;
+    const controller = new AbortController();
+    const looking = searching.current !== null;
+    import('../pdf.js')
+      .then(({ renderPage }) => renderPage(pdf, page, canvasHolder.current!, width, looking || page === quotePage.current ? quote : null, controller.signal))
+      .then((located) => {
+        if (controller.signal.aborted) return;
+        if (!looking) return;
+        const next = searching.current!.shift();
+        if (!located && next !== undefined && next <= pdf.numPages) return setPage(next);
+        searching.current = null;
+        if (located) quotePage.current = page;
+        setFound(located);
+        // Found nowhere: back to the cited page, saying so.
+        if (!located && page !== candidates[0]) setPage(candidates[0]!);
+      }, (failure) => !controller.signal.aborted && setError(failure));
+    return () => controller.abort();
+  }, [pdf, page, quote, width]);
+
+  const pages = pdf?.numPages ?? document.page_count ?? page;
   const move = (step: number) => {
-    searching.current = false;
-    setFound(null);
+    searching.current = null;
     setPage((value) => Math.min(Math.max(1, value + step), pages));
   };
-  const pages = pdf?.numPages ?? document.page_count ?? page;
   return (
     <figure class="pdf" ref={holder} aria-label={`Page ${page} of ${document.filename}`}>
       <div class="pdf-controls">
@@ -349,7 +389,7 @@ function PdfPage({ document, candidates, quote }: { document: KbDocument; candid
       <ErrorNotice error={error} />
       {!pdf && !error && <p class="loading">Rendering the page…</p>}
       <div class="pdf-page" ref={canvasHolder} data-testid="pdf-page" data-page={page} data-quote-found={found === null ? undefined : String(found)} />
-      {found === false && <figcaption class="muted">The quote could not be located on the rendered page; it is highlighted in the text beside it.</figcaption>}
+      {found === false && <figcaption class="muted">The quote could not be located on the rendered pages; it is highlighted in the text beside them.</figcaption>}
     </figure>
   );
 }

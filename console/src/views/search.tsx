@@ -22,7 +22,7 @@ export function SearchScreen({ initialWorkspace }: { initialWorkspace: string | 
   const [mode, setMode] = useState<Mode>('hybrid');
   const [topK, setTopK] = useState(5);
   const [filter, setFilter] = useState('');
-  const [results, setResults] = useState<{ items: SearchResult[]; milliseconds: number; request: object } | null>(null);
+  const [results, setResults] = useState<{ items: SearchResult[]; milliseconds: number; request: { workspace_id: string } } | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
 
@@ -114,7 +114,7 @@ export function SearchScreen({ initialWorkspace }: { initialWorkspace: string | 
       {results && (
         <>
           <p role="status" class="muted">
-            {results.items.length} result{results.items.length === 1 ? '' : 's'} from {names.get(workspaceId) ?? 'the workspace'} in {Math.round(results.milliseconds)} ms.
+            {results.items.length} result{results.items.length === 1 ? '' : 's'} from {names.get(results.request.workspace_id) ?? 'the workspace'} in {Math.round(results.milliseconds)} ms.
           </p>
           <details class="request">
             <summary>Request body</summary>
@@ -129,7 +129,7 @@ export function SearchScreen({ initialWorkspace }: { initialWorkspace: string | 
                     <span class="score" title="Score">
                       {result.score.toFixed(3)}
                     </span>
-                    <a href={citationHref(workspaceId, result.document_id, { chunk: result.chunk_index, start: null, end: null, page })}>{result.filename}</a>
+                    <a href={citationHref(results.request.workspace_id, result.document_id, { chunk: result.chunk_index, start: null, end: null, page })}>{result.filename}</a>
                     {page !== null && <span class="page">page {page}</span>}
                     <span class="muted">chunk {result.chunk_index}</span>
                   </div>

@@ -1,12 +1,10 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { call, formatBytes, formatDate, isSettled, listAll, stageOf, uploadFile, type KbDocument, type Workspace } from '../api.js';
+import { call, formatBytes, formatDate, isSettled, listAll, stageOf, type KbDocument, type Workspace } from '../api.js';
+import { useUploads } from '../uploads.js';
 import { Empty, ErrorNotice, href, navigate, ProgressBar, useAccount, useLoad } from '../ui.js';
 import { DeleteDialog, RenameDialog } from './workspaces.js';
 
-type Upload = { id: string; file: File; sent: number; total: number; state: 'waiting' | 'uploading' | 'sent' | 'refused'; error?: unknown };
-
 const pageSize = 100;
-const uploadsAtOnce = 2;
 
 export function WorkspaceScreen({ workspaceId }: { workspaceId: string }) {
   const { api } = useAccount();
@@ -15,7 +13,8 @@ export function WorkspaceScreen({ workspaceId }: { workspaceId: string }) {
   const [documents, setDocuments] = useState<KbDocument[] | null>(null);
   const [hasMore, setHasMore] = useState(false);
   const [listError, setListError] = useState<unknown>(null);
-  const [uploads, setUploads] = useState<Upload[]>([]);
+  const queue = useUploads();
+  const uploads = queue.uploads.filter((upload) => upload.workspaceId === workspaceId);
   const [actionError, setActionError] = useState<unknown>(null);
   const [renaming, setRenaming] = useState(false);
   const [deleting, setDeleting] = useState(false);
@@ -52,32 +51,20 @@ export function WorkspaceScreen({ workspaceId }: { workspaceId: string }) {
     return () => clearTimeout(timer);
   }, [working, documents]);
 
-  const addFiles = (files: FileList | File[]) => {
-    const added = [...files].map((file): Upload => ({ id: crypto.randomUUID(), file, sent: 0, total: file.size, state: 'waiting' }));
-    if (added.length > 0) setUploads((current) => [...current.filter((upload) => upload.state !== 'sent'), ...added]);
-  };
+  const addFiles = (files: FileList | File[]) => queue.add(workspaceId, files);
 
-  // Starts waiting uploads, a few at a time.
+  // A finished upload's documents join the list at once, before the next reading of it.
+  const sentCount = uploads.filter((upload) => upload.state === 'sent').length;
   useEffect(() => {
-    const running = uploads.filter((upload) => upload.state === 'uploading').length;
-    const next = uploads.filter((upload) => upload.state === 'waiting').slice(0, Math.max(0, uploadsAtOnce - running));
-    for (const upload of next) {
-      const update = (change: Partial<Upload>) => setUploads((current) => current.map((item) => (item.id === upload.id ? { ...item, ...change } : item)));
-      update({ state: 'uploading' });
-      uploadFile(api.key, workspaceId, upload.file, (sent, total) => update({ sent, total })).then(
-        () => {
-          update({ state: 'sent', sent: 1, total: 1 });
-          setTick((value) => value + 1);
-        },
-        (error) => update({ state: 'refused', error }),
-      );
-    }
-  }, [uploads]);
+    if (sentCount > 0) setTick((value) => value + 1);
+  }, [sentCount]);
 
   const retry = async (document: KbDocument) => {
     setActionError(null);
     try {
-      await call(api.POST('/v1/kb/documents/{id}/retry', { params: { path: { id: document.id }, query: { workspace_id: workspaceId } } }));
+      const queued = await call(api.POST('/v1/kb/documents/{id}/retry', { params: { path: { id: document.id }, query: { workspace_id: workspaceId } } }));
+      // The row shows the queued document at once; the next readings follow it from there.
+      setDocuments((current) => current && current.map((item) => (item.id === queued.id ? queued : item)));
       setTick((value) => value + 1);
     } catch (failure) {
       setActionError(failure);
@@ -158,7 +145,7 @@ export function WorkspaceScreen({ workspaceId }: { workspaceId: string }) {
               <span class="muted">{formatBytes(upload.file.size)}</span>
               {upload.state === 'refused' ? (
                 <div class="grow">
-                  <ErrorNotice error={upload.error} onDismiss={() => setUploads((current) => current.filter((item) => item.id !== upload.id))} />
+                  <ErrorNotice error={upload.error} onDismiss={() => queue.dismiss(upload.id)} />
                 </div>
               ) : (
                 <>
