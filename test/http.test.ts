@@ -31,10 +31,13 @@ describe('health', () => {
 });
 
 describe('requests the service cannot take', () => {
-  it('answers an unknown path with a JSON 404', async () => {
-    for (const path of ['/', '/v1', '/v1/nothing', '/v2/user/me', '/v1/user/me/extra']) {
+  it('answers an unknown path with a JSON 404 (/ is the console)', async () => {
+    for (const path of ['/v1', '/v1/nothing', '/v2/user/me', '/v1/user/me/extra', '/assets/nothing.js', '/console']) {
       expectError(await server.request('GET', path, { key: user.key }), 404, 'not_found');
     }
+    const root = await server.request('GET', '/');
+    expect(root.status).toBe(200);
+    expect(root.headers.get('content-type')).toBe('text/html; charset=utf-8');
   });
 
   it('answers a known path with the wrong method with 405 and Allow', async () => {
