@@ -170,3 +170,39 @@ export function Highlighted({ text, ranges }: { text: string; ranges: { start: n
   if (at < text.length) parts.push(text.slice(at));
   return <>{parts}</>;
 }
+
+/** A fieldset of checkboxes choosing some of `options` (their values in `chosen`). */
+export function Checklist<Value extends string>({
+  legend,
+  options,
+  chosen,
+  onChange,
+  disabled = false,
+  class: className,
+  children,
+}: {
+  legend: string;
+  options: { value: Value; label: ComponentChildren }[];
+  chosen: Value[];
+  onChange: (chosen: Value[]) => void;
+  disabled?: boolean;
+  class?: string;
+  children?: ComponentChildren;
+}) {
+  return (
+    <fieldset class={className} disabled={disabled}>
+      <legend>{legend}</legend>
+      {options.map((option) => (
+        <label key={option.value} class="check">
+          <input
+            type="checkbox"
+            checked={chosen.includes(option.value)}
+            onChange={(event) => onChange(event.currentTarget.checked ? [...chosen, option.value] : chosen.filter((value) => value !== option.value))}
+          />{' '}
+          {option.label}
+        </label>
+      ))}
+      {children}
+    </fieldset>
+  );
+}

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { call, formatDate, listAll, type ChatMessage, type ChatSession, type ChatSessionSummary, type ReasoningStep, type Source } from '../api.js';
-import { Empty, ErrorNotice, href, navigate, useAccount, useLoad, useRoute } from '../ui.js';
+import { Checklist, Empty, ErrorNotice, href, navigate, useAccount, useLoad, useRoute } from '../ui.js';
 import { citationHref } from './document.js';
 import { useWorkspaces } from './search.js';
 
@@ -46,7 +46,6 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
   // the link, or the only workspace there is. A session searches its own.
   const [picked, setPicked] = useState<string[] | null>(() => (route.query.get('workspace') ? [route.query.get('workspace')!] : null));
   const chosen = session.value?.workspace_ids ?? picked ?? (workspaces.value?.length === 1 ? [workspaces.value[0]!.id] : []);
-  const setChosen = (change: (current: string[]) => string[]) => setPicked(change(chosen));
   const [mode, setMode] = useState<Mode>('fast');
   const [question, setQuestion] = useState('');
   const [live, setLive] = useState<LiveTurn | null>(null);
@@ -167,27 +166,21 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
           {live && <LiveAnswer turn={live} workspaceIds={live.workspaceIds} />}
         </div>
         <form class="ask" onSubmit={ask}>
-          <fieldset class="workspace-choice" disabled={Boolean(sessionId) || busy}>
-            <legend>Search in</legend>
-            {(workspaces.value ?? []).map((workspace) => (
-              <label key={workspace.id} class="check">
-                <input
-                  type="checkbox"
-                  checked={chosen.includes(workspace.id)}
-                  onChange={(event) =>
-                    setChosen((current) => (event.currentTarget.checked ? [...current, workspace.id] : current.filter((id) => id !== workspace.id)))
-                  }
-                />{' '}
-                {workspace.name}
-              </label>
-            ))}
+          <Checklist
+            class="workspace-choice"
+            legend="Search in"
+            disabled={Boolean(sessionId) || busy}
+            options={(workspaces.value ?? []).map((workspace) => ({ value: workspace.id, label: workspace.name }))}
+            chosen={chosen}
+            onChange={setPicked}
+          >
             {sessionId && chosen.some((id) => !workspaceNames.has(id)) && <span class="muted">(and workspaces no longer listed)</span>}
             {workspaces.value?.length === 0 && (
               <span>
                 No workspace yet: <a href={href('workspaces')}>create one</a>.
               </span>
             )}
-          </fieldset>
+          </Checklist>
           <fieldset class="mode" disabled={busy}>
             <legend>Mode</legend>
             <label class="check">

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { allScopes, call, formatDate, listAll, type ApiKey, type NewApiKey, type Scope } from '../api.js';
-import { CopyButton, Dialog, Empty, ErrorNotice, useAccount, useLoad } from '../ui.js';
+import { Checklist, CopyButton, Dialog, Empty, ErrorNotice, useAccount, useLoad } from '../ui.js';
 import { useWorkspaces } from './search.js';
 
 const scopeMeaning: Record<Scope, string> = {
@@ -50,35 +50,26 @@ export function KeysScreen() {
           Name
           <input value={name} maxLength={200} placeholder="e.g. nightly import" onInput={(event) => setName(event.currentTarget.value)} required />
         </label>
-        <fieldset>
-          <legend>Scopes</legend>
-          {allScopes.map((scope) => (
-            <label key={scope} class="check">
-              <input
-                type="checkbox"
-                checked={scopes.includes(scope)}
-                onChange={(event) => setScopes((current) => (event.currentTarget.checked ? [...current, scope] : current.filter((item) => item !== scope)))}
-              />{' '}
-              <code>{scope}</code> <span class="muted">{scopeMeaning[scope]}</span>
-            </label>
-          ))}
-        </fieldset>
+        <Checklist
+          legend="Scopes"
+          options={allScopes.map((scope) => ({
+            value: scope,
+            label: (
+              <>
+                <code>{scope}</code> <span class="muted">{scopeMeaning[scope]}</span>
+              </>
+            ),
+          }))}
+          chosen={scopes}
+          onChange={setScopes}
+        />
         {(workspaces.value?.length ?? 0) > 0 && (
-          <fieldset>
-            <legend>Workspaces (none chosen: every workspace)</legend>
-            {workspaces.value!.map((workspace) => (
-              <label key={workspace.id} class="check">
-                <input
-                  type="checkbox"
-                  checked={restrictTo.includes(workspace.id)}
-                  onChange={(event) =>
-                    setRestrictTo((current) => (event.currentTarget.checked ? [...current, workspace.id] : current.filter((id) => id !== workspace.id)))
-                  }
-                />{' '}
-                {workspace.name}
-              </label>
-            ))}
-          </fieldset>
+          <Checklist
+            legend="Workspaces (none chosen: every workspace)"
+            options={workspaces.value!.map((workspace) => ({ value: workspace.id, label: workspace.name }))}
+            chosen={restrictTo}
+            onChange={setRestrictTo}
+          />
         )}
         <div>
           <button type="submit" class="primary" disabled={name.trim() === '' || scopes.length === 0}>
