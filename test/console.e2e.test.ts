@@ -95,12 +95,16 @@ describe('the web console', () => {
     await other.close();
   });
 
-  it('creates a workspace', async () => {
+  it('creates a workspace and renames it', async () => {
     workspaceName = 'Wiki papers';
-    await page.getByLabel('New workspace').fill(workspaceName);
+    await page.getByLabel('New workspace').fill('Wiki drafts');
     await page.getByRole('button', { name: 'Create workspace' }).click();
-    await page.getByRole('heading', { name: workspaceName }).waitFor();
+    await page.getByRole('heading', { name: 'Wiki drafts' }).waitFor();
     workspaceId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
+    await page.getByRole('button', { name: 'Rename' }).click();
+    await page.getByRole('dialog').getByLabel('Name').fill(workspaceName);
+    await page.getByRole('dialog').getByRole('button', { name: 'Rename' }).click();
+    await page.getByRole('heading', { name: workspaceName }).waitFor();
     const listed = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
     expect(listed.body.map((workspace: { name: string }) => workspace.name)).toEqual([workspaceName]);
   });
@@ -143,6 +147,28 @@ describe('the web console', () => {
     expect(seen[0]).toBe('queued');
     expect(seen.at(-1)).toBe('failed');
     expect(await failed.innerText()).toMatch(/Failed[\s\S]*no text/i);
+  });
+
+  it('takes files dropped on the page', async () => {
+    // A drop as the browser delivers it: a DataTransfer holding two files.
+    const dropped = await page.evaluateHandle(() => {
+      const transfer = new DataTransfer();
+      transfer.items.add(new File(['# Ward Cunningham\n\nHe built WikiWikiWeb in 1995.'], 'notes.md', { type: 'text/markdown' }));
+      transfer.items.add(new File(['Wikis grew out of the Portland Pattern Repository.'], 'history.txt', { type: 'text/plain' }));
+      return transfer;
+    });
+    await page.locator('.dropzone').dispatchEvent('dragover', { dataTransfer: dropped });
+    expect(await page.locator('.dropzone').getAttribute('class')).toContain('dragging');
+    await page.locator('.dropzone').dispatchEvent('drop', { dataTransfer: dropped });
+    for (const name of ['notes.md', 'history.txt']) {
+      await page.locator('tr[data-testid="document-row"][data-status="ready"]', { hasText: name }).waitFor({ timeout: 60_000 });
+    }
+    // They are the workspace's documents now; the next steps count on the PDF's, so they go again.
+    for (const name of ['notes.md', 'history.txt']) {
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.getByRole('button', { name: `Delete ${name}` }).click();
+      await page.locator('tr[data-testid="document-row"]', { hasText: name }).waitFor({ state: 'detached' });
+    }
   });
 
   it('shows a document’s chunks with their pages, and grep with the matches highlighted', async () => {
