@@ -90,8 +90,19 @@ export async function listAll<Item>(fetchPage: (cursor: string | undefined) => P
   }
 }
 
+/** Something the console says about a run that did not end in an answer, under its own title. */
+export class ConsoleNotice extends Error {
+  constructor(
+    readonly title: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** What went wrong, in words: what the service said, and what to do about it. */
 export function describeError(error: unknown): { title: string; detail: string; requestId: string | null } {
+  if (error instanceof ConsoleNotice) return { title: error.title, detail: error.message, requestId: null };
   if (!(error instanceof KbApiError)) {
     return { title: 'Something went wrong in the console', detail: error instanceof Error ? error.message : String(error), requestId: null };
   }

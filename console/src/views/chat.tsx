@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { call, formatDate, listAll, type ChatMessage, type ChatSession, type ChatSessionSummary, type ReasoningStep, type Source } from '../api.js';
+import { call, ConsoleNotice, formatDate, listAll, type ChatMessage, type ChatSession, type ChatSessionSummary, type ReasoningStep, type Source } from '../api.js';
 import { Checklist, Empty, ErrorNotice, href, navigate, useAccount, useLoad, useRoute } from '../ui.js';
 import { citationHref } from './document.js';
 import { useWorkspaces } from './search.js';
@@ -104,12 +104,12 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
             break;
           }
           case 'error':
-            update({ state: 'failed', error: new Error(`${agentEvent.message} (${agentEvent.code})`) });
+            update({ state: 'failed', error: new ConsoleNotice('The run failed', `${agentEvent.message} (${agentEvent.code}). Nothing was charged for it.`) });
             break;
         }
       }
     } catch (error) {
-      if (abort.signal.aborted) update({ state: 'failed', error: new Error('Stopped. A run stopped before it answered is not charged.') });
+      if (abort.signal.aborted) update({ state: 'failed', error: new ConsoleNotice('Stopped', 'A run stopped before it answered is not charged.') });
       else update({ state: 'failed', error });
       refresh();
     }
