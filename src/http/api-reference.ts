@@ -5,9 +5,9 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Config } from '../config.js';
-import { AppError, noEndpoint } from '../errors.js';
+import { noEndpoint } from '../errors.js';
 import { schema } from '../graphql/schema.js';
-import { errorResponse } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/handler.js';
 import { openApiDocument } from '../rest/openapi.js';
 import { routes } from '../rest/routes.js';
 
@@ -62,9 +62,7 @@ export function apiReference(config: Config): ApiReference {
     handle(request, pathname) {
       if (pathname !== '/openapi.json' && pathname !== '/docs' && !pathname.startsWith('/docs/')) return null;
       if (request.method !== 'GET' && request.method !== 'HEAD') {
-        const response = errorResponse(new AppError('method_not_allowed', `${request.method} is not allowed on ${pathname}`));
-        response.headers.set('allow', 'GET, HEAD');
-        return Promise.resolve(response);
+        return Promise.resolve(methodNotAllowed(request.method, pathname, ['GET', 'HEAD']));
       }
       if (pathname === '/openapi.json') {
         return Promise.resolve(new Response(describe(), { headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache' } }));

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Negotiator from 'negotiator';
 import { AppError, noEndpoint } from '../errors.js';
-import { errorResponse } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/handler.js';
 
 // src/http or dist/http: the package root is two levels up either way.
 const defaultDirectory = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../console/dist');
@@ -110,9 +110,7 @@ export function consoleSite(directory = defaultDirectory): ConsoleSite {
       const page = pathname === '/' || pathname === '/index.html';
       if (!page && !pathname.startsWith('/assets/')) return null;
       if (request.method !== 'GET' && request.method !== 'HEAD') {
-        const response = errorResponse(new AppError('method_not_allowed', `${request.method} is not allowed on ${pathname}`));
-        response.headers.set('allow', 'GET, HEAD');
-        return Promise.resolve(response);
+        return Promise.resolve(methodNotAllowed(request.method, pathname, ['GET', 'HEAD']));
       }
       if (!page && !assetPath.test(pathname)) return Promise.resolve(errorResponse(noEndpoint(request.method, pathname)));
       return (async () => {

@@ -8,7 +8,7 @@ import { graphqlEndpoint, graphqlStreamEndpoint } from '../graphql/endpoints.js'
 import type { Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf } from '../observability/request-context.js';
-import { errorResponse, handleRestRequest } from '../rest/handler.js';
+import { errorResponse, handleRestRequest, methodNotAllowed } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { apiReference } from './api-reference.js';
 import { consoleSite } from './console.js';
@@ -107,12 +107,6 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
       return errorResponse(new AppError('internal_error', 'internal error'));
     }
   };
-}
-
-function methodNotAllowed(method: string, pathname: string, allowed: string[]) {
-  const response = errorResponse(new AppError('method_not_allowed', `${method} is not allowed on ${pathname}`));
-  response.headers.set('allow', allowed.join(', '));
-  return response;
 }
 
 /**

@@ -406,6 +406,13 @@ async function eventStreamResponse(events: AsyncIterableIterator<ExecutionResult
   });
 }
 
+/** 405 for a method the path does not take, with the `Allow` header listing those it does. */
+export function methodNotAllowed(method: string, pathname: string, allowed: string[]): Response {
+  const response = errorResponse(new AppError('method_not_allowed', `${method} is not allowed on ${pathname}`));
+  response.headers.set('allow', allowed.join(', '));
+  return response;
+}
+
 export function errorResponse(error: AppError): Response {
   const headers = new Headers();
   if (error.details.retryAfterSeconds !== undefined) headers.set('retry-after', String(error.details.retryAfterSeconds));
