@@ -271,6 +271,13 @@ describe('the web console', () => {
     expect(words(marked), marked).toEqual(expect.arrayContaining(words(stored.quote).slice(0, 3)));
     expect(await page.getByTestId('cited-chunk').locator('mark').innerText()).toBe(stored.quote);
     await shoot('citation');
+
+    // A link under another workspace (a chat over several cites under its first) moves to the document's own.
+    const [hashPath, hashQuery] = new URL(page.url()).hash.split('?');
+    const elsewhere = `${hashPath!.replace(workspaceId, '00000000-0000-4000-8000-000000000000')}?${hashQuery}`;
+    await page.goto(`${server.url}/${elsewhere}`);
+    await expect.poll(() => new URL(page.url()).hash).toBe(`${hashPath}?${hashQuery}`);
+    await rendered.and(page.locator('[data-quote-found="true"]')).waitFor({ timeout: 30_000 });
   });
 
   it('creates a key with scopes, shows the raw key once with a copy button, and revokes it', async () => {

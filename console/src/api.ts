@@ -1,6 +1,6 @@
 // The console's only way to the service: the typed client (@kb/client) over the public REST
 // API, with the key the user pasted. Errors become sentences a person can act on.
-import { createClient, KbApiError, type components, type KbClient, type paths } from '@kb/client';
+import { createClient, KbApiError, unwrap, type components, type KbClient, type paths } from '@kb/client';
 
 export { KbApiError };
 export type AgentEvent = components['schemas']['AgentEvent'];
@@ -51,7 +51,7 @@ export function connect(key: string): Api {
 
 type Result<Data> = { data?: Data; error?: unknown; response: Response };
 
-/** The call's body, or a KbApiError carrying the service's code and message. */
+/** The call's body, or a KbApiError carrying the service's code and message (the client's `unwrap`); no answer at all is one too. */
 export async function call<Data>(pending: Promise<Result<Data>>): Promise<Data> {
   let result: Result<Data>;
   try {
@@ -60,11 +60,7 @@ export async function call<Data>(pending: Promise<Result<Data>>): Promise<Data> 
     if (error instanceof DOMException && error.name === 'AbortError') throw error;
     throw new KbApiError(0, 'network', 'The service did not answer: it may be stopped or unreachable.', null);
   }
-  if (result.error !== undefined || !result.response.ok) {
-    const body = (result.error ?? {}) as { error?: string; message?: string };
-    throw new KbApiError(result.response.status, String(body.error ?? 'unknown'), String(body.message ?? result.response.statusText), result.response.headers.get('x-request-id'));
-  }
-  return result.data as Data;
+  return unwrap(result);
 }
 
 /** The `rel="next"` cursor of a list answer's `Link` header, if there is a next page. */

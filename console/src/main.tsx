@@ -3,7 +3,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { call, connect, storedKey, storeKey, type Api, type Credits, type Me } from './api.js';
 import { UploadsProvider } from './uploads.js';
 import { AccountContext, ErrorNotice, href, useRoute, type Account } from './ui.js';
-import { ChatScreen, DocumentLookup } from './views/chat.js';
+import { ChatScreen } from './views/chat.js';
 import { DocumentScreen } from './views/document.js';
 import { KeysScreen } from './views/keys.js';
 import { SearchScreen } from './views/search.js';
@@ -74,7 +74,6 @@ function Shell({ account }: { account: Account }) {
   // Keyed screens start afresh for another workspace, document or session: nothing of the last one carries over.
   else if (section === 'workspaces' && rest.length === 1) screen = <WorkspaceScreen key={rest[0]} workspaceId={rest[0]!} />;
   else if (section === 'workspaces' && rest[1] === 'documents' && rest[2]) screen = <DocumentScreen key={rest[2]} workspaceId={rest[0]!} documentId={rest[2]} query={route.query} />;
-  else if (section === 'documents' && rest[0]) screen = <DocumentLookup documentId={rest[0]} query={route.query} />;
   else if (section === 'search') screen = <SearchScreen initialWorkspace={route.query.get('workspace')} />;
   else if (section === 'chat') screen = <ChatScreen key={rest[0] ?? 'new'} sessionId={rest[0] ?? null} />;
   else if (section === 'keys') screen = <KeysScreen />;

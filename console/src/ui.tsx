@@ -2,7 +2,7 @@
 // hash routing, and the signed-in context.
 import { createContext, type ComponentChildren } from 'preact';
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
-import { describeError, type Api, type Credits, type Me } from './api.js';
+import { describeError, listAll, type Api, type Credits, type Me, type Workspace } from './api.js';
 
 export type Account = {
   api: Api;
@@ -131,6 +131,15 @@ export function useLoad<Value>(load: (signal: AbortSignal) => Promise<Value>, de
     return () => controller.abort();
   }, [...dependencies, generation]);
   return { ...state, reload: () => setGeneration((value) => value + 1), set: (value: Value) => setState({ value, loading: false }) };
+}
+
+/** The caller's workspaces, every page of them. */
+export function useWorkspaces() {
+  const { api } = useAccount();
+  return useLoad(
+    (signal) => listAll<Workspace>((cursor) => api.GET('/v1/kb/workspaces', { params: { query: { limit: 100, ...(cursor && { cursor }) } }, signal })),
+    [api],
+  );
 }
 
 export function Empty({ children }: { children: ComponentChildren }) {

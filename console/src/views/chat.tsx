@@ -1,9 +1,8 @@
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { call, ConsoleNotice, formatDate, listAll, type ChatMessage, type ChatSession, type ChatSessionSummary, type ReasoningStep, type Source } from '../api.js';
-import { Checklist, Empty, ErrorNotice, href, navigate, useAccount, useLoad, useRoute } from '../ui.js';
+import { Checklist, Empty, ErrorNotice, href, navigate, useAccount, useLoad, useRoute, useWorkspaces } from '../ui.js';
 import { citationHref } from './document.js';
-import { useWorkspaces } from './search.js';
 
 type Mode = 'fast' | 'deep';
 
@@ -276,12 +275,8 @@ function AnswerText({ text, sources, workspaceIds }: { text: string; sources: So
   return <div class="answer-text">{parts}</div>;
 }
 
-/** A cited document's link: straight to it when the chat searches one workspace, else through a lookup of the document's workspace. */
-function documentHref(documentId: string, workspaceIds: string[], citation: Parameters<typeof citationHref>[2]) {
-  if (workspaceIds.length === 1) return citationHref(workspaceIds[0]!, documentId, citation);
-  const [, query = ''] = citationHref('-', documentId, citation).split('?');
-  return `${href('documents', documentId)}?${query}`;
-}
+/** A cited document's link, under the chat's first workspace: the document screen moves to the document's own when it is another. */
+const documentHref = (documentId: string, workspaceIds: string[], citation: Parameters<typeof citationHref>[2]) => citationHref(workspaceIds[0] ?? '-', documentId, citation);
 
 /** The passages cited, by citation number (one number may cite several passages). */
 function SourcesList({ sources, workspaceIds }: { sources: Source[]; workspaceIds: string[] }) {
@@ -348,7 +343,7 @@ function Message({ message, workspaceIds }: { message: ChatMessage; workspaceIds
       </div>
     );
   }
-  const facts = readFacts(message.id);
+  const facts = useMemo(() => readFacts(message.id), [message.id]);
   const sources = Array.isArray(message.sources) ? (message.sources as Source[]) : [];
   return (
     <div class="message assistant">
@@ -384,17 +379,4 @@ function LiveAnswer({ turn, workspaceIds }: { turn: LiveTurn; workspaceIds: stri
       </div>
     </>
   );
-}
-
-/** `#/documents/<id>?chunk=...`: reads which workspace holds the document, then opens it there. */
-export function DocumentLookup({ documentId, query }: { documentId: string; query: URLSearchParams }) {
-  const { api } = useAccount();
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    call(api.GET('/v1/kb/documents/{id}', { params: { path: { id: documentId } } })).then(
-      (document) => location.replace(`${href('workspaces', document.workspace_id, 'documents', documentId)}?${query}`),
-      setError,
-    );
-  }, [documentId, query.toString()]);
-  return error ? <ErrorNotice error={error} /> : <p class="loading">Opening the document…</p>;
 }

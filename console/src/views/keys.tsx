@@ -1,7 +1,6 @@
 import { useState } from 'preact/hooks';
 import { allScopes, call, formatDate, listAll, type ApiKey, type NewApiKey, type Scope } from '../api.js';
-import { Checklist, CopyButton, Dialog, Empty, ErrorNotice, useAccount, useLoad } from '../ui.js';
-import { useWorkspaces } from './search.js';
+import { Checklist, CopyButton, Dialog, Empty, ErrorNotice, useAccount, useLoad, useWorkspaces } from '../ui.js';
 
 const scopeMeaning: Record<Scope, string> = {
   'user:read': 'read the account and its credits',

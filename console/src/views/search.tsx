@@ -1,17 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
-import { call, KbApiError, listAll, pageOf, type SearchResult, type Workspace } from '../api.js';
-import { Empty, ErrorNotice, href, useAccount, useLoad } from '../ui.js';
+import { call, KbApiError, pageOf, type SearchResult } from '../api.js';
+import { Empty, ErrorNotice, href, useAccount, useWorkspaces } from '../ui.js';
 import { citationHref } from './document.js';
 
 type Mode = 'hybrid' | 'vector' | 'keyword';
-
-export function useWorkspaces() {
-  const { api } = useAccount();
-  return useLoad(
-    (signal) => listAll<Workspace>((cursor) => api.GET('/v1/kb/workspaces', { params: { query: { limit: 100, ...(cursor && { cursor }) } }, signal })),
-    [api],
-  );
-}
 
 /** A playground for POST /v1/kb/query: the request as sent, and each result's score, page and text. */
 export function SearchScreen({ initialWorkspace }: { initialWorkspace: string | null }) {

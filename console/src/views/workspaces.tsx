@@ -1,13 +1,10 @@
 import { useState } from 'preact/hooks';
-import { call, formatBytes, formatDate, listAll, type Workspace, type WorkspaceStats } from '../api.js';
-import { Dialog, Empty, ErrorNotice, href, navigate, useAccount, useLoad } from '../ui.js';
+import { call, formatBytes, formatDate, type Workspace, type WorkspaceStats } from '../api.js';
+import { Dialog, Empty, ErrorNotice, href, navigate, useAccount, useLoad, useWorkspaces } from '../ui.js';
 
 export function WorkspacesScreen() {
   const { api } = useAccount();
-  const workspaces = useLoad(
-    (signal) => listAll<Workspace>((cursor) => api.GET('/v1/kb/workspaces', { params: { query: { limit: 100, ...(cursor && { cursor }) } }, signal })),
-    [api],
-  );
+  const workspaces = useWorkspaces();
   const [name, setName] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
