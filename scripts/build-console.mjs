@@ -5,50 +5,27 @@
 //
 // Runs at install (postinstall) and before the tests (pretest, with --if-stale: nothing to do
 // when console/dist was built from the sources as they are now).
-import { createHash } from 'node:crypto';
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { builtFrom, sourcesFingerprint, stampFile } from './source-stamp.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const consoleRoot = path.join(root, 'console');
 const output = path.join(consoleRoot, 'dist');
-const stampFile = '.sources';
 const require = createRequire(import.meta.url);
 
-function fingerprint() {
-  const hash = createHash('sha256');
-  const walk = (directory) => {
-    for (const entry of readdirSync(directory, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
-      const full = path.join(directory, entry.name);
-      if (entry.isDirectory()) walk(full);
-      else {
-        const stats = statSync(full);
-        hash.update(`${path.relative(root, full)}\0${stats.size}\0${stats.mtimeMs}\n`);
-      }
-    }
-  };
-  walk(path.join(consoleRoot, 'src'));
-  walk(path.join(root, 'clients/typescript/src'));
-  for (const file of ['console/index.html', 'scripts/build-console.mjs', 'package-lock.json']) {
-    const stats = statSync(path.join(root, file));
-    hash.update(`${file}\0${stats.size}\0${stats.mtimeMs}\n`);
-  }
-  return hash.digest('hex');
-}
-
-const builtFrom = () => {
-  try {
-    return readFileSync(path.join(output, stampFile), 'utf8');
-  } catch {
-    return null;
-  }
-};
+/** Everything the build reads: the console's sources, the typed client's, and the locked dependencies. */
+const fingerprint = () =>
+  sourcesFingerprint(root, {
+    directories: ['console/src', 'clients/typescript/src'],
+    files: ['console/index.html', 'scripts/build-console.mjs', 'scripts/source-stamp.mjs', 'package-lock.json'],
+  });
 
 const sources = fingerprint();
-if (process.argv.includes('--if-stale') && builtFrom() === sources) process.exit(0);
+if (process.argv.includes('--if-stale') && builtFrom(output) === sources) process.exit(0);
 
 let esbuild;
 try {

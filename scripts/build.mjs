@@ -11,49 +11,24 @@
 // checkout), so tsc writes to a directory beside it that is then renamed into place, and builds
 // take a lock so that two of them never run at once.
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import lockfile from 'proper-lockfile';
+import { builtFrom, sourcesFingerprint, stampFile } from './source-stamp.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dist = path.join(root, 'dist');
-const stampFile = '.sources';
 const ifStale = process.argv.includes('--if-stale');
 
-/** Names, sizes and modification times of everything the build reads. */
-function fingerprint() {
-  const hash = createHash('sha256');
-  const add = (file) => {
-    try {
-      const stats = statSync(file);
-      hash.update(`${path.relative(root, file)}\0${stats.size}\0${stats.mtimeMs}\n`);
-    } catch (error) {
-      if (error.code !== 'ENOENT') throw error; // deleted while we looked: the next check sees it
-    }
-  };
-  const walk = (directory) => {
-    const entries = readdirSync(directory, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1));
-    for (const entry of entries) {
-      const full = path.join(directory, entry.name);
-      if (entry.isDirectory()) walk(full);
-      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) add(full);
-    }
-  };
-  walk(path.join(root, 'src'));
-  for (const file of ['tsconfig.json', 'tsconfig.build.json', 'scripts/build.mjs']) add(path.join(root, file));
-  return hash.digest('hex');
-}
-
-const builtFrom = () => {
-  try {
-    return readFileSync(path.join(dist, stampFile), 'utf8');
-  } catch {
-    return null;
-  }
-};
+/** Everything the build reads: the service's sources (not its tests) and the compiler settings. */
+const fingerprint = () =>
+  sourcesFingerprint(root, {
+    directories: ['src'],
+    files: ['tsconfig.json', 'tsconfig.build.json', 'scripts/build.mjs', 'scripts/source-stamp.mjs'],
+    include: (name) => name.endsWith('.ts') && !name.endsWith('.test.ts'),
+  });
 
 function tscPath() {
   try {
@@ -97,7 +72,7 @@ async function build() {
   return 0;
 }
 
-if (ifStale && builtFrom() === fingerprint()) process.exit(0);
+if (ifStale && builtFrom(dist) === fingerprint()) process.exit(0);
 
 const release = await lockfile.lock(root, {
   lockfilePath: path.join(root, '.dist.lock'),
@@ -107,7 +82,7 @@ const release = await lockfile.lock(root, {
 let status;
 try {
   // Another process may have built while this one waited for the lock.
-  status = ifStale && builtFrom() === fingerprint() ? 0 : await build();
+  status = ifStale && builtFrom(dist) === fingerprint() ? 0 : await build();
 } finally {
   await release();
 }
