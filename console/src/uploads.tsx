@@ -2,7 +2,7 @@
 // be read) while the user looks at other screens, each into the workspace it was dropped on.
 import { createContext, type ComponentChildren } from 'preact';
 import { useContext, useEffect, useState } from 'preact/hooks';
-import { uploadFile, type KbDocument } from './api.js';
+import { uploadFile } from './api.js';
 
 export type Upload = {
   id: string;
@@ -12,7 +12,6 @@ export type Upload = {
   total: number;
   state: 'waiting' | 'uploading' | 'sent' | 'refused';
   error?: unknown;
-  documents?: KbDocument[];
 };
 
 type Uploads = {
@@ -40,7 +39,7 @@ export function UploadsProvider({ apiKey, children }: { apiKey: string; children
       const update = (change: Partial<Upload>) => setUploads((current) => current.map((item) => (item.id === upload.id ? { ...item, ...change } : item)));
       update({ state: 'uploading' });
       uploadFile(apiKey, upload.workspaceId, upload.file, (sent, total) => update({ sent, total })).then(
-        (documents) => update({ state: 'sent', sent: 1, total: 1, documents }),
+        () => update({ state: 'sent', sent: 1, total: 1 }),
         (error) => update({ state: 'refused', error }),
       );
     }

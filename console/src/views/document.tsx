@@ -123,7 +123,13 @@ function candidatePages(page: number, metadata: unknown): number[] {
   return [page, ...later];
 }
 
-function pagesLabel(metadata: unknown) {
+/** A chunk's pages as a label beside it, when its document has pages. */
+function PagesLabel({ metadata }: { metadata: unknown }) {
+  const label = pagesText(metadata);
+  return label === null ? null : <span class="page">{label}</span>;
+}
+
+function pagesText(metadata: unknown) {
   const pages = (metadata as { pages?: unknown } | null)?.pages;
   if (Array.isArray(pages) && pages.length > 1) return `pages ${pages[0]}–${pages[pages.length - 1]}`;
   const page = pageOf(metadata);
@@ -160,7 +166,7 @@ function Chunks({ document }: { document: KbDocument }) {
           <li key={chunk.chunk_index} class="chunk">
             <div class="chunk-head">
               <span>Chunk {chunk.chunk_index}</span>
-              {pagesLabel(chunk.metadata) && <span class="page">{pagesLabel(chunk.metadata)}</span>}
+              <PagesLabel metadata={chunk.metadata} />
               <span class="muted">{chunk.token_count} tokens</span>
             </div>
             <p class="chunk-text">{chunk.content}</p>
@@ -222,7 +228,7 @@ function Grep({ document }: { document: KbDocument }) {
               <li key={chunk.chunk_index} class="chunk">
                 <div class="chunk-head">
                   <a href={citationHref(document.workspace_id, document.id, { chunk: chunk.chunk_index, start: null, end: null, page: pageOf(chunk.metadata) })}>Chunk {chunk.chunk_index}</a>
-                  {pagesLabel(chunk.metadata) && <span class="page">{pagesLabel(chunk.metadata)}</span>}
+                  <PagesLabel metadata={chunk.metadata} />
                   <span class="muted">{chunk.matches.length} here</span>
                 </div>
                 <p class="chunk-text">
