@@ -60,6 +60,7 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
     if (!text || chosen.length === 0) return;
     const abort = new AbortController();
     controller.current = abort;
+    const askedFrom = location.hash;
     let turn: LiveTurn = { question: text, workspaceIds: chosen, mode, answer: '', steps: [], sources: [], state: 'asking', creditsUsed: null };
     const update = (change: Partial<LiveTurn>) => setLive((turn = { ...turn, ...change }));
     update({});
@@ -95,6 +96,8 @@ export function ChatScreen({ sessionId }: { sessionId: string | null }) {
               const facts: AnswerFacts = { creditsUsed: agentEvent.creditsUsed, mode: turn.mode, steps: turn.steps, supportScore: agentEvent.support_score };
               sessionStorage.setItem(factsKey(answer.id), JSON.stringify(facts));
             }
+            // A user who has moved on meanwhile (a citation of the streamed answer clicked) is left where they went.
+            if (location.hash !== askedFrom) break;
             if (agentEvent.sessionId !== sessionId) navigate(href('chat', agentEvent.sessionId));
             else if (stored) {
               session.set(stored);
