@@ -195,7 +195,7 @@ describe('the agent with an OpenAI-compatible chat model', () => {
     expect(done.creditsUsed).toBe(5);
   });
 
-  it('refunds a run left reserved by a process that stopped once its lease has passed', async () => {
+  it('refunds a run left reserved by a process that stopped once its lease has run out', async () => {
     const before = await balance();
     const { jobId } = await reserveAgentRun(server.app.db.prisma, { userId: user.id, mode: 'fast', cost: 1, leaseMs: 200 });
     expect(await balance()).toBe(before - 1);
