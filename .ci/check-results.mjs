@@ -5,7 +5,15 @@ import { readFileSync } from 'node:fs';
 const [label, ...files] = process.argv.slice(2);
 const totals = { passed: 0, failed: 0, skipped: 0 };
 for (const file of files) {
-  const report = JSON.parse(readFileSync(file, 'utf8'));
+  let report;
+  try {
+    report = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    // A suite that crashed before writing its report counts as a failure, not as nothing.
+    process.stderr.write(`${label}: no report in ${file} (${error.message})\n`);
+    totals.failed += 1;
+    continue;
+  }
   totals.passed += report.numPassedTests;
   totals.failed += report.numFailedTests;
   totals.skipped += report.numPendingTests + report.numTodoTests;

@@ -3,7 +3,7 @@
 // .ci/check-results.mjs prints for each store and for the whole run. Files, slow tests and every
 // failure with its diff are still printed as they happen.
 import type { RunnerTestFile } from 'vitest';
-import { DefaultReporter } from 'vitest/reporters';
+import { DefaultReporter } from 'vitest/node';
 
 export default class CiReporter extends DefaultReporter {
   override reportTestSummary(files: RunnerTestFile[]): void {
