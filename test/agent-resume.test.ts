@@ -274,11 +274,48 @@ describe('resumable runs', () => {
     expect(ledger.map((entry: { reason: string }) => entry.reason)).not.toContain('agent_refund');
   });
 
+  it('an answer read in part, as JSON stopping before its sources, is taken: the run finishes and is charged with nobody reading', async () => {
+    const before = await balance();
+    hold(3);
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    // Every event logged so far (three words of the answer among them), and not one more.
+    let count = 0;
+    await until(async () => {
+      const state = (await job(jobId, '?include=events')).body;
+      count = state.event_count;
+      return state.events.filter((event: { data: AgentEvent }) => event.data.type === 'token').length === 3;
+    });
+    const read = (await job(jobId, `?include=events&limit=${count}`)).body.events.map((event: { data: AgentEvent }) => event.data);
+    expect(read.map((event: AgentEvent) => event.type)).not.toContain('sources');
+    expect(answerOf(read)).not.toBe('');
+    release();
+    // Nobody reads on, well past the grace period: the run is not cancelled but charged.
+    await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
+    await new Promise((resolve) => setTimeout(resolve, graceSeconds * 1000));
+    expect((await job(jobId)).body).toMatchObject({ status: 'done', credits_used: 1 });
+    expect(await balance()).toBe(before - 1);
+  }, 30_000);
+
+  it('an answer read in part from the event stream, leaving before its sources, is taken: charged, not refunded', async () => {
+    const before = await balance();
+    hold(2);
+    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const jobId = first.events[0]!.jobId as string;
+    const part = await events(jobId, { lastEventId: first.ids[0], stopAfter: (event) => event.type === 'token' });
+    expect(part.events.at(-1)!.type).toBe('token');
+    release();
+    await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
+    expect((await job(jobId)).body).toMatchObject({ status: 'done', credits_used: 1 });
+    expect(await balance()).toBe(before - 1);
+  }, 30_000);
+
   it('a run nobody comes back to within the grace period is cancelled and refunded, whether still working or already answered', async () => {
     const before = await balance();
-    // One still working (the model holds), one with its answer ready and not taken.
-    hold(2);
-    const working = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+    // One still working (the model holds before its first word), one with its answer ready and
+    // not taken. Both clients leave before any of the answer: reading any of it takes it.
+    hold(0);
+    const working = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
     holdAfter = null;
     tokenDelayMs = 20;
     const answered = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });

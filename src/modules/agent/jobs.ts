@@ -220,6 +220,7 @@ class JobFollower {
       });
     let after = this.after;
     let ended = false;
+    let answerTaken = false;
     try {
       if (following) {
         await mark();
@@ -246,25 +247,30 @@ class JobFollower {
         }
         if (this.#stop.signal.aborted) return;
         const status = rows[0]?.status ?? 'running';
-        let sources = 0;
+        // What the run needs to hear of: the first of the answer's words a client takes (any of
+        // the answer read is the answer taken) and its sources.
+        let taken = 0;
         for (const row of rows) {
           if (row.seq === null) continue;
           const event: SequencedEvent = { ...eventOfLogged(typeof row.data === 'string' ? JSON.parse(row.data) : row.data), jobId, seq: row.seq };
           after = row.seq;
           if (!servedAfterEnd(status, event)) continue;
           this.channel.push(event);
-          if (event.type === 'sources') sources = row.seq;
+          if (event.type === 'sources' || (event.type === 'token' && !answerTaken)) taken = row.seq;
           if (isTerminal(event)) {
             ended = true;
             return;
           }
         }
         // Nothing more is read before the client has taken these (a slow reader holds no more than
-        // that in memory); once it has taken the answer, the run may charge it.
+        // that in memory); once it has taken any of the answer, the run may charge it.
         if (rows.some((row) => row.seq !== null)) {
           await this.channel.drained();
           if (this.#stop.signal.aborted) return;
-          if (sources > 0 && following) await mark(sources);
+          if (taken > 0 && following) {
+            answerTaken = true;
+            await mark(taken);
+          }
         }
         if (!local && rows.length >= pageSize) continue;
         // Read in the snapshot that saw the status: a run that ended has its terminal event

@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError, badRequest } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { isUuid } from '../../ids.js';
@@ -9,7 +10,7 @@ import type { Metrics } from '../../observability/metrics.js';
 import { textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
-import { followAgentJob, followHeartbeatMs, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
+import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
@@ -268,8 +269,10 @@ export async function startAgentRun(
     following,
     emit,
     token(content: string) {
-      if (tokens++ === 0) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: request.mode }, (performance.now() - started) / 1000);
-      emit({ type: 'token', content });
+      const first = tokens++ === 0;
+      if (first) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: request.mode }, (performance.now() - started) / 1000);
+      const seq = emit({ type: 'token', content });
+      if (first) following?.answerStartsAt(seq);
     },
   };
   const execution = executeRun(dependencies, run, cancel).finally(async () => {
@@ -325,12 +328,17 @@ class RunCancelled extends Error {
 /**
  * Who follows a resumable run: its first client while that stream is open, then readers of its
  * events on any server (they record themselves in agent_jobs: markFollowed). Once the first client
- * has left, a run nobody has followed for the grace period is cancelled and refunded.
+ * has left, a run nobody has followed for the grace period is cancelled and refunded, unless a
+ * client has taken any of its answer (its first token, or anything after it) by then: an answer
+ * read in any part, by stream or as JSON, is taken, and the run is then finished and charged
+ * whether or not anyone reads the rest.
  */
 class Following {
   #attached = true;
   /** The last event the first client had taken when it left. */
   #takenWhenLeft = 0;
+  /** The number of the answer's first event (its first token), once the run has sent it. */
+  #answerSeq: number | undefined;
   #watch: NodeJS.Timeout | undefined;
   #stopped = false;
 
@@ -339,6 +347,10 @@ class Following {
     private readonly jobId: string,
     private readonly cancel: AbortController,
   ) {}
+
+  answerStartsAt(seq: number) {
+    this.#answerSeq ??= seq;
+  }
 
   /** The first client left: its stream ends, and the grace period starts now. */
   detach(channel: EventChannel<SequencedEvent>) {
@@ -358,22 +370,28 @@ class Following {
       });
   }
 
+  /** Whether a client has taken events up to `seq`: the first one when it left, or a reader that recorded `deliveredSeq`. */
+  #taken(seq: number | undefined, deliveredSeq: number) {
+    return seq !== undefined && (this.#takenWhenLeft >= seq || deliveredSeq >= seq);
+  }
+
   async #check() {
     const { prisma, log, resumeGraceMs } = this.dependencies;
     try {
-      const [job] = await prisma.$queryRaw<{ followed: boolean | null }[]>`
-        SELECT followed_at > clock_timestamp() - ${resumeGraceMs} * interval '1 millisecond' AS followed
+      const [job] = await prisma.$queryRaw<{ followed: boolean | null; delivered_seq: number }[]>`
+        SELECT followed_at > clock_timestamp() - ${resumeGraceMs} * interval '1 millisecond' AS followed, delivered_seq
           FROM agent_jobs WHERE id = ${this.jobId}::uuid AND status = 'running'`;
-      if (job && !job.followed) this.cancel.abort(new RunCancelled('abandoned', resumeGraceMs));
+      if (!job || job.followed || this.#taken(this.#answerSeq, job.delivered_seq)) return;
+      this.cancel.abort(new RunCancelled('abandoned', resumeGraceMs));
     } catch (error) {
       if (!this.#stopped) log.error(`agent run ${this.jobId}: checking for its readers failed`, error);
     }
   }
 
   /**
-   * Settles once a client has taken the events up to `seq`: the first client (while its stream is
-   * open, or if it had taken them when it left), or a reader on any server. Throws when the run is
-   * stopped meanwhile (nobody came back within the grace period).
+   * Settles once the run may be charged: a client has taken the events up to `seq` (the first
+   * client while its stream is open, or a reader on any server), or any part of the answer before
+   * it left. Throws when the run is stopped meanwhile (nobody came back within the grace period).
    */
   async delivered(channel: EventChannel<SequencedEvent>, seq: number, signal: AbortSignal) {
     if (this.#attached) {
@@ -383,12 +401,14 @@ class Following {
       await new Promise((resolve) => setImmediate(resolve));
       if (this.#attached) return;
     }
-    // It left having taken them.
-    if (this.#takenWhenLeft >= seq) return;
-    for (;;) {
+    // Readers on other servers record what they took in the store; its answer is asked for at a
+    // slowing pace (a run may wait the whole grace period), with one timer and no listener left behind.
+    for (let pauseMs = 50; ; pauseMs = Math.min(pauseMs * 2, 1_000)) {
+      if (this.#taken(seq, 0) || this.#taken(this.#answerSeq, 0)) return;
       const [job] = await this.dependencies.prisma.$queryRaw<{ delivered_seq: number }[]>`SELECT delivered_seq FROM agent_jobs WHERE id = ${this.jobId}::uuid`;
-      if ((job?.delivered_seq ?? 0) >= seq) return;
-      await Promise.race([new Promise((resolve) => setTimeout(resolve, Math.min(100, followHeartbeatMs(this.dependencies.resumeGraceMs)))), aborted(signal)]);
+      const deliveredSeq = job?.delivered_seq ?? 0;
+      if (this.#taken(seq, deliveredSeq) || this.#taken(this.#answerSeq, deliveredSeq)) return;
+      await sleep(pauseMs, undefined, { signal }).catch(() => undefined);
       signal.throwIfAborted();
     }
   }
