@@ -69,6 +69,9 @@ const environmentSchema = z.object({
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
   KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
   KB_MAX_TEXT_CHARACTERS: positiveInt(10_000_000),
+  KB_GRAPHQL_SSE_STREAMS_PER_USER: z.coerce.number().int().min(1).max(1000).default(10),
+  KB_GRAPHQL_SSE_UNOPENED_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
+  KB_GRAPHQL_SSE_QUEUE_MB: z.coerce.number().min(0.01).max(1024).default(1),
   KB_METRICS_TOKEN: optionalString,
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
@@ -128,6 +131,15 @@ export type Config = {
   };
   maxJsonBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
+  /** graphql-sse's single connection mode at /graphql/stream (docs/api.md, "Event streams of graphql-sse"). */
+  graphqlSse: {
+    /** Reserved streams (PUT) a user may hold at once; more is a 429. */
+    streamsPerUser: number;
+    /** A reserved stream not opened (GET) within this is dropped, with the operations sent to it. */
+    unopenedSeconds: number;
+    /** Results a stream may hold that its reader has not taken: subscriptions wait beyond it, other results are dropped. */
+    queueBytes: number;
+  };
   ingestion: {
     chunkTokens: number;
     overlapTokens: number;
@@ -206,6 +218,11 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
     uploads: { maxFileBytes: env.KB_MAX_UPLOAD_BYTES, maxFiles: env.KB_MAX_UPLOAD_FILES },
+    graphqlSse: {
+      streamsPerUser: env.KB_GRAPHQL_SSE_STREAMS_PER_USER,
+      unopenedSeconds: env.KB_GRAPHQL_SSE_UNOPENED_SECONDS,
+      queueBytes: Math.round(env.KB_GRAPHQL_SSE_QUEUE_MB * 1024 * 1024),
+    },
     ingestion: {
       chunkTokens: env.KB_CHUNK_TOKENS,
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,

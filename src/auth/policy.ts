@@ -221,11 +221,20 @@ export function sessionNotFound(id: string) {
 export const requireSessionId = (id: string) => requireUuid(id, 'chat session');
 
 /**
- * Whether two credentials see exactly the same things: a stream opened by one may carry
- * results of operations sent by the other (graphql-sse's single connection mode).
+ * Whether a request is made with the same credential as another (the same API key, or a JWT of
+ * the same user with the same scopes) and so may use what that one reserved: a graphql-sse
+ * stream carries the results of every operation sent to it, so a narrower credential of the
+ * same user must not open or feed a stream a broader one reserved.
  */
-export function sameAccess(a: Access, b: Access): boolean {
-  if (a.userId !== b.userId) return false;
+export function sameCredential(a: Viewer, b: Viewer): boolean {
+  if (a.userId !== b.userId || a.credential.kind !== b.credential.kind) return false;
+  if (a.credential.kind === 'api_key' && b.credential.kind === 'api_key' && a.credential.apiKeyId !== b.credential.apiKeyId) return false;
+  return sameSet(a.scopes, b.scopes) && sameWorkspaces(a, b);
+}
+
+const sameSet = <T>(a: ReadonlySet<T>, b: ReadonlySet<T>) => a.size === b.size && [...a].every((item) => b.has(item));
+
+function sameWorkspaces(a: Access, b: Access): boolean {
   if (a.workspaceIds === null || b.workspaceIds === null) return a.workspaceIds === b.workspaceIds;
-  return a.workspaceIds.size === b.workspaceIds.size && [...a.workspaceIds].every((id) => b.workspaceIds!.has(id));
+  return sameSet(a.workspaceIds, b.workspaceIds);
 }

@@ -45,6 +45,11 @@ export interface RestServerContext {
 /** What the caller of `yoga.fetch` hands over: /graphql has authenticated the request already. */
 export interface GraphQLServerContext extends RestServerContext {
   viewer?: Viewer;
+  /**
+   * What the operation's long work stops on, when it is not the request's own signal: an
+   * operation sent to a graphql-sse stream lives as long as that stream, not its POST.
+   */
+  signal?: AbortSignal;
 }
 
 export interface Context {
@@ -76,7 +81,7 @@ export async function createContext(app: AppServices, request: Request, serverCo
     ingestion: app.ingestion,
     retrieval: app.retrieval,
     agent: app.agent,
-    signal: request.signal,
+    signal: serverContext.signal ?? request.signal,
     viewer,
     restInputError: serverContext.restInputError,
     acceptsEventStream:

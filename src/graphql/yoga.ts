@@ -1,13 +1,7 @@
-import { useGraphQLSSE } from '@graphql-yoga/plugin-graphql-sse';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Config } from '../config.js';
-import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
-import type { Response as SseResponse } from 'graphql-sse';
-import type { Viewer } from '../auth/authenticate.js';
-import { sameAccess } from '../auth/policy.js';
 import { AppError, authenticationRequired, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
@@ -16,6 +10,7 @@ import { createContext, type AppServices, type Context, type GraphQLServerContex
 import { useDocumentLimits } from './document-limits.js';
 import { useOperationGate } from './operation-gate.js';
 import { requestError } from './request-error.js';
+import { graphqlSseStreams } from './stream-tokens.js';
 import { schema } from './schema.js';
 
 
@@ -30,7 +25,8 @@ export const graphqlUploadLimit = (config: Pick<Config, 'uploads' | 'maxJsonByte
 
 /** `persistedOperations`: documents that may be sent by hash (the REST layer's). */
 export function createGraphQLServer(app: AppServices, log: Logger, persistedOperations: ReadonlyMap<string, DocumentNode>): Yoga {
-  return createYoga<GraphQLServerContext, Context>({
+  const sseStreams = graphqlSseStreams(app.config.graphqlSse);
+  const yoga = createYoga<GraphQLServerContext, Context>({
     schema,
     graphqlEndpoint,
     landingPage: false,
@@ -55,60 +51,14 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
         getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
       }),
       useOperationGate(),
-      ...useStreamTokensOfTheirOwner(),
+      ...sseStreams.plugins,
       useSubscriptionRefusalsWithData(),
       usePublicValidationErrors(),
       useRestResultHandOver(),
     ],
   });
-}
-
-/**
- * graphql-sse at /graphql/stream, with its single-connection tokens bound to the user who
- * reserved them: another credential presenting a token (to read that stream's events, or to
- * send or stop operations on it) is told no such stream exists. The library's own tokens are
- * not bound to anyone (nor made with a secure random source). Owners are forgotten a day after
- * the reservation.
- */
-function useStreamTokensOfTheirOwner(): Plugin<Record<string, unknown>, GraphQLServerContext>[] {
-  const viewers = new WeakMap<Request, Viewer | undefined>();
-  const owners = new Map<string, { viewer: Viewer; reservedAt: number }>();
-  const tokenLifetimeMs = 24 * 60 * 60 * 1000;
-  // graphql-sse's own response form: [body, init].
-  const refusal = (error: AppError): SseResponse => [
-    JSON.stringify(error.toGraphQLHttpBody()),
-    { status: error.status, statusText: STATUS_CODES[error.status] ?? '', headers: { 'content-type': 'application/json' } },
-  ];
-  const noSuchStream = () => refusal(new AppError('not_found', 'no event stream with this token for this credential'));
-  return [
-    {
-      onRequest({ request, serverContext }) {
-        viewers.set(request, serverContext.viewer);
-      },
-    },
-    useGraphQLSSE({
-      endpoint: graphqlStreamEndpoint,
-      authenticate: (request) => {
-        const viewer = viewers.get(request.raw as Request);
-        if (!viewer) return refusal(authenticationRequired());
-        const given = request.headers.get('x-graphql-event-stream-token') ?? new URL(request.url, 'http://localhost').searchParams.get('token');
-        // The same user with the same access (policy.ts): a key restricted to workspaces must not
-        // receive, on its stream, results of operations another of the user's credentials sent.
-        const owner = given ? owners.get(given) : undefined;
-        if (given) return owner && sameAccess(owner.viewer, viewer) ? given : noSuchStream();
-        const token = randomUUID();
-        if (request.method === 'PUT') {
-          const now = Date.now();
-          for (const [old, { reservedAt }] of owners) {
-            if (now - reservedAt < tokenLifetimeMs) break;
-            owners.delete(old);
-          }
-          owners.set(token, { viewer, reservedAt: now });
-        }
-        return token;
-      },
-    }) as Plugin<Record<string, unknown>, GraphQLServerContext>,
-  ];
+  sseStreams.attach((request, context) => yoga.fetch(request, context));
+  return yoga;
 }
 
 /**

@@ -1,0 +1,163 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { upload, waitForDocuments } from './support/documents.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+/**
+ * graphql-sse's single connection mode at /graphql/stream (docs/api.md, "Event streams of
+ * graphql-sse"): reservations per user, unopened streams dropped, the queue of results a reader
+ * has not taken, and tokens bound to the credential that reserved them.
+ */
+const unopenedSeconds = 1;
+const streamsPerUser = 3;
+const queueBytes = 0.1 * 1024 * 1024;
+
+let server: TestServer;
+let user: TestUser;
+let workspaceId: string;
+
+beforeAll(async () => {
+  server = await startTestServer({
+    KB_GRAPHQL_SSE_STREAMS_PER_USER: String(streamsPerUser),
+    KB_GRAPHQL_SSE_UNOPENED_SECONDS: String(unopenedSeconds),
+    KB_GRAPHQL_SSE_QUEUE_MB: String(queueBytes / 1024 / 1024),
+  });
+  user = await server.createUser({ credits: 100 });
+  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'streams' } })).body.id;
+  const uploaded = await upload(server, user.key, workspaceId, [
+    { name: 'kiln.md', bytes: 'The Harwick kiln fires stoneware at 1,280 degrees Celsius. It was built by Odile Ferrant in 1962.' },
+  ]);
+  await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
+}, 300_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+const endpoint = () => new URL('/graphql/stream', server.url);
+const subscription = 'subscription($input: AgentStreamInput!) { agentStream(input: $input) { __typename ... on AgentDone { creditsUsed } } }';
+const balance = async () => (await server.request('GET', '/v1/user/me', { key: user.key })).body.creditsBalance as number;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function reserve(key = user.key) {
+  return fetch(endpoint(), { method: 'PUT', headers: { authorization: `Bearer ${key}` } });
+}
+
+function send(token: string, operationId: string, body: { query: string; variables?: unknown }, key = user.key) {
+  return fetch(endpoint(), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+    body: JSON.stringify({ ...body, extensions: { operationId } }),
+  });
+}
+
+function open(token: string, key = user.key, signal?: AbortSignal) {
+  return fetch(endpoint(), { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', 'x-graphql-event-stream-token': token }, signal });
+}
+
+/** Reads a stream's `next` payloads by operation until every one of `operationIds` has completed. */
+async function readUntilComplete(response: Response, operationIds: string[]) {
+  const results = new Map<string, any[]>(operationIds.map((id) => [id, []]));
+  const pending = new Set(operationIds);
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  while (pending.size > 0) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffered += value;
+    let end: number;
+    while ((end = buffered.indexOf('\n\n')) >= 0) {
+      const message = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const event = /^event: (\w+)$/m.exec(message)?.[1];
+      const data = /^data: (.*)$/m.exec(message)?.[1];
+      if (!event || !data) continue;
+      const parsed = JSON.parse(data);
+      if (event === 'next') results.get(parsed.id)?.push(parsed.payload);
+      if (event === 'complete') pending.delete(parsed.id);
+    }
+  }
+  await reader.cancel();
+  return results;
+}
+
+describe('graphql-sse single connection mode', () => {
+  it(`lets a user hold ${streamsPerUser} reserved streams; the next PUT is 429 with Retry-After until one is dropped`, async () => {
+    const tokens: string[] = [];
+    for (let count = 0; count < streamsPerUser; count++) {
+      const reserved = await reserve();
+      expect(reserved.status).toBe(201);
+      tokens.push(await reserved.text());
+    }
+    const refused = await reserve();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe(String(unopenedSeconds));
+    expect(await refused.json()).toMatchObject({ error: 'rate_limited', message: expect.stringContaining(`at most ${streamsPerUser} event streams`) });
+    // Another user is not held back.
+    const other = await server.createUser();
+    expect((await reserve(other.key)).status).toBe(201);
+    // Unopened, they are dropped after the expiry, and their places are free again.
+    await sleep(unopenedSeconds * 1000 + 500);
+    for (const token of tokens) expect((await open(token)).status).toBe(404);
+    expect((await reserve()).status).toBe(201);
+  });
+
+  it('drops a stream never opened with the agent run sent to it: the run is cancelled and refunded, nothing charged', async () => {
+    const before = await balance();
+    const token = await (await reserve()).text();
+    const sent = await send(token, 'run', { query: subscription, variables: { input: { message: 'Who built the Harwick kiln?', workspaceIds: [workspaceId] } } });
+    expect(sent.status).toBe(202);
+    await sleep(unopenedSeconds * 1000 + 1_500);
+    expect((await open(token)).status).toBe(404);
+    // The reservation was taken and given back; nothing was stored.
+    expect(await balance()).toBe(before);
+    const jobs = await server.app.db.prisma.agentJob.findMany({ where: { userId: user.id }, orderBy: { createdAt: 'desc' }, take: 1 });
+    expect(jobs[0]).toMatchObject({ status: 'cancelled', creditsUsed: 0 });
+    expect(await server.app.db.prisma.chatMessage.count({ where: { jobId: jobs[0]!.id } })).toBe(0);
+  });
+
+  it('holds a run sent before its stream opens, and delivers and charges it once the stream opens', async () => {
+    const before = await balance();
+    const token = await (await reserve()).text();
+    expect((await send(token, 'run', { query: subscription, variables: { input: { message: 'Who built the Harwick kiln?', workspaceIds: [workspaceId] } } })).status).toBe(202);
+    await sleep(300);
+    expect(await balance()).toBe(before - 1);
+    const job = (await server.app.db.prisma.agentJob.findMany({ where: { userId: user.id }, orderBy: { createdAt: 'desc' }, take: 1 }))[0]!;
+    expect(job.status).toBe('running');
+    const results = await readUntilComplete(await open(token), ['run']);
+    expect(results.get('run')!.at(-1).data.agentStream).toEqual({ __typename: 'AgentDone', creditsUsed: 1 });
+    expect(await balance()).toBe(before - 1);
+  });
+
+  it('queues results for a stream up to its bound and drops the rest with a rate_limited error', async () => {
+    const query = '{ __schema { types { name description fields { name description } } } }';
+    const direct = await server.graphql(user.key, query);
+    const size = JSON.stringify({ data: direct.data }).length;
+    expect(size).toBeLessThan(queueBytes);
+    const token = await (await reserve()).text();
+    const ids = Array.from({ length: 8 }, (_, index) => `q${index}`);
+    for (const id of ids) expect((await send(token, id, { query })).status).toBe(202);
+    const results = await readUntilComplete(await open(token), ids);
+    const delivered = ids.filter((id) => results.get(id)![0].data !== null);
+    const dropped = ids.filter((id) => results.get(id)![0].errors?.[0]?.extensions?.code === 'rate_limited');
+    expect(delivered.length + dropped.length).toBe(ids.length);
+    expect(delivered.length).toBeGreaterThanOrEqual(1);
+    expect(delivered.length * size).toBeLessThanOrEqual(queueBytes + 64 * ids.length);
+    expect(dropped.length).toBeGreaterThanOrEqual(1);
+    expect(results.get(dropped[0]!)![0].errors[0].message).toContain('results its reader has not taken');
+  });
+
+  it('binds a token to the credential that reserved it: a narrower key of the same user can neither open nor feed it', async () => {
+    const narrow = await server.createKey(user, ['user:read']);
+    const token = await (await reserve()).text();
+    const opened = await open(token, narrow);
+    expect(opened.status).toBe(404);
+    expect((await opened.json()).error).toBe('not_found');
+    const fed = await send(token, 'x', { query: "{ me { id } }" }, narrow);
+    expect(fed.status).toBe(404);
+    // The same key still can.
+    const controller = new AbortController();
+    const mine = await open(token, user.key, controller.signal);
+    expect(mine.status).toBe(200);
+    controller.abort();
+  });
+});
