@@ -310,6 +310,22 @@ describe('resumable runs', () => {
     expect(await balance()).toBe(before - 1);
   }, 30_000);
 
+  it('a run waiting for a reader leaves no listener behind per look at the store (no MaxListenersExceededWarning)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    try {
+      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+      const jobId = first.events[0]!.jobId as string;
+      // Its answer is ready at once; nobody takes it for the whole grace period.
+      await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
+      expect((await job(jobId)).body.status).toBe('cancelled');
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((warning) => warning.includes('MaxListenersExceeded'))).toEqual([]);
+  }, 30_000);
+
   it('a run nobody comes back to within the grace period is cancelled and refunded, whether still working or already answered', async () => {
     const before = await balance();
     // One still working (the model holds before its first word), one with its answer ready and
