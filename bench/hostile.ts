@@ -12,8 +12,17 @@
  * The server's resident memory (VmRSS) is read before the first round and after the last, each
  * time when it is idle and its parse thread has ended (30 s after its last task).
  *
+ * Then the connection attacks (bench/connection-attacks.ts), each measured from its own baseline:
+ *   - slow readers: 45 clients ask for large files (REST, and GraphQL base64) and never read;
+ *   - unopened streams: graphql-sse streams reserved up to the limit, fed reads of a 3 MiB file,
+ *     never opened.
+ * During each, the server's resident memory is sampled every 250 ms and another user lists its
+ * workspaces and searches every 100 ms. The targets: memory within 20 % of the baseline during
+ * and after, the other user's p99 under 100 ms.
+ *
  * Prints a table (medians over the rounds, and the quiet/hostile ratio measured in the same
- * run) and writes bench/results/hostile.html with /healthz latency over time.
+ * run), the attacks' table, and writes bench/results/hostile.html with /healthz latency over time
+ * and the server's memory during the attacks. BENCH_ROUNDS=0 runs the attacks only.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -22,12 +31,14 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { makeZipBombDocx } from '../test/support/documents.js';
+import { slowReaders, unopenedStreams, type AttackResult } from './connection-attacks.js';
 import { log, ServiceClient, sleep } from './helpers.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const resultsDir = path.join(root, 'bench/results');
 const pdfPath = path.resolve(root, '../shared/bench-data/pdfs/lyft_2021.pdf');
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+if (!Number.isInteger(rounds) || rounds < 0) throw new Error(`BENCH_ROUNDS must be a whole number, got ${process.env.BENCH_ROUNDS}`);
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
@@ -197,9 +208,14 @@ async function main() {
       );
     }
 
-    log('reading the idle memory after the rounds (32 s)...');
-    const afterRss = await idleResidentBytes(server.pid!, url);
-    report(results, baselineRss, afterRss, bomb.byteLength);
+    const afterRss = rounds > 0 ? (log('reading the idle memory after the rounds (32 s)...'), await idleResidentBytes(server.pid!, url)) : baselineRss;
+
+    const attackSpace = await victim.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: 'Attacks' });
+    await victim.settled((await victim.upload(attackSpace.id, [{ name: 'quiet.txt', bytes: 'A quiet note about the attacks.' }])).map((d) => d.id));
+    const hostileAttackSpace = await hostile.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: 'Attacks' });
+    const context = { url, pid: server.pid!, hostile, victim, victimWorkspace: attackSpace.id, hostileWorkspace: hostileAttackSpace.id };
+    const attacks = [await slowReaders(context), await unopenedStreams(context)];
+    await report(results, baselineRss, afterRss, bomb.byteLength, attacks);
   } finally {
     server?.kill('SIGTERM');
     await sleep(500);
@@ -207,7 +223,38 @@ async function main() {
   }
 }
 
-function report(results: Round[], baselineRss: number, afterRss: number, bombBytes: number) {
+async function report(results: Round[], baselineRss: number, afterRss: number, bombBytes: number, attacks: AttackResult[]) {
+  if (results.length > 0) reportRounds(results, baselineRss, afterRss, bombBytes);
+  reportAttacks(attacks);
+  await writeChart(results, attacks);
+}
+
+function reportAttacks(attacks: AttackResult[]) {
+  const mb = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;
+  const change = (bytes: number, base: number) => `${bytes >= base ? '+' : ''}${(((bytes - base) / base) * 100).toFixed(1)}%`;
+  const header = ['attack', 'RSS before', 'peak during', 'after', 'other user p50', 'p99', 'failed'];
+  const rows = attacks.map((attack) => [
+    attack.name,
+    mb(attack.baselineRss),
+    `${mb(attack.peakRss)} (${change(attack.peakRss, attack.baselineRss)})`,
+    `${mb(attack.afterRss)} (${change(attack.afterRss, attack.baselineRss)})`,
+    `${percentile(attack.victimMs, 50).toFixed(1)} ms`,
+    `${percentile(attack.victimMs, 99).toFixed(1)} ms`,
+    String(attack.victimFailures),
+  ]);
+  const widths = header.map((cell, column) => Math.max(cell.length, ...rows.map((row) => row[column]!.length)));
+  const line = (cells: string[]) => cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  console.log(`\nconnection attacks (memory sampled every 250 ms; the other user lists workspaces every 100 ms and searches every 500 ms)`);
+  console.log([line(header), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n'));
+  for (const attack of attacks) {
+    const within = Math.max(attack.peakRss, attack.afterRss) <= attack.baselineRss * 1.2;
+    const fast = percentile(attack.victimMs, 99) < 100 && attack.victimFailures === 0;
+    console.log(`\n${attack.name}: memory ${within ? 'stayed' : 'did NOT stay'} within 20 % of its baseline; the other user's p99 ${fast ? 'is' : 'is NOT'} under 100 ms`);
+    for (const note of attack.notes) console.log(`  ${note}`);
+  }
+}
+
+function reportRounds(results: Round[], baselineRss: number, afterRss: number, bombBytes: number) {
   const ms = (value: number) => `${value.toFixed(1)} ms`;
   const s = (value: number) => `${value.toFixed(2)} s`;
   const mb = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;
@@ -235,11 +282,36 @@ function report(results: Round[], baselineRss: number, afterRss: number, bombByt
   console.log(`\nzip bomb: ${(bombBytes / 1024 / 1024).toFixed(2)} MB holding 300 MB of XML`);
   console.log(`server RSS, idle: ${mb(baselineRss)} before the rounds, ${mb(afterRss)} after (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)}%; limit +20%)`);
   console.log(`/healthz p99 under hostile uploads ${percentile(hostileHealth, 99) < 100 ? 'is' : 'is NOT'} under 100 ms`);
-  return writeChart(results);
 }
 
-async function writeChart(results: Round[]) {
+/** The server's resident memory through each attack, against its baseline and the +20 % line. */
+function memoryChart(attack: AttackResult) {
+  const width = 900;
+  const height = 260;
+  const maxAt = Math.max(1, ...attack.rssSamples.map((sample) => sample.at));
+  const limit = attack.baselineRss * 1.2;
+  const top = Math.max(limit * 1.1, ...attack.rssSamples.map((sample) => sample.bytes));
+  const y = (bytes: number) => height - 30 - (bytes / top) * (height - 50);
+  const x = (at: number) => 50 + (at / maxAt) * (width - 70);
+  const path = attack.rssSamples.map((sample, index) => `${index ? 'L' : 'M'}${x(sample.at).toFixed(1)},${y(sample.bytes).toFixed(1)}`).join('');
+  const mb = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;
+  return `<h2>Server memory during: ${attack.name}</h2><svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">
+<line x1="50" y1="${height - 30}" x2="${width - 20}" y2="${height - 30}" stroke="#333"/><line x1="50" y1="20" x2="50" y2="${height - 30}" stroke="#333"/>
+<line x1="50" y1="${y(attack.baselineRss)}" x2="${width - 20}" y2="${y(attack.baselineRss)}" stroke="#888" stroke-dasharray="2 3"/><text x="${width - 170}" y="${y(attack.baselineRss) + 12}" fill="#555">baseline ${mb(attack.baselineRss)}</text>
+<line x1="50" y1="${y(limit)}" x2="${width - 20}" y2="${y(limit)}" stroke="#c00" stroke-dasharray="4 3"/><text x="${width - 170}" y="${y(limit) - 4}" fill="#c00">+20 % ${mb(limit)}</text>
+<path d="${path}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>
+<text x="4" y="24">${mb(top)}</text><text x="40" y="${height - 16}">0</text><text x="${width - 50}" y="${height - 16}">${maxAt.toFixed(0)} s</text>
+<text x="${width / 2 - 100}" y="${height - 4}">seconds since the attack began (RSS every 250 ms)</text></svg>`;
+}
+
+async function writeChart(results: Round[], attacks: AttackResult[]) {
   await mkdir(resultsDir, { recursive: true });
+  if (results.length === 0) {
+    const html = `<!doctype html><meta charset="utf-8"><title>bench:hostile</title><h1>bench:hostile: connection attacks</h1>${attacks.map(memoryChart).join('')}`;
+    await writeFile(path.join(resultsDir, 'hostile.html'), html);
+    log(`chart: ${path.join(resultsDir, 'hostile.html')}`);
+    return;
+  }
   const width = 900;
   const height = 300;
   const samples = results.flatMap((round, index) => round.hostileHealth.map((sample) => ({ ...sample, round: index + 1 })));
@@ -259,7 +331,7 @@ async function writeChart(results: Round[]) {
 <line x1="40" y1="${limitY}" x2="${width - 20}" y2="${limitY}" stroke="#c00" stroke-dasharray="4 3"/><text x="${width - 120}" y="${limitY - 4}" fill="#c00">100 ms target</text>
 <text x="4" y="24">${maxMs.toFixed(0)} ms</text><text x="24" y="${height - 16}">0</text><text x="${width - 60}" y="${height - 16}">${maxAt.toFixed(0)} s</text>
 <text x="${width / 2 - 120}" y="${height - 4}">seconds since the hostile uploads began (one colour per round)</text>${points}</svg>`;
-  const html = `<!doctype html><meta charset="utf-8"><title>bench:hostile</title><h1>/healthz latency while one user's hostile uploads are processed</h1>${svg}`;
+  const html = `<!doctype html><meta charset="utf-8"><title>bench:hostile</title><h1>/healthz latency while one user's hostile uploads are processed</h1>${svg}${attacks.map(memoryChart).join('')}`;
   await writeFile(path.join(resultsDir, 'hostile.html'), html);
   log(`chart: ${path.join(resultsDir, 'hostile.html')}`);
 }
