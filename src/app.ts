@@ -9,7 +9,9 @@ import type { AppServices } from './graphql/context.js';
 import { createGraphQLServer } from './graphql/yoga.js';
 import { createRateLimits } from './http/rate-limits.js';
 import { createMetrics, meteredEmbedder, meteredHandlers } from './observability/metrics.js';
-import { createHttpServer, createRequestHandler } from './http/server.js';
+import { removeStaleSpoolFiles } from './http/body.js';
+import { createHttpServer } from './http/connections.js';
+import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
@@ -106,7 +108,10 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     await idempotency.start({ exclusive: db.kind === 'pglite' });
     const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent, metrics, idempotency };
     const yoga = createGraphQLServer(app, log, persistedOperations());
-    const server = createHttpServer(createRequestHandler(app, yoga, log));
+    const server = createHttpServer(createRequestHandler(app, yoga, log), config.server, log);
+    // A body is cut once its request times out: a spool file older than that (and a margin for its parsing) is left over.
+    const leftOver = await removeStaleSpoolFiles(config.server.uploadSpoolDir, (config.server.requestTimeoutSeconds + 600) * 1000);
+    if (leftOver > 0) log.info(`removed ${leftOver} upload spool files left by a process that stopped while receiving them`);
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
     await parsePool.warmed;
     await new Promise<void>((resolve, reject) => {

@@ -13,6 +13,9 @@ export const defaultModelsDir = fileURLToPath(new URL('../models', import.meta.u
 
 const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
+/** What one document of an upload's answer may take as JSON: 64 KiB of metadata and the rest of its fields. */
+const uploadAnswerBytesPerFile = 68 * 1024;
+
 const environmentSchema = z.object({
   HOST: z.string().trim().min(1).default('127.0.0.1'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -56,6 +59,7 @@ const environmentSchema = z.object({
   KB_AGENT_HEARTBEAT_SECONDS: z.coerce.number().min(0.05).max(15).default(10),
   KB_AGENT_RESUME_GRACE_SECONDS: z.coerce.number().min(0.5).max(3600).default(120),
   KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
+  KB_MAX_GRAPHQL_RESPONSE_BYTES: z.coerce.number().int().min(65_536).max(1_073_741_824).default(8 * 1024 * 1024),
   KB_MAX_UPLOAD_BYTES: positiveInt(50 * 1024 * 1024),
   KB_MAX_UPLOAD_FILES: positiveInt(20),
   KB_CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(512),
@@ -69,6 +73,14 @@ const environmentSchema = z.object({
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
   KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
   KB_MAX_TEXT_CHARACTERS: positiveInt(10_000_000),
+  KB_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  KB_HEADERS_TIMEOUT_SECONDS: z.coerce.number().min(1).max(600).default(10),
+  KB_REQUEST_TIMEOUT_SECONDS: z.coerce.number().min(1).max(86_400).default(1800),
+  KB_KEEP_ALIVE_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(5),
+  KB_SEND_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(30),
+  KB_MIN_UPLOAD_BYTES_PER_SECOND: z.coerce.number().int().min(1).max(1_073_741_824).default(4096),
+  KB_MIN_UPLOAD_RATE_WINDOW_SECONDS: z.coerce.number().min(1).max(3600).default(15),
+  KB_UPLOAD_SPOOL_DIR: optionalString,
   KB_GRAPHQL_SSE_STREAMS_PER_USER: z.coerce.number().int().min(1).max(1000).default(10),
   KB_GRAPHQL_SSE_UNOPENED_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
   KB_GRAPHQL_SSE_QUEUE_MB: z.coerce.number().min(0.01).max(1024).default(1),
@@ -130,7 +142,27 @@ export type Config = {
     resumeGraceSeconds: number;
   };
   maxJsonBytes: number;
+  /** What one GraphQL response (REST answers included) may hold; a file's base64 counts before it is read. */
+  maxGraphqlResponseBytes: number;
   uploads: { maxFileBytes: number; maxFiles: number };
+  /** What the HTTP server allows a connection (docs/api.md, "Server limits"). */
+  server: {
+    /** Open connections at once; more are closed as they arrive. */
+    maxConnections: number;
+    /** A request's headers must have arrived within this of its connection's start (kept alive: of the request's first byte). */
+    headersTimeoutSeconds: number;
+    /** A whole request, its body included, must have arrived within this. */
+    requestTimeoutSeconds: number;
+    /** An idle keep-alive connection is closed after this. */
+    keepAliveTimeoutSeconds: number;
+    /** A connection whose answer waits to be sent and has sent nothing for this long is closed. */
+    sendTimeoutSeconds: number;
+    /** A request body arriving slower than this, over each window of `uploadRateWindowSeconds`, is cut. */
+    minUploadBytesPerSecond: number;
+    uploadRateWindowSeconds: number;
+    /** Where upload bodies are written as they arrive, a file each. */
+    uploadSpoolDir: string;
+  };
   /** graphql-sse's single connection mode at /graphql/stream (docs/api.md, "Event streams of graphql-sse"). */
   graphqlSse: {
     /** Reserved streams (PUT) a user may hold at once; more is a 429. */
@@ -184,6 +216,14 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   if (env.KB_CHUNK_OVERLAP_TOKENS >= env.KB_CHUNK_TOKENS) {
     throw new ConfigError([`KB_CHUNK_OVERLAP_TOKENS: must be smaller than KB_CHUNK_TOKENS (${env.KB_CHUNK_TOKENS})`]);
   }
+  // The answer to an upload lists its documents, each with the upload's metadata: it must never be
+  // refused for its size after the files were stored.
+  const uploadAnswerBytes = env.KB_MAX_UPLOAD_FILES * uploadAnswerBytesPerFile;
+  if (env.KB_MAX_GRAPHQL_RESPONSE_BYTES < uploadAnswerBytes) {
+    throw new ConfigError([
+      `KB_MAX_GRAPHQL_RESPONSE_BYTES: must be at least ${uploadAnswerBytes} for KB_MAX_UPLOAD_FILES=${env.KB_MAX_UPLOAD_FILES}, so that the answer to an upload fits (68 KiB a file: its metadata of up to 64 KiB and the document's other fields)`,
+    ]);
+  }
   return {
     host: env.HOST,
     port: env.PORT,
@@ -217,7 +257,18 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       resumeGraceSeconds: env.KB_AGENT_RESUME_GRACE_SECONDS,
     },
     maxJsonBytes: env.KB_MAX_JSON_BYTES,
+    maxGraphqlResponseBytes: env.KB_MAX_GRAPHQL_RESPONSE_BYTES,
     uploads: { maxFileBytes: env.KB_MAX_UPLOAD_BYTES, maxFiles: env.KB_MAX_UPLOAD_FILES },
+    server: {
+      maxConnections: env.KB_MAX_CONNECTIONS,
+      headersTimeoutSeconds: env.KB_HEADERS_TIMEOUT_SECONDS,
+      requestTimeoutSeconds: env.KB_REQUEST_TIMEOUT_SECONDS,
+      keepAliveTimeoutSeconds: env.KB_KEEP_ALIVE_TIMEOUT_SECONDS,
+      sendTimeoutSeconds: env.KB_SEND_TIMEOUT_SECONDS,
+      minUploadBytesPerSecond: env.KB_MIN_UPLOAD_BYTES_PER_SECOND,
+      uploadRateWindowSeconds: env.KB_MIN_UPLOAD_RATE_WINDOW_SECONDS,
+      uploadSpoolDir: env.KB_UPLOAD_SPOOL_DIR ? path.resolve(env.KB_UPLOAD_SPOOL_DIR) : path.join(path.resolve(env.KB_DATA_DIR), 'uploads'),
+    },
     graphqlSse: {
       streamsPerUser: env.KB_GRAPHQL_SSE_STREAMS_PER_USER,
       unopenedSeconds: env.KB_GRAPHQL_SSE_UNOPENED_SECONDS,

@@ -70,6 +70,9 @@ export const shownText = (text: string) => {
   return characters.length > longestIdShown ? `${characters.slice(0, 100).join('')}... (${characters.length} characters)` : text;
 };
 
+/** A size in a message: `8.00 MiB`. */
+export const shownMebibytes = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+
 /** `workspace <id> not found`; an id over 120 characters shows its first 100 and its length. */
 export const notFound = (kind: string, id?: string) =>
   new AppError('not_found', id === undefined ? `${kind} not found` : `${kind} ${shownText(id)} not found`);

@@ -27,13 +27,24 @@ const controlCharacter = /[\u0000-\u001f\u007f-\u009f]/u;
 // The Unicode bidirectional formatting characters: ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO,
 // LRI, RLI, FSI, PDI. One RLO turns `evil\u202Etxt.exe` into "eviltxt.exe" reversed on screen.
 const bidiFormatting = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
-// Characters that draw nothing and have no place in a name: they make two names that look
-// the same differ ("Papers" and "Pa\u200Bpers"). Soft hyphen, Mongolian vowel separator,
-// zero-width space, word joiner and the invisible operators, the deprecated format
-// characters, the zero-width no-break space (U+FEFF, the byte-order mark), interlinear
-// annotation marks. Zero-width joiner and non-joiner (U+200D, U+200C) stay: emoji sequences
-// and Persian and Indic spelling need them. Line and paragraph separators break lines like \n.
-const invisibleCharacter = /[\u00ad\u180e\u200b\u2028\u2029\u2060-\u2064\u206a-\u206f\ufeff\ufff9-\ufffb]/u;
+// Letters that draw nothing: the Hangul fillers (choseong, jungseong, compatibility and
+// halfwidth) and the blank Braille pattern. "ㅤ" (U+3164) alone looks like an empty name.
+const blankLooking = /[\u115f\u1160\u2800\u3164\uffa0]/u;
+// Characters that draw nothing and have no place in a name: they make two names that look the
+// same differ ("Papers" and "Pa\u200Bpers"). Every Default_Ignorable_Code_Point of Unicode (soft
+// hyphen, combining grapheme joiner, zero-width space, word joiner, the invisible operators, the
+// zero-width no-break space U+FEFF, the tag characters U+E0000-U+E007F, ...), and the line and
+// paragraph separators and interlinear annotation marks, which break or hide text. Zero-width
+// joiner and non-joiner (U+200C, U+200D) and the variation selectors stay: emoji sequences and
+// Persian and Indic spelling need them (names are compared without them, see nameKey).
+const keptIgnorable = /[\u180b-\u180d\u180f\u200c\u200d\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/u;
+const defaultIgnorable = /\p{Default_Ignorable_Code_Point}/u;
+const defaultIgnorableEverywhere = /\p{Default_Ignorable_Code_Point}/gu;
+const separatorOrAnnotation = /[\u2028\u2029\ufff9-\ufffb]/u;
+const invisibleCharacterClass = characterClassOf(
+  codePointRanges((character) => (defaultIgnorable.test(character) && !keptIgnorable.test(character)) || separatorOrAnnotation.test(character)),
+);
+const invisibleCharacter = new RegExp(`[${invisibleCharacterClass}]`, 'u');
 // A UTF-16 surrogate without its partner: JSON can spell one ("\ud800") but it is not a
 // character, and UTF-8 (the store's encoding) cannot hold it.
 const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
@@ -55,12 +66,28 @@ export function nameCharacterProblem(name: string): string | undefined {
   if (control) return `must not contain control characters (found ${codePoint(control[0])})`;
   const bidi = bidiFormatting.exec(name);
   if (bidi) return `must not contain bidirectional formatting characters (found ${codePoint(bidi[0])})`;
+  const blank = blankLooking.exec(name);
+  if (blank) return `must not contain characters that show as blank space (found ${codePoint(blank[0])})`;
   const invisible = invisibleCharacter.exec(name);
   if (invisible) return `must not contain invisible formatting characters (found ${codePoint(invisible[0])})`;
   return undefined;
 }
 
-/** A name as stored: trimmed, 1 to `max` characters, no control, bidirectional or invisible formatting characters. */
+/**
+ * What two names are compared by, to refuse a second workspace that looks like the first: the
+ * name without default-ignorable characters (the joiners and variation selectors a name may
+ * hold, and any other in a name stored before these rules), in NFKC (compatibility forms
+ * unified: `ﬁ` and `fi`, `Ａ` and `A`, `²` and `2`), case-folded, in NFKC again. That is
+ * Unicode's NFKC_Casefold as closely as JavaScript allows: it has no case folding of its own, so
+ * the name is upper-cased and then lower-cased, which folds `ß`, `SS` and `ss` into one, and
+ * `ς`, `Σ` and `σ`.
+ */
+export function nameKey(name: string): string {
+  const withoutIgnorable = (text: string) => text.replace(defaultIgnorableEverywhere, '');
+  return withoutIgnorable(withoutIgnorable(name).normalize('NFKC').toUpperCase().toLowerCase().normalize('NFKC'));
+}
+
+/** A name as stored: trimmed, 1 to `max` characters, no control, bidirectional, blank-looking or invisible formatting characters. */
 export function checkName(field: string, value: string, max = maxNameLength): string {
   const name = value.trim();
   if (!name) throw badRequest(field, 'must not be empty');
@@ -151,9 +178,11 @@ const reservedKeyProblem = 'must not be "__proto__"';
 
 /**
  * The character rules of names as a JSON Schema `pattern`, for the OpenAPI description: at least
- * one character that is not white space, and none of the characters refused above.
+ * one character that is not white space, and none of the characters refused above. Written with
+ * explicit code points (no `\p{...}`), so that the regular expressions of other languages
+ * (Python's `re`, which the fuzzer uses) read it as JavaScript does.
  */
-const refusedInNames = [controlCharacter, bidiFormatting, invisibleCharacter].map((pattern) => pattern.source.slice(1, -1)).join('');
+const refusedInNames = [controlCharacter, bidiFormatting, blankLooking].map((pattern) => pattern.source.slice(1, -1)).join('') + invisibleCharacterClass;
 export const namePattern = `^[^${refusedInNames}]*[^\\s${refusedInNames}][^${refusedInNames}]*$`;
 const optionalNamePattern = `^[^${refusedInNames}]*$`;
 const refusedInFilenames = `${refusedInNames}/\\\\`;
@@ -201,6 +230,29 @@ function refineWith(problemOf: (value: string) => string | undefined) {
     const problem = problemOf(value);
     if (problem) context.addIssue({ code: 'custom', message: problem });
   };
+}
+
+/** The code points whose character passes `test`, as ranges [first, last] in ascending order (surrogates left out). */
+function codePointRanges(test: (character: string) => boolean): [number, number][] {
+  const ranges: [number, number][] = [];
+  for (let point = 0; point <= 0x10ffff; point += 1) {
+    if (point === 0xd800) point = 0xe000;
+    if (!test(String.fromCodePoint(point))) continue;
+    const last = ranges.at(-1);
+    if (last && last[1] === point - 1) last[1] = point;
+    else ranges.push([point, point]);
+  }
+  return ranges;
+}
+
+/**
+ * The inside of a regular expression's character class for these ranges: `\uXXXX` escapes in the
+ * Basic Multilingual Plane, the characters themselves beyond it (JavaScript with the `u` flag
+ * and Python read both; `\u{...}` is JavaScript's alone).
+ */
+function characterClassOf(ranges: readonly [number, number][]): string {
+  const written = (point: number) => (point > 0xffff ? String.fromCodePoint(point) : `\\u${point.toString(16).padStart(4, '0')}`);
+  return ranges.map(([first, last]) => (first === last ? written(first) : `${written(first)}-${written(last)}`)).join('');
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

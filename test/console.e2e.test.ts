@@ -429,3 +429,37 @@ describe('the web console', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('GraphiQL at /graphql', () => {
+  it('loads from this server alone, under its policy, and runs a query with the key in its headers', async () => {
+    const graphiqlContext = await browser.newContext({ viewport: laptop });
+    const graphiql = await graphiqlContext.newPage();
+    const problems: string[] = [];
+    graphiql.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    // The schema is fetched before the key is given: that 401 is the browser's own log line.
+    graphiql.on('console', (message) => {
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text());
+    });
+    // As offline: anything asked of another origin fails, and is noted.
+    await graphiql.route(
+      (url) => !url.href.startsWith(server.url) && url.protocol !== 'data:' && url.protocol !== 'blob:',
+      (route) => {
+        problems.push(`request to another origin: ${route.request().url()}`);
+        return route.abort();
+      },
+    );
+    await graphiql.goto(`${server.url}/graphql`);
+    await graphiql.locator('.graphiql-query-editor .monaco-editor').waitFor();
+    await graphiql.getByText('Headers', { exact: true }).click();
+    await graphiql.locator('.graphiql-editor-tool .graphiql-editor:not(.hidden) .monaco-editor').click();
+    await graphiql.keyboard.type(`{"Authorization": "Bearer ${user.key}"`);
+    await graphiql.locator('.graphiql-query-editor .monaco-editor').click();
+    await graphiql.keyboard.press('Control+A');
+    await graphiql.keyboard.press('Delete');
+    await graphiql.keyboard.type('{ me { email ');
+    await graphiql.keyboard.press('Control+Enter');
+    await expect.poll(() => graphiql.locator('.result-window').innerText(), { timeout: 15_000 }).toContain(user.email.slice(0, 20));
+    expect(problems).toEqual([]);
+    await graphiqlContext.close();
+  }, 60_000);
+});

@@ -133,10 +133,37 @@ describe('requests the service cannot take', () => {
 });
 
 describe('GraphQL endpoint', () => {
-  it('serves GraphiQL to a browser', async () => {
+  it('serves GraphiQL to a browser from this server alone, under a policy that allows nothing from elsewhere', async () => {
     const response = await server.request('GET', '/graphql', { headers: { accept: 'text/html' } });
     expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(response.text.toLowerCase()).toContain('graphiql');
+    const policy = response.headers.get('content-security-policy') ?? '';
+    expect(policy).toContain("default-src 'self'");
+    expect(policy).toContain("script-src 'self';");
+    expect(policy).toContain("connect-src 'self'");
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+    // Offline: no address elsewhere in the page or its start script, no script written inline,
+    // and every file they name is served here.
+    expect(response.text).not.toMatch(/https?:\/\//);
+    expect(response.text).not.toMatch(/<script>/);
+    const start = await server.request('GET', '/graphiql/start.js');
+    expect(start.status).toBe(200);
+    expect(start.text).not.toMatch(/https?:\/\//);
+    const named = [
+      ...[...response.text.matchAll(/(?:src|href)="(\/[^"]+)"/g)].map((match) => match[1]!),
+      ...[...start.text.matchAll(/'([\w.]+\.worker\.js)'/g)].map((match) => `/graphiql/${match[1]}`),
+    ];
+    expect(named).toEqual(expect.arrayContaining(['/graphiql/graphiql.css', '/graphiql/yoga-graphiql.umd.js', '/graphiql/start.js', '/graphiql/editor.worker.js']));
+    for (const path of named) {
+      const asset = await fetch(new URL(path, server.url));
+      expect(asset.status, path).toBe(200);
+      expect(asset.headers.get('content-type'), path).toMatch(/^text\/(css|javascript); charset=utf-8$/);
+      await asset.body?.cancel();
+    }
+    expect((await server.request('GET', '/graphiql/../package.json')).status).toBe(404);
+    expect((await server.request('GET', '/graphiql/unknown.js')).status).toBe(404);
+    expect((await server.request('POST', '/graphiql/start.js')).status).toBe(405);
   });
 
   it('answers queries over GET and POST with the bearer credential', async () => {

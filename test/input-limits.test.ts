@@ -232,6 +232,13 @@ const refusedInNames: [string, string, RegExp][] = [
   ['a word joiner', 'a\u2060b.txt', /invisible formatting characters \(found U\+2060\)/],
   ['a soft hyphen', 'a\u00adb.txt', /invisible formatting characters \(found U\+00AD\)/],
   ['a line separator', 'a\u2028b.txt', /invisible formatting characters \(found U\+2028\)/],
+  ['a combining grapheme joiner', 'Pa\u034fpers.txt', /invisible formatting characters \(found U\+034F\)/],
+  ['a tag character', 'Papers\u{e0041}.txt', /invisible formatting characters \(found U\+E0041\)/],
+  ['an unassigned default-ignorable code point', 'a\u2065b.txt', /invisible formatting characters \(found U\+2065\)/],
+  ['the Hangul filler', 'Pa\u3164pers.txt', /characters that show as blank space \(found U\+3164\)/],
+  ['a Hangul choseong filler alone', '\u115f', /characters that show as blank space \(found U\+115F\)/],
+  ['the halfwidth Hangul filler', 'a\uffa0b.txt', /characters that show as blank space \(found U\+FFA0\)/],
+  ['the blank Braille pattern', 'a\u2800b.txt', /characters that show as blank space \(found U\+2800\)/],
   ['an unpaired surrogate', 'a\ud800b.txt', /well-formed Unicode/],
 ];
 
@@ -267,8 +274,8 @@ describe('names: workspaces, API keys, chat titles', () => {
     expect((await server.request('GET', `/v1/kb/workspaces/${workspace.id}`, { key: owner.key })).body.name).toBe(workspace.name);
   });
 
-  it('keeps names with joiners (emoji, Persian), other scripts and symbols', async () => {
-    for (const name of ['family 👨‍👩‍👧', 'می‌خواهم', 'naïve café', '日本語', 'a"b', '\ufeffleading BOM is trimmed']) {
+  it('keeps names with joiners (emoji, Persian), variation selectors, other scripts and symbols', async () => {
+    for (const name of ['family 👨‍👩‍👧', 'می‌خواهم', 'naïve café', '日本語', 'a"b', '\ufeffleading BOM is trimmed', 'love ❤\ufe0f', '葛\u{e0100}城', 'ᠠ\u180bᠡ']) {
       const response = await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name } });
       expect(response.status, response.text).toBe(201);
       expect(response.body.name).toBe(name.trim());

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { migrationSteps } from './migration-steps.js';
 
 const migrationsDirectory = fileURLToPath(new URL('../../prisma/migrations/', import.meta.url));
 
@@ -49,6 +50,7 @@ export async function applyMigrations(runner: SqlRunner): Promise<string[]> {
       }
       await runner.transaction(async (tx) => {
         await tx.exec(migration.sql);
+        await migrationSteps[migration.name]?.(tx);
         await tx.query(
           `INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at, finished_at, applied_steps_count)
            VALUES ($1, $2, $3, now(), now(), 1)`,

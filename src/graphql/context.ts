@@ -11,6 +11,7 @@ import type { AgentDependencies } from '../modules/agent/service.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { IdempotencyStore } from '../modules/idempotency/store.js';
 import { graphqlStreamEndpoint } from './endpoints.js';
+import { ResponseBudget } from './response-limit.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
@@ -66,6 +67,8 @@ export interface Context {
   restInputError: AppError | undefined;
   /** Whether the answer can be an event stream: a subscription is refused before it starts otherwise. */
   acceptsEventStream: boolean;
+  /** What the operation's response may still hold (KB_MAX_GRAPHQL_RESPONSE_BYTES); a file's base64 takes its share before it is read. */
+  responseBudget: ResponseBudget;
 }
 
 /** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
@@ -86,5 +89,6 @@ export async function createContext(app: AppServices, request: Request, serverCo
     restInputError: serverContext.restInputError,
     acceptsEventStream:
       (request.headers.get('accept') ?? '').includes('text/event-stream') || new URL(request.url).pathname === graphqlStreamEndpoint,
+    responseBudget: new ResponseBudget(app.config.maxGraphqlResponseBytes),
   };
 }

@@ -1,30 +1,32 @@
 import contentType from 'content-type';
-import { shouldRenderGraphiQL } from 'graphql-yoga';
 import { authenticate } from '../auth/authenticate.js';
-import { AppError, authenticationRequired, badRequest, payloadTooLarge, unsupportedMediaType } from '../errors.js';
-import { checkJsonCharset, mediaTypeOf, readBodyBytes, refuseDeclaredSize } from '../http/body.js';
+import { AppError, authenticationRequired, badRequest, unsupportedMediaType } from '../errors.js';
+import { checkJsonCharset, mediaTypeOf, readBodyBytes, spoolBody, type SpooledBody } from '../http/body.js';
 import type { AppServices } from './context.js';
-import { graphqlEndpoint, graphqlStreamEndpoint } from './endpoints.js';
+import { graphqlStreamEndpoint } from './endpoints.js';
 import { graphqlUploadLimit, type Yoga } from './yoga.js';
 
 /**
  * `/graphql` and `/graphql/stream` as HTTP: what is wrong with the request itself is answered
  * here, before Yoga reads the document, in the order REST uses: 401 for a missing or invalid
- * credential (introspection and field suggestions included), then 415 and 413. Only the
- * GraphiQL page (which runs nothing) and CORS preflights need no credential.
+ * credential (introspection and field suggestions included), then 415 and 413. Only CORS
+ * preflights need no credential (and the GraphiQL page, which runs nothing: src/http/graphiql.ts
+ * serves it before a request gets here).
  */
 export async function handleGraphQLHttpRequest(request: Request, app: AppServices, yoga: Yoga): Promise<Response> {
   const { pathname } = new URL(request.url);
-  if (request.method === 'OPTIONS' || (pathname === graphqlEndpoint && shouldRenderGraphiQL(request))) return yoga.fetch(request, {});
+  if (request.method === 'OPTIONS') return yoga.fetch(request, {});
   try {
     const viewer = await authenticate(request.headers.get('authorization'), app.auth);
     if (!viewer) throw authenticationRequired();
-    const overflow: { limit?: number } = {};
-    const body = await checkedBody(request, app, yoga, pathname === graphqlStreamEndpoint, overflow);
-    const response = await yoga.fetch(body, { viewer });
-    // Yoga reports an upload cut short by `bounded` as invalid multipart data: it was too large.
-    if (overflow.limit !== undefined) throw payloadTooLarge(overflow.limit);
-    return response;
+    const { body, spooled } = await checkedBody(request, app, yoga, pathname === graphqlStreamEndpoint);
+    try {
+      return await yoga.fetch(body, { viewer });
+    } finally {
+      // Yoga has read the whole upload by the time it answers (its files are the operation's input),
+      // or has refused it, perhaps unread.
+      await spooled?.remove();
+    }
   } catch (error) {
     if (error instanceof AppError) return httpErrorResponse(error);
     throw error;
@@ -33,11 +35,12 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
 
 /**
  * A POST body must be JSON (in UTF-8, the only charset it may declare) or, on /graphql, a GraphQL multipart
- * upload; JSON is read here up to KB_MAX_JSON_BYTES, an upload is held to the upload limits.
+ * upload; JSON is read here up to KB_MAX_JSON_BYTES, an upload is written to a spool file as it
+ * arrives (held to the upload limits) and handed to Yoga from there once complete.
  * Returns the request to hand to Yoga, with the media type written the way Yoga matches it.
  */
-async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStream: boolean, overflow: { limit?: number }): Promise<Request> {
-  if (request.method !== 'POST') return request;
+async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStream: boolean): Promise<{ body: Request; spooled?: SpooledBody }> {
+  if (request.method !== 'POST') return { body: request };
   // Yoga's own Request parses multipart with busboy, which reads RFC 5987 `filename*`; the
   // global one (undici) refuses such a body as invalid form data.
   const { Request } = yoga.fetchAPI;
@@ -48,14 +51,17 @@ async function checkedBody(request: Request, app: AppServices, yoga: Yoga, isStr
     const text = await readBounded(request, app.config.maxJsonBytes);
     headers.set('content-type', 'application/json');
     headers.delete('content-length');
-    return new Request(request.url, { method: 'POST', headers, body: text, signal: request.signal });
+    return { body: new Request(request.url, { method: 'POST', headers, body: text, signal: request.signal }) };
   }
   if (mediaType === 'multipart/form-data' && !isStream) {
     const limit = graphqlUploadLimit(app.config);
-    if (Number(request.headers.get('content-length') ?? 0) > limit) await refuseDeclaredSize(request, limit);
-    // Yoga matches the media type in lower case; the body streams on, counted.
+    const spooled = await spoolBody(request, limit, app.config.server.uploadSpoolDir);
+    // Yoga matches the media type in lower case.
     headers.set('content-type', contentType.format(contentType.parse(request.headers.get('content-type')!)));
-    return new Request(request.url, { method: 'POST', headers, body: bounded(request.body, limit, overflow), signal: request.signal, duplex: 'half' } as RequestInit);
+    headers.set('content-length', String(spooled?.size ?? 0));
+    // A Node stream: Yoga's fetch implementation takes one as a body.
+    const body = spooled ? spooled.open() : '';
+    return { body: new Request(request.url, { method: 'POST', headers, body: body as BodyInit, signal: request.signal, duplex: 'half' } as RequestInit), spooled };
   }
   throw unsupportedMediaType(isStream ? 'application/json' : 'application/json or multipart/form-data', request.headers.get('content-type'));
 }
@@ -67,25 +73,6 @@ async function readBounded(request: Request, maxBytes: number): Promise<string> 
   } catch {
     throw badRequest('body', 'is not valid UTF-8');
   }
-}
-
-/** The body, erroring once it passes `limit` bytes; `overflow.limit` is set when it did. */
-function bounded(body: ReadableStream<Uint8Array> | null, limit: number, overflow: { limit?: number }): ReadableStream<Uint8Array> | null {
-  if (!body) return body;
-  let size = 0;
-  return body.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        size += chunk.byteLength;
-        if (size > limit) {
-          overflow.limit = limit;
-          controller.error(payloadTooLarge(limit));
-        } else {
-          controller.enqueue(chunk);
-        }
-      },
-    }),
-  );
 }
 
 /**

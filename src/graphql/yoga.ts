@@ -10,6 +10,7 @@ import { createContext, type AppServices, type Context, type GraphQLServerContex
 import { useDocumentLimits } from './document-limits.js';
 import { useOperationGate } from './operation-gate.js';
 import { requestError } from './request-error.js';
+import { useResponseLimit } from './response-limit.js';
 import { graphqlSseStreams } from './stream-tokens.js';
 import { schema } from './schema.js';
 
@@ -30,7 +31,8 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
     schema,
     graphqlEndpoint,
     landingPage: false,
-    graphiql: { title: 'Knowledge base GraphQL' },
+    // Served by src/http/graphiql.ts from local assets, under this origin's policy.
+    graphiql: false,
     logging: false,
     // Bodies are held to their limits before Yoga reads them (http.ts).
     maxRequestBodySize: false,
@@ -51,6 +53,8 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
         getPersistedOperation: (hash) => persistedOperations.get(hash) ?? null,
       }),
       useOperationGate(),
+      // Before the plugins that take results away (graphql-sse's streams, the REST hand-over).
+      useResponseLimit(app.config.maxGraphqlResponseBytes),
       ...sseStreams.plugins,
       useSubscriptionRefusalsWithData(),
       usePublicValidationErrors(),

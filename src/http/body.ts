@@ -1,4 +1,8 @@
 import contentType from 'content-type';
+import { randomUUID } from 'node:crypto';
+import { createReadStream, type ReadStream } from 'node:fs';
+import { mkdir, open, readdir, rm, stat, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
 import { AppError, payloadTooLarge } from '../errors.js';
 
 /**
@@ -6,7 +10,11 @@ import { AppError, payloadTooLarge } from '../errors.js';
  * is never held in memory. `undefined` when the request has no body at all.
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
-  const bytes = await readBodyBytes(request, maxBytes);
+  return parseJsonBody(request, await readBodyBytes(request, maxBytes));
+}
+
+/** A JSON request body read already (`undefined`: none), checked and parsed as readJsonBody does. */
+export function parseJsonBody(request: Request, bytes: Uint8Array | undefined): unknown {
   if (bytes === undefined) return undefined;
   if (mediaTypeOf(request) !== 'application/json') {
     throw new AppError('unsupported_media_type', `Content-Type must be application/json (got ${request.headers.get('content-type') ?? 'none'})`);
@@ -109,4 +117,86 @@ export async function readBodyBytes(request: Request, maxBytes: number): Promise
   }
   if (size === 0) return undefined;
   return Buffer.concat(parts);
+}
+
+/**
+ * A request body written to a file as it arrived (see spoolBody). `open` reads it as a stream;
+ * `remove` closes the streams opened and deletes the file.
+ */
+export type SpooledBody = { path: string; size: number; open(): ReadStream; remove(): Promise<void> };
+
+/**
+ * Writes a request body to a new file under `directory` as it arrives, so that an upload still
+ * arriving (or never finished) holds no memory but the stream's buffers. Past `maxBytes` the
+ * file is removed and the body refused as readBodyBytes refuses it (413, after draining).
+ * `undefined` for a request without a body or with an empty one.
+ */
+export async function spoolBody(request: Request, maxBytes: number, directory: string): Promise<SpooledBody | undefined> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > maxBytes) return refuseDeclaredSize(request, maxBytes);
+  if (!request.body) return undefined;
+  await mkdir(directory, { recursive: true });
+  const file = path.join(directory, `upload-${randomUUID()}`);
+  const remove = () => rm(file, { force: true });
+  const reader = request.body.getReader();
+  let size = 0;
+  let output: FileHandle | undefined;
+  try {
+    output = await open(file, 'wx', 0o600);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await output.close();
+        output = undefined;
+        await remove();
+        return await refuseAfterDraining(payloadTooLarge(maxBytes), reader, size);
+      }
+      await output.write(value);
+    }
+    await output.close();
+    output = undefined;
+  } catch (error) {
+    await output?.close().catch(() => undefined);
+    await remove();
+    throw error;
+  }
+  if (size === 0) {
+    await remove();
+    return undefined;
+  }
+  const opened: ReadStream[] = [];
+  return {
+    path: file,
+    size,
+    open() {
+      const stream = createReadStream(file);
+      opened.push(stream);
+      return stream;
+    },
+    async remove() {
+      for (const stream of opened) stream.destroy();
+      await remove();
+    },
+  };
+}
+
+/**
+ * Removes the spool files under `directory` last written more than `olderThanMs` ago: a process
+ * that stopped while receiving them left them there. A body still arriving, in this process or
+ * another one sharing the directory, is written to at least once per request timeout. Returns
+ * how many were removed.
+ */
+export async function removeStaleSpoolFiles(directory: string, olderThanMs: number): Promise<number> {
+  const names = await readdir(directory).catch(() => [] as string[]);
+  let removed = 0;
+  for (const name of names.filter((entry) => entry.startsWith('upload-'))) {
+    const file = path.join(directory, name);
+    const modified = await stat(file).then((info) => info.mtimeMs, () => undefined);
+    if (modified === undefined || Date.now() - modified < olderThanMs) continue;
+    await rm(file, { force: true });
+    removed += 1;
+  }
+  return removed;
 }

@@ -25,28 +25,36 @@ const contentTypes: Record<string, string> = {
   '.ttf': 'font/ttf',
 };
 
-// pdf.js decodes some images with WebAssembly; everything else is this origin's.
-const contentSecurityPolicy = [
-  "default-src 'self'",
-  "script-src 'self' 'wasm-unsafe-eval'",
-  // Inline styles are set through the DOM (Preact, pdf.js's text layer), which this does not block.
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "font-src 'self' data:",
-  "worker-src 'self' blob:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+/**
+ * The headers of a page this server serves (the console, GraphiQL): a Content-Security-Policy
+ * allowing this origin only, with `directives` replacing or adding to the base ones.
+ */
+export function pageSecurityHeaders(directives: Record<string, string> = {}) {
+  const policy: Record<string, string> = {
+    'default-src': "'self'",
+    'script-src': "'self'",
+    'style-src': "'self'",
+    'img-src': "'self' data: blob:",
+    'font-src': "'self' data:",
+    'worker-src': "'self'",
+    'connect-src': "'self'",
+    'object-src': "'none'",
+    'base-uri': "'none'",
+    'form-action': "'none'",
+    'frame-ancestors': "'none'",
+    ...directives,
+  };
+  return {
+    'content-security-policy': Object.entries(policy).map(([name, value]) => `${name} ${value}`).join('; '),
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'cross-origin-opener-policy': 'same-origin',
+  };
+}
 
-const securityHeaders = {
-  'content-security-policy': contentSecurityPolicy,
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'cross-origin-opener-policy': 'same-origin',
-};
+// pdf.js decodes some images with WebAssembly and starts its worker from a blob; inline styles are
+// set through the DOM (Preact, pdf.js's text layer), which `style-src 'self'` does not block.
+const securityHeaders = pageSecurityHeaders({ 'script-src': "'self' 'wasm-unsafe-eval'", 'worker-src': "'self' blob:" });
 
 // One file name, or one folder of pdf.js's data and a file name in it: nothing else is served.
 const assetPath = /^\/assets\/(?:(?:cmaps|standard_fonts)\/)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

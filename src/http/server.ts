@@ -1,6 +1,5 @@
 import { modelMismatch } from '../modules/retrieval/service.js';
-import { createServer, STATUS_CODES, type Server } from 'node:http';
-import { createServerAdapter } from '@whatwg-node/server';
+import { STATUS_CODES } from 'node:http';
 import { AppError, noEndpoint } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
 import { handleGraphQLHttpRequest } from '../graphql/http.js';
@@ -11,22 +10,27 @@ import { requestContext, requestIdOf } from '../observability/request-context.js
 import { errorResponse, handleRestRequest, methodNotAllowed } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { apiReference } from './api-reference.js';
+import type { ServerContext } from './connections.js';
 import { consoleSite } from './console.js';
+import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
  * `X-Request-Id` (the caller's, when it sent a usable one), every request is timed into
  * `kb_http_request_duration_seconds` by its route pattern and written as one JSON access line.
+ * A request the server refused for its Host header or its target (see createHttpServer) is
+ * answered 400 here, and logged and counted by the path of its request line.
  */
 export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
   const handle = routeRequest(app, yoga, log);
-  return (request: Request): Promise<Response> => {
+  return (request: Request, { refusal }: ServerContext = {}): Promise<Response> => {
     const requestId = requestIdOf(request);
     return requestContext.run({ requestId }, async () => {
       const started = performance.now();
-      const { pathname } = new URL(request.url);
+      const pathname = refusal?.target ?? new URL(request.url).pathname;
       const match = matchRoute(request.method, pathname);
-      const response = withHeader(withReasonPhrase(await handle(request, match)), 'x-request-id', requestId);
+      const answer = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await handle(request, match);
+      const response = withHeader(withReasonPhrase(answer), 'x-request-id', requestId);
       const seconds = (performance.now() - started) / 1000;
       const route = routeLabel(pathname, match);
       app.metrics?.httpRequestDuration.observe({ method: request.method, route, status: String(response.status) }, seconds);
@@ -42,6 +46,7 @@ function routeLabel(pathname: string, match: RouteMatch): string {
   if (pathname.startsWith('/docs/')) return '/docs/:asset';
   if (pathname === '/' || pathname === '/index.html') return '/';
   if (pathname.startsWith('/assets/')) return '/assets/:asset';
+  if (pathname.startsWith(graphiqlAssetsPath)) return '/graphiql/:asset';
   return match && 'route' in match ? match.route.path : match ? 'method not allowed' : 'unknown';
 }
 
@@ -70,10 +75,11 @@ function withReasonPhrase(response: Response): Response {
 function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
   const reference = apiReference(app.config);
   const site = consoleSite();
+  const graphiql = graphiqlSite();
   return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {
-      const staticResponse = reference.handle(request, url.pathname) ?? site.handle(request, url.pathname);
+      const staticResponse = reference.handle(request, url.pathname) ?? site.handle(request, url.pathname) ?? graphiql.handle(request, url.pathname);
       if (staticResponse) {
         const response = await staticResponse;
         return request.method === 'HEAD' ? withoutBody(response) : response;
@@ -120,6 +126,8 @@ async function withoutBody(response: Response): Promise<Response> {
     await response.body?.cancel();
     return new Response(null, { status: response.status, headers: response.headers });
   }
+  // A file answers HEAD itself, with the length of the bytes it did not read (rest/handler.ts).
+  if (response.body === null && response.headers.has('content-length')) return response;
   const length = (await response.arrayBuffer()).byteLength;
   const headers = new Headers(response.headers);
   headers.set('content-length', String(length));
@@ -158,6 +166,3 @@ async function readiness(app: AppServices) {
   return Response.json({ status: 'ready', store: app.db.kind, index: index.kind, model: embedder.modelId, dimensions: embedder.dimensions });
 }
 
-export function createHttpServer(handler: (request: Request) => Promise<Response>): Server {
-  return createServer(createServerAdapter(handler));
-}

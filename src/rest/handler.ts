@@ -15,6 +15,7 @@ import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
 import { eventIdAlias } from './operations.js';
 import { answerIdempotently, idempotencyKeyOf } from './idempotency.js';
+import { documentSourceSlice, documentSourceStream } from '../modules/documents/service.js';
 import { answerStreamIdempotently, type StreamVariables } from './stream-idempotency.js';
 import { bodyInput, queryInput } from './request-input.js';
 
@@ -61,7 +62,7 @@ export async function handleRestRequest(
       route.body?.kind === 'json'
         ? bodyInput(await readJsonBody(request, limits.maxJsonBytes), route.body.fields, route.body)
         : route.body?.kind === 'upload'
-          ? await readUploadBody(request, limits.uploads)
+          ? await readUploadBody(request, limits.uploads, limits.server.uploadSpoolDir)
           : undefined;
     const headers = route.headers ? queryInput(namedHeaders(request.headers, route.headers), route.headers) : {};
     variables = route.variables?.({ params, query, body, headers }) ?? {};
@@ -105,6 +106,7 @@ export async function handleRestRequest(
     const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
     const failure = errorOf(result, route);
     if (failure) return errorResponse(failure);
+    if ('file' in route.response) return fileResponse(result.data!.result as FileResult, app, request.method === 'HEAD');
     return successResponse(route, result.data!.result, url);
   }
 }
@@ -257,7 +259,6 @@ const toSnakeCase = (path: string) => path.replace(/[A-Z]/g, (letter) => `_${let
 function successResponse(route: Route, value: unknown, url: URL): Response {
   const { response } = route;
   if (response.status === 204) return new Response(null, { status: 204 });
-  if ('file' in response) return fileResponse(value as FileResult);
   if ('list' in response) {
     const connection = value as { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: unknown }[] };
     const headers = new Headers();
@@ -281,32 +282,42 @@ function successResponse(route: Route, value: unknown, url: URL): Response {
 }
 
 /**
- * An uploaded file as it was received. It is the caller's content, not the service's: served
- * `inline` but sandboxed, so that an HTML file opened from this URL is a page of a unique origin
- * that runs no script and loads nothing (CSP `sandbox`), and never sniffed as another type.
+ * An uploaded file as it was received, read from the store one slice at a time as the client
+ * takes it (HEAD reads none of it: the length is the document's). It is the caller's content,
+ * not the service's: sandboxed, so that an HTML file opened from this URL is a page of a unique
+ * origin that runs no script and loads nothing (CSP `sandbox`), and never sniffed as another
+ * type. Only text and JSON, which the browser shows itself under that policy, are `inline`; any
+ * other type is an `attachment`: a browser hands an inline PDF to its PDF viewer, which runs the
+ * document's own scripts whatever the policy says.
  */
-function fileResponse(file: FileResult): Response {
-  const bytes = Buffer.from(file.base64, 'base64');
-  return new Response(bytes, {
+async function fileResponse(file: FileResult, app: AppServices, head: boolean): Promise<Response> {
+  const store = { prisma: app.db.prisma };
+  const contentType = file.content_type.startsWith('text/')
+    ? textContentType(file.content_type, await documentSourceSlice(store, file.document_id, 0, 2))
+    : file.content_type;
+  const disposition = file.content_type.startsWith('text/') || file.content_type === 'application/json' ? 'inline' : 'attachment';
+  return new Response(head ? null : documentSourceStream(store, file.document_id, file.size_bytes), {
     status: 200,
     headers: {
-      'content-type': fileContentType(file.content_type, bytes),
-      'content-length': String(bytes.byteLength),
-      'content-disposition': `inline; filename="${asciiFilename(file.filename)}"; filename*=UTF-8''${encodeRfc5987(file.filename)}`,
+      'content-type': contentType,
+      'content-length': String(file.size_bytes),
+      'content-disposition': `${disposition}; filename="${asciiFilename(file.filename)}"; filename*=UTF-8''${encodeRfc5987(file.filename)}`,
       'x-content-type-options': 'nosniff',
       'content-security-policy': "sandbox; default-src 'none'",
+      // A file cut short (its document deleted while it is sent) must not leave the client
+      // waiting for the rest on a connection kept open.
+      connection: 'close',
     },
   });
 }
 
 /**
- * The document's type; a text type with the charset its bytes are in (uploads take text as UTF-8,
- * or UTF-16 with a byte-order mark), so that a browser does not guess one.
+ * A text type with the charset its bytes are in (uploads take text as UTF-8, or UTF-16 with a
+ * byte-order mark, which `start` holds when there is one), so that a browser does not guess one.
  */
-function fileContentType(type: string, bytes: Uint8Array): string {
-  if (!type.startsWith('text/')) return type;
-  if (bytes[0] === 0xff && bytes[1] === 0xfe) return `${type}; charset=utf-16le`;
-  if (bytes[0] === 0xfe && bytes[1] === 0xff) return `${type}; charset=utf-16be`;
+function textContentType(type: string, start: Uint8Array): string {
+  if (start[0] === 0xff && start[1] === 0xfe) return `${type}; charset=utf-16le`;
+  if (start[0] === 0xfe && start[1] === 0xff) return `${type}; charset=utf-16be`;
   return `${type}; charset=utf-8`;
 }
 

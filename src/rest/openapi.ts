@@ -323,7 +323,8 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
 const fileHeaders = {
   'Content-Length': { description: 'The size of the file in bytes.', required: true, schema: { type: 'integer' as const, minimum: 0 } },
   'Content-Disposition': {
-    description: "`inline; filename=\"<ASCII fallback>\"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266).",
+    description:
+      "`inline; filename=\"<ASCII fallback>\"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266) for text and JSON; `attachment; ...` for PDF and DOCX.",
     required: true,
     schema: { type: 'string' as const },
   },

@@ -278,10 +278,10 @@ export const RestDeleteDocument = graphql(`
   }
 `);
 
-// `base64` is written as the response's bytes, the other fields as its headers (handler.ts, a `file` response).
+// The file's headers; its bytes are streamed from the store by the REST layer (handler.ts, a `file` response).
 export const RestDocumentFile = graphql(`
   query RestDocumentFile($id: ID!, $workspaceId: ID!) {
-    result: documentFile(id: $id, workspaceId: $workspaceId) { filename content_type: contentType base64 }
+    result: documentFile(id: $id, workspaceId: $workspaceId) { document_id: documentId filename content_type: contentType size_bytes: sizeBytes }
   }
 `);
 

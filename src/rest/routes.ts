@@ -86,14 +86,15 @@ export type Route<Result = unknown, Variables = Record<string, unknown>, Query =
     /** A subscription: refusals answer as JSON errors, then each event is written as a `data:` line of an SSE stream. */
     | { status: 200; stream: true }
     /**
-     * A file: the result's `base64` decoded is the body, `content_type` its Content-Type and
-     * `filename` its Content-Disposition (see FileResult); refusals answer as JSON errors.
+     * A file: the result names the document whose stored bytes are the body, streamed from the
+     * store; `content_type` is its Content-Type, `size_bytes` its Content-Length and `filename`
+     * its Content-Disposition (see FileResult); refusals answer as JSON errors.
      */
     | { status: 200; file: true };
 };
 
 /** What the operation of a `file` response selects. */
-export type FileResult = { filename: string; content_type: string; base64: string };
+export type FileResult = { document_id: string; filename: string; content_type: string; size_bytes: number };
 
 const route = <Result, Variables, Query = Record<string, unknown>, Body = unknown>(definition: Route<Result, Variables, Query, Body>) =>
   definition as unknown as Route;
@@ -341,7 +342,7 @@ export const routes: Route[] = [
     tag: 'Documents',
     summary: 'The file a document was made from, byte for byte, with its type and name.',
     description:
-      "The body is the uploaded bytes; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Disposition: inline` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it). It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.",
+      "The body is the uploaded bytes, streamed from the store as the client reads them; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Length` its `size_bytes`. `Content-Disposition` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it): `inline` for text and JSON, `attachment` for PDF and DOCX, so that a browser does not open a PDF in its PDF viewer, which would run the PDF's scripts. It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.",
     operation: operations.RestDocumentFile,
     query: workspaceIdQuery,
     variables: documentInWorkspace,

@@ -1,7 +1,8 @@
-import { finished, Readable } from 'node:stream';
+import { readFile } from 'node:fs/promises';
+import { finished, type Readable } from 'node:stream';
 import busboy from 'busboy';
 import { AppError, badRequest, fileTooLarge } from '../errors.js';
-import { maxDrainBytes, mediaTypeOf, readJsonBody, refuseDeclaredSize } from '../http/body.js';
+import { mediaTypeOf, parseJsonBody, spoolBody } from '../http/body.js';
 import { checkFilename, checkMetadata, maxMetadataBytes } from '../input-limits.js';
 import { bodyInput } from './request-input.js';
 
@@ -15,14 +16,24 @@ const maxMetadataPartBytes = 4 * maxMetadataBytes;
 
 /**
  * An upload is `multipart/form-data` with one or more `file` parts and an optional `metadata`
- * part holding a JSON object, or JSON `{filename, content, metadata?}` for text.
+ * part holding a JSON object, or JSON `{filename, content, metadata?}` for text. The body is
+ * written to a file under `spoolDirectory` as it arrives (an unfinished upload holds no memory)
+ * and read from there once complete; the file is removed before this returns.
  */
-export async function readUploadBody(request: Request, limits: Limits): Promise<UploadBody> {
+export async function readUploadBody(request: Request, limits: Limits, spoolDirectory: string): Promise<UploadBody> {
   const type = request.headers.get('content-type') ?? '';
   const mediaType = mediaTypeOf(request);
-  if (mediaType === 'multipart/form-data') return readMultipart(request, type, limits);
-  if (mediaType === 'application/json') {
-    const body = await readJsonBody(request, limits.maxFileBytes + maxMetadataPartBytes);
+  if (mediaType !== 'multipart/form-data' && mediaType !== 'application/json') {
+    throw new AppError('unsupported_media_type', `Content-Type must be multipart/form-data or application/json (got ${type || 'none'})`);
+  }
+  const maxBytes = mediaType === 'multipart/form-data' ? limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes : limits.maxFileBytes + maxMetadataPartBytes;
+  const spooled = await spoolBody(request, maxBytes, spoolDirectory);
+  try {
+    if (mediaType === 'multipart/form-data') {
+      if (!spooled) throw badRequest('file', 'at least one file part is required');
+      return await readMultipart(spooled.open(), type, limits);
+    }
+    const body = parseJsonBody(request, spooled ? await readFile(spooled.path) : undefined);
     const input = bodyInput<{ filename?: unknown; content?: unknown; metadata?: unknown }>(body, {
       filename: 'filename',
       content: 'content',
@@ -32,17 +43,13 @@ export async function readUploadBody(request: Request, limits: Limits): Promise<
     if (typeof input.content !== 'string') throw badRequest('content', 'is required and must be a string');
     const filename = checkFilename(input.filename);
     return { files: [new File([input.content], filename, { type: 'text/plain' })], metadata: checkMetadata(input.metadata) };
+  } finally {
+    await spooled?.remove();
   }
-  throw new AppError('unsupported_media_type', `Content-Type must be multipart/form-data or application/json (got ${type || 'none'})`);
 }
 
-function readMultipart(request: Request, type: string, limits: Limits): Promise<UploadBody> {
-  const declared = Number(request.headers.get('content-length') ?? 0);
-  const largestUpload = limits.maxFiles * limits.maxFileBytes + maxMetadataPartBytes;
-  if (declared > largestUpload) {
-    return refuseDeclaredSize(request, largestUpload);
-  }
-  if (!request.body) return Promise.reject(badRequest('file', 'at least one file part is required'));
+/** The multipart body, read from its spool file (complete: its size was checked as it arrived). */
+function readMultipart(source: Readable, type: string, limits: Limits): Promise<UploadBody> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
@@ -64,9 +71,6 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
       reject(badRequest('body', `not a multipart body: ${(error as Error).message}`));
       return;
     }
-    // The server's request body is a ponyfilled stream that Readable.fromWeb refuses; any
-    // async iterable of bytes will do for Readable.from.
-    const source = Readable.from(request.body as unknown as AsyncIterable<Uint8Array>);
     const files: File[] = [];
     let metadata: unknown;
     let settled = false;
@@ -75,17 +79,12 @@ function readMultipart(request: Request, type: string, limits: Limits): Promise<
       settled = true;
       if (error) {
         // busboy reports limits from inside its own write; tear it down once that write has
-        // returned, or the half-parsed chunk throws into the request stream.
+        // returned, or the half-parsed chunk throws into the source.
         setImmediate(() => {
           source.unpipe(parser);
           parser.destroy();
-          let drained = 0;
-          source.on('data', (chunk: Buffer) => {
-            drained += chunk.length;
-            if (drained > maxDrainBytes) source.destroy();
-          });
+          source.destroy();
           finished(source, () => reject(error));
-          source.resume();
         });
       } else {
         // No metadata part is `{}`, as a JSON upload without `metadata`: the same upload either way.

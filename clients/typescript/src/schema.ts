@@ -243,7 +243,7 @@ export type paths = {
         };
         /**
          * The file a document was made from, byte for byte, with its type and name.
-         * @description The body is the uploaded bytes; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Disposition: inline` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it). It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.
+         * @description The body is the uploaded bytes, streamed from the store as the client reads them; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Length` its `size_bytes`. `Content-Disposition` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it): `inline` for text and JSON, `attachment` for PDF and DOCX, so that a browser does not open a PDF in its PDF viewer, which would run the PDF's scripts. It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.
          */
         get: operations["documentFile"];
         put?: never;
@@ -3383,7 +3383,7 @@ export interface operations {
                     "X-Request-Id": string;
                     /** @description The size of the file in bytes. */
                     "Content-Length": number;
-                    /** @description `inline; filename="<ASCII fallback>"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266). */
+                    /** @description `inline; filename="<ASCII fallback>"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266) for text and JSON; `attachment; ...` for PDF and DOCX. */
                     "Content-Disposition": string;
                     /** @description Never sniffed as another type. */
                     "X-Content-Type-Options": "nosniff";

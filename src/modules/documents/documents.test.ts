@@ -427,7 +427,7 @@ describe('the original file: GET /v1/kb/documents/{id}/file', () => {
       headers: { authorization: `Bearer ${options.key ?? owner.key}` },
     });
 
-  it('answers the uploaded PDF byte for byte, with its type, length and name, sandboxed', async () => {
+  it('answers the uploaded PDF byte for byte, with its type, length and name, as an attachment, sandboxed', async () => {
     const bytes = await readBenchPdf('sample_pdf_3.pdf');
     const response = await upload(server, owner.key, workspaceId, [{ name: 'sample_pdf_3.pdf', bytes }]);
     const [document] = response.body as DocumentBody[];
@@ -435,7 +435,7 @@ describe('the original file: GET /v1/kb/documents/{id}/file', () => {
     expect(file.status).toBe(200);
     expect(file.headers.get('content-type')).toBe('application/pdf');
     expect(file.headers.get('content-length')).toBe(String(bytes.byteLength));
-    expect(file.headers.get('content-disposition')).toBe(`inline; filename="sample_pdf_3.pdf"; filename*=UTF-8''sample_pdf_3.pdf`);
+    expect(file.headers.get('content-disposition')).toBe(`attachment; filename="sample_pdf_3.pdf"; filename*=UTF-8''sample_pdf_3.pdf`);
     expect(file.headers.get('x-content-type-options')).toBe('nosniff');
     expect(file.headers.get('content-security-policy')).toBe("sandbox; default-src 'none'");
     expect(file.headers.get('x-request-id')).toBeTruthy();

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { RE2JS, RE2JSException } from 're2js';
-import { AppError, badRequest, fileTooLarge, notFound } from '../../errors.js';
+import { AppError, badRequest, fileTooLarge, notFound, shownMebibytes } from '../../errors.js';
 import { Prisma, type Document, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
 import { detectDocumentType } from '../ingestion/detect.js';
@@ -205,6 +205,78 @@ export async function documentSourceBytes({ prisma }: Pick<DocumentDependencies,
   // Deleted since the document was read: gone, as the document is.
   if (!source) throw notFound('document', documentId);
   return source.bytes;
+}
+
+/**
+ * A document's file in base64 for a GraphQL response, once its size has been taken from what the
+ * response may still hold (`budget`): a file that does not fit is a 400 on `base64` that points at
+ * the file route, and nothing is read.
+ */
+export async function documentSourceBase64(
+  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  file: { id: string; workspaceId: string; sizeBytes: number },
+  budget: { take(bytes: number): boolean; leftBytes: number; limitBytes: number },
+): Promise<string> {
+  // Four characters for every three bytes or part of them, and the quotes around the string.
+  const encodedBytes = 4 * Math.ceil(file.sizeBytes / 3) + 2;
+  if (!budget.take(encodedBytes)) {
+    throw badRequest(
+      'base64',
+      `the file is ${shownMebibytes(file.sizeBytes)}, ${shownMebibytes(encodedBytes)} in base64, more than the ${shownMebibytes(budget.leftBytes)} left of the response limit of ${shownMebibytes(budget.limitBytes)} (KB_MAX_GRAPHQL_RESPONSE_BYTES); download it from GET /v1/kb/documents/${file.id}/file?workspace_id=${file.workspaceId}`,
+    );
+  }
+  return Buffer.from(await documentSourceBytes(dependencies, file.id)).toString('base64');
+}
+
+/**
+ * How much of a file the file route reads from the store at a time: what a client that stops
+ * reading holds in memory (with what its socket holds), not the file.
+ */
+export const sourceSliceBytes = 1024 * 1024;
+
+/**
+ * Up to `length` bytes of a document's uploaded file from `offset`, read without the rest of it
+ * (`document_sources.bytes` is stored uncompressed, so PostgreSQL fetches only the TOAST chunks
+ * the slice spans); fewer at the end of the file. A document deleted since is a 404.
+ */
+export async function documentSourceSlice({ prisma }: Pick<DocumentDependencies, 'prisma'>, documentId: string, offset: number, length: number): Promise<Uint8Array> {
+  const [source] = await prisma.$queryRaw<{ slice: Uint8Array }[]>`
+    SELECT substring(bytes FROM ${offset + 1}::int FOR ${length}::int) AS slice FROM document_sources WHERE document_id = ${documentId}::uuid`;
+  if (!source) throw notFound('document', documentId);
+  return source.slice;
+}
+
+/**
+ * A document's uploaded file (of `sizeBytes`, as its document records) as a stream that reads
+ * the next slice from the store only when its reader asks for more: a reader that stops reading
+ * holds one slice. When the rest cannot be read (the document was deleted meanwhile) the stream
+ * ends there, short of `sizeBytes`, rather than failing: a response whose body fails is left
+ * open by the HTTP adapter, while one that ends short on a connection marked `close` is closed,
+ * which its client sees as a cut transfer.
+ */
+export function documentSourceStream(
+  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  documentId: string,
+  sizeBytes: number,
+  sliceBytes = sourceSliceBytes,
+): ReadableStream<Uint8Array> {
+  let offset = 0;
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        if (sizeBytes === 0) controller.close();
+      },
+      async pull(controller) {
+        const slice = await documentSourceSlice(dependencies, documentId, offset, Math.min(sliceBytes, sizeBytes - offset)).catch(() => null);
+        if (!slice?.byteLength) return controller.close();
+        offset += slice.byteLength;
+        controller.enqueue(slice);
+        if (offset >= sizeBytes) controller.close();
+      },
+    },
+    // Nothing is read ahead of the reader.
+    { highWaterMark: 0 },
+  );
 }
 
 /**

@@ -7,7 +7,7 @@ import {
   chunkContext,
   compileGrepPattern,
   deleteDocument,
-  documentSourceBytes,
+  documentSourceBase64,
   documentStage,
   findDocument,
   firstChunks,
@@ -39,12 +39,12 @@ const DocumentStageRef = builder.enumType('DocumentStage', {
 });
 
 /** The file a document was made from: what the upload sent, byte for byte. */
-type DocumentFile = { id: string; filename: string; contentType: string; sizeBytes: number; sha256: string };
-const documentFileSelect = { id: true, filename: true, contentType: true, sizeBytes: true, sha256: true } as const;
+type DocumentFile = { id: string; workspaceId: string; filename: string; contentType: string; sizeBytes: number; sha256: string };
+const documentFileSelect = { id: true, workspaceId: true, filename: true, contentType: true, sizeBytes: true, sha256: true } as const;
 
 /**
- * What `DocumentFile.base64` costs of an operation's 25,000 (cost.ts): up to two files (of up to
- * KB_MAX_UPLOAD_BYTES each) per operation, never a page of them.
+ * What `DocumentFile.base64` costs of an operation's 25,000 (cost.ts): up to two files per
+ * operation, never a page of them. What they may hold is the response limit's to say.
  */
 const documentFileCost = 10_000;
 
@@ -57,9 +57,9 @@ const DocumentFileRef = builder.objectRef<DocumentFile>('DocumentFile').implemen
     sizeBytes: t.exposeInt('sizeBytes'),
     sha256: t.exposeString('sha256', { description: 'SHA-256 of the bytes, hex.' }),
     base64: t.string({
-      description: `The bytes, base64-encoded (RFC 4648, padded). Costs ${documentFileCost.toLocaleString('en')} of the operation's cost limit: at most two files per operation. REST: GET /v1/kb/documents/{id}/file answers them as they are.`,
+      description: `The bytes, base64-encoded (RFC 4648, padded). Costs ${documentFileCost.toLocaleString('en')} of the operation's cost limit: at most two files per operation. Their base64 must fit in what is left of the response limit (KB_MAX_GRAPHQL_RESPONSE_BYTES, 8 MiB unless configured), checked before any byte is read; a file that does not fit is a bad_request error on this field. REST: GET /v1/kb/documents/{id}/file streams any file as it is.`,
       complexity: documentFileCost,
-      resolve: async (file, _args, context) => Buffer.from(await documentSourceBytes(context, file.id)).toString('base64'),
+      resolve: (file, _args, context) => documentSourceBase64(context, file, context.responseBudget),
     }),
   }),
 });

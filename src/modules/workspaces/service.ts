@@ -6,7 +6,7 @@ import { cursorInList, unrestrictedOnly, workspaceNotFound, workspaceWhere } fro
 import { AppError } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { checkCursor, requireUuid } from '../../ids.js';
-import { checkName } from '../../input-limits.js';
+import { checkName, nameKey } from '../../input-limits.js';
 
 /** What the workspace service uses. */
 export type WorkspaceDependencies = {
@@ -18,12 +18,19 @@ export type WorkspaceDependencies = {
 
 const newestFirst = [{ createdAt: 'desc' as const }, { id: 'desc' as const }];
 
-const nameKeyOf = (name: string) => name.toLowerCase();
-
-function conflictOnDuplicateName(name: string) {
-  return (error: unknown): never => {
+/**
+ * A 409 for a name whose key (nameKey) another of the user's workspaces holds. When that
+ * workspace is written otherwise and the viewer may see it, the message names it as it is written.
+ */
+function conflictOnDuplicateName(prisma: PrismaClient, viewer: Access, name: string) {
+  return async (error: unknown): Promise<never> => {
     if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') {
-      throw new AppError('conflict', `a workspace named "${name}" already exists`);
+      const existing = await prisma.workspace.findFirst({ where: { AND: [workspaceWhere(viewer), { nameKey: nameKey(name) }] }, select: { name: true } });
+      if (!existing || existing.name === name) throw new AppError('conflict', `a workspace named "${name}" already exists`);
+      throw new AppError(
+        'conflict',
+        `a workspace named "${existing.name}" already exists, and "${name}" is the same name (names are compared ignoring case, compatibility forms and invisible characters)`,
+      );
     }
     throw error;
   };
@@ -60,8 +67,8 @@ export async function createWorkspace<Query extends Omit<Prisma.WorkspaceCreateA
   if (refusal) throw refusal;
   const name = checkName('name', nameInput);
   return prisma.workspace
-    .create({ ...query, data: { userId: viewer.userId, name, nameKey: nameKeyOf(name) } })
-    .catch(conflictOnDuplicateName(name));
+    .create({ ...query, data: { userId: viewer.userId, name, nameKey: nameKey(name) } })
+    .catch(conflictOnDuplicateName(prisma, viewer, name));
 }
 
 export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateArgs, 'data' | 'where'>>(
@@ -74,8 +81,8 @@ export async function renameWorkspace<Query extends Omit<Prisma.WorkspaceUpdateA
   const name = checkName('name', nameInput);
   const workspace = await findWorkspace(dependencies, viewer, id, { select: { id: true } });
   return dependencies.prisma.workspace
-    .update({ ...query, where: { id: workspace.id }, data: { name, nameKey: nameKeyOf(name) } })
-    .catch(conflictOnDuplicateName(name));
+    .update({ ...query, where: { id: workspace.id }, data: { name, nameKey: nameKey(name) } })
+    .catch(conflictOnDuplicateName(dependencies.prisma, viewer, name));
 }
 
 /**

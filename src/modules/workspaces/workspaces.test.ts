@@ -112,6 +112,37 @@ describe('workspaces over REST', () => {
     expect(list.body.map((w: { name: string }) => w.name).sort()).toEqual(['Other', 'Papers']);
   });
 
+  it('answers 409 for a name that looks the same: compatibility forms, full case folding, composition, invisible selectors', async () => {
+    const user = await server.createUser();
+    const lookAlikes: [string, string][] = [
+      ['Straße', 'STRASSE'],
+      ['ﬁnance', 'FINANCE'],
+      ['Ｐａｐｅｒｓ', 'papers'],
+      ['café', 'cafe\u0301'],
+      ['Σίσυφος', 'ΣΊΣΥΦΟΣ'],
+      ['Notes', 'Notes\ufe0f'],
+      ['paperwork', 'paper\u200dwork'],
+    ];
+    for (const [first, second] of lookAlikes) {
+      await createWorkspace(first, user.key);
+      const refused = expectError(await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: second } }), 409, 'conflict');
+      expect(refused.message).toBe(
+        `a workspace named "${first}" already exists, and "${second}" is the same name (names are compared ignoring case, compatibility forms and invisible characters)`,
+      );
+    }
+    const other = await createWorkspace('Other', user.key);
+    expectError(await server.request('PATCH', `/v1/kb/workspaces/${other.id}`, { key: user.key, json: { name: 'strasse' } }), 409, 'conflict');
+    const viaGraphQL = await server.graphql<{ createWorkspace: { __typename: string; code: string } }>(
+      user.key,
+      'mutation { createWorkspace(input: { name: "FINANCE" }) { __typename ... on AppError { code } } }',
+    );
+    expect(viaGraphQL.data?.createWorkspace).toEqual({ __typename: 'AppError', code: 'conflict' });
+    // A workspace may be renamed to a look-alike of its own name.
+    expect((await server.request('PATCH', `/v1/kb/workspaces/${other.id}`, { key: user.key, json: { name: 'OTHER' } })).status).toBe(200);
+    const list = await server.request('GET', '/v1/kb/workspaces?limit=100', { key: user.key });
+    expect(list.body.map((w: { name: string }) => w.name).sort()).toEqual([...lookAlikes.map(([first]) => first), 'OTHER'].sort());
+  });
+
   it('lets two users use the same name', async () => {
     const a = await server.createUser();
     const b = await server.createUser();
