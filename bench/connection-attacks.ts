@@ -88,18 +88,32 @@ function rssSampler(pid: number) {
   };
 }
 
-/** A raw HTTP/1.1 request on its own socket whose answer is never read; `closed` resolves when the server ends it. */
+/**
+ * A raw HTTP/1.1 request on its own socket whose answer is not read. `settle()` reads at last:
+ * what was on its way, then either the rest of the answer or the end of a connection the server
+ * cut; it tells which (for at most five seconds).
+ */
 function neverReading(url: string, head: string, body = '') {
   const { hostname, port } = new URL(url);
   const socket: Socket = connect({ host: hostname, port: Number(port) });
   socket.on('error', () => undefined);
-  const closed = new Promise<number>((resolve) => {
-    const opened = performance.now();
-    socket.once('close', () => resolve((performance.now() - opened) / 1000));
-  });
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.write(`${head}\r\nHost: ${hostname}:${port}\r\n${body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : ''}\r\n${body}`);
   // No 'data' listener and no resume(): the socket stays paused and the answer waits in the kernel.
-  return { socket, closed };
+  return {
+    socket,
+    async settle(): Promise<'cut' | 'complete' | 'still sending'> {
+      const parts: Buffer[] = [];
+      socket.on('data', (data: Buffer) => parts.push(data));
+      const ended = await Promise.race([closed.then(() => true), sleep(5_000).then(() => false)]);
+      socket.destroy();
+      const answer = Buffer.concat(parts);
+      const headEnd = answer.indexOf('\r\n\r\n');
+      const length = /^content-length: *(\d+)/im.exec(answer.subarray(0, Math.max(headEnd, 0)).toString('latin1'))?.[1];
+      const complete = headEnd >= 0 && (length !== undefined ? answer.length - headEnd - 4 >= Number(length) : answer.subarray(-5).toString('latin1') === '0\r\n\r\n');
+      return complete ? 'complete' : ended ? 'cut' : 'still sending';
+    },
+  };
 }
 
 /** A file the service keeps but cannot read (a PDF header, then noise): stored at once, failed at once. */
@@ -152,16 +166,16 @@ export async function slowReaders(context: AttackContext, holdSeconds = 45): Pro
       ...Array.from({ length: 20 }, () => neverReading(context.url, `POST /graphql HTTP/1.1\r\n${auth}\r\nContent-Type: application/json`, graphql(middle))),
       ...Array.from({ length: 5 }, () => neverReading(context.url, `POST /graphql HTTP/1.1\r\n${auth}\r\nContent-Type: application/json`, graphql(large))),
     ];
-    const closedBy = clients.map((client) => client.closed.then((seconds) => seconds));
-    const ended: number[] = [];
-    for (const closed of closedBy) void closed.then((seconds) => ended.push(seconds));
     await sleep(holdSeconds * 1000);
-    const endedByServer = ended.length;
-    for (const client of clients) client.socket.destroy();
+    const outcomes = await Promise.all(clients.map((client) => client.settle()));
+    const count = (group: typeof outcomes, outcome: string) => group.filter((item) => item === outcome).length;
+    const described = (label: string, group: typeof outcomes) =>
+      `${label}: ${count(group, 'cut')} cut by the server, ${count(group, 'complete')} answered whole, ${count(group, 'still sending')} still sending`;
     return [
-      `${clients.length} clients that never read (20 REST downloads of 45 MiB, 20 GraphQL reads of 2 x 3 MiB, 5 of 2 x 45 MiB)`,
-      `connections the server ended within ${holdSeconds} s: ${endedByServer} of ${clients.length}` +
-        (endedByServer ? ` (after ${percentile(ended, 50).toFixed(1)} s median)` : ''),
+      `${clients.length} clients that never read, held ${holdSeconds} s, then read:`,
+      described('  20 REST downloads of 45 MiB', outcomes.slice(0, 20)),
+      described('  20 GraphQL reads of 2 x 3 MiB in base64', outcomes.slice(20, 40)),
+      described('  5 GraphQL reads of 2 x 45 MiB in base64', outcomes.slice(40)),
     ];
   });
 }
@@ -185,8 +199,9 @@ export async function unopenedStreams(context: AttackContext, holdSeconds = 40):
       if (response.status !== 201) await response.body?.cancel();
     }
     const query = 'query($id: ID!, $w: ID!) { documentFile(id: $id, workspaceId: $w) { base64 } }';
-    let accepted = 0;
-    await Promise.all(
+    const answered = new Map<number, number>();
+    // Sent at once; a POST to a stream not open is answered when the stream opens or is dropped.
+    const sending = Promise.all(
       tokens.flatMap((token) =>
         Array.from({ length: 5 }, async (_, index) => {
           const response = await fetch(endpoint, {
@@ -194,12 +209,13 @@ export async function unopenedStreams(context: AttackContext, holdSeconds = 40):
             headers: { ...headers, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
             body: JSON.stringify({ query, variables: { id: middle, w: context.hostileWorkspace }, extensions: { operationId: `op${index}` } }),
           });
-          if (response.status === 202) accepted++;
+          answered.set(response.status, (answered.get(response.status) ?? 0) + 1);
           await response.body?.cancel();
         }),
       ),
     );
     await sleep(holdSeconds * 1000);
+    await sending;
     let gone = 0;
     for (const token of tokens) {
       const response = await fetch(endpoint, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': token } });
@@ -208,7 +224,7 @@ export async function unopenedStreams(context: AttackContext, holdSeconds = 40):
     }
     return [
       `110 reservations asked: ${tokens.length} made, refused ${[...refusals].map(([status, count]) => `${count} with ${status}`).join(', ') || 'none'}`,
-      `${accepted} reads of a 3 MiB file's base64 sent to the unopened streams`,
+      `${tokens.length * 5} reads of a 3 MiB file's base64 sent to the unopened streams, answered ${[...answered].map(([status, count]) => `${count} with ${status}`).join(', ')}`,
       `after ${holdSeconds} s, ${gone} of ${tokens.length} streams were gone (404)`,
     ];
   });

@@ -13,6 +13,7 @@ import { removeStaleSpoolFiles } from './http/body.js';
 import { createHttpServer } from './http/connections.js';
 import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
+import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.js';
 import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
@@ -106,7 +107,18 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     };
     const idempotency = new IdempotencyStore(db.prisma, log);
     await idempotency.start({ exclusive: db.kind === 'pglite' });
-    const app: AppServices = { config, db, auth, rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }), ingestion, retrieval, agent, metrics, idempotency };
+    const app: AppServices = {
+      config,
+      db,
+      auth,
+      rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }),
+      ingestion,
+      retrieval,
+      agent,
+      metrics,
+      idempotency,
+      fileReads: new FileReadTurns(fileReadsPerUser),
+    };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log), config.server, log);
     // A body is cut once its request times out: a spool file older than that (and a margin for its parsing) is left over.

@@ -10,6 +10,7 @@ import type { RetrievalDependencies } from '../modules/retrieval/service.js';
 import type { AgentDependencies } from '../modules/agent/service.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { IdempotencyStore } from '../modules/idempotency/store.js';
+import type { FileReadTurns } from '../modules/documents/file-reads.js';
 import { graphqlStreamEndpoint } from './endpoints.js';
 import { ResponseBudget } from './response-limit.js';
 
@@ -26,6 +27,8 @@ export interface AppServices {
   metrics?: Metrics;
   /** Idempotency-Key records of the creating REST POSTs (src/rest/idempotency.ts). */
   idempotency: IdempotencyStore;
+  /** Turns for reading stored files, per user (src/modules/documents/file-reads.ts). */
+  fileReads: FileReadTurns;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */
@@ -69,6 +72,7 @@ export interface Context {
   acceptsEventStream: boolean;
   /** What the operation's response may still hold (KB_MAX_GRAPHQL_RESPONSE_BYTES); a file's base64 takes its share before it is read. */
   responseBudget: ResponseBudget;
+  fileReads: FileReadTurns;
 }
 
 /** Builds the per-request context. Throws a 401 AppError for a credential that is not valid. */
@@ -90,5 +94,6 @@ export async function createContext(app: AppServices, request: Request, serverCo
     acceptsEventStream:
       (request.headers.get('accept') ?? '').includes('text/event-stream') || new URL(request.url).pathname === graphqlStreamEndpoint,
     responseBudget: new ResponseBudget(app.config.maxGraphqlResponseBytes),
+    fileReads: app.fileReads,
   };
 }

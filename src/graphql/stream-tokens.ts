@@ -168,7 +168,7 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
     },
     useGraphQLSSE({
       endpoint: graphqlStreamEndpoint,
-      authenticate: (request) => {
+      authenticate: async (request) => {
         const raw = request.raw as Request;
         const viewer = viewers.get(raw);
         if (!viewer) return refusal(authenticationRequired());
@@ -187,6 +187,12 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
           reservation.opened = true;
           clearTimeout(reservation.expiry);
           wakeAll(reservation);
+        }
+        // An operation sent before its stream is open waits, unanswered and not run, until the
+        // stream opens; a stream dropped unopened answers it 404. Nothing runs for nobody.
+        if (request.method === 'POST') {
+          while (!reservation.opened && !reservation.ended) await new Promise<void>((resolve) => reservation.wake.add(resolve));
+          if (reservation.ended) return noSuchStream();
         }
         return given;
       },

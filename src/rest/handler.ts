@@ -106,7 +106,7 @@ export async function handleRestRequest(
     const result = (handOver.result ?? (await response.json())) as GraphQLResponseBody;
     const failure = errorOf(result, route);
     if (failure) return errorResponse(failure);
-    if ('file' in route.response) return fileResponse(result.data!.result as FileResult, app, request.method === 'HEAD');
+    if ('file' in route.response) return fileResponse(result.data!.result as FileResult, app, viewer!, request.method === 'HEAD');
     return successResponse(route, result.data!.result, url);
   }
 }
@@ -290,13 +290,13 @@ function successResponse(route: Route, value: unknown, url: URL): Response {
  * other type is an `attachment`: a browser hands an inline PDF to its PDF viewer, which runs the
  * document's own scripts whatever the policy says.
  */
-async function fileResponse(file: FileResult, app: AppServices, head: boolean): Promise<Response> {
-  const store = { prisma: app.db.prisma };
+async function fileResponse(file: FileResult, app: AppServices, viewer: Viewer, head: boolean): Promise<Response> {
+  const store = { prisma: app.db.prisma, fileReads: app.fileReads };
   const contentType = file.content_type.startsWith('text/')
     ? textContentType(file.content_type, await documentSourceSlice(store, file.document_id, 0, 2))
     : file.content_type;
   const disposition = file.content_type.startsWith('text/') || file.content_type === 'application/json' ? 'inline' : 'attachment';
-  return new Response(head ? null : documentSourceStream(store, file.document_id, file.size_bytes), {
+  return new Response(head ? null : documentSourceStream(store, viewer, file.document_id, file.size_bytes), {
     status: 200,
     headers: {
       'content-type': contentType,

@@ -8,6 +8,7 @@ import { queueIndexDelete, type JobQueue } from '../jobs/queue.js';
 import { findWorkspace } from '../workspaces/service.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
 import { cursorInList, documentWhere, type Access } from '../../auth/policy.js';
+import type { FileReadTurns } from './file-reads.js';
 
 export type UploadedFile = { filename: string; bytes: Uint8Array };
 
@@ -213,7 +214,8 @@ export async function documentSourceBytes({ prisma }: Pick<DocumentDependencies,
  * the file route, and nothing is read.
  */
 export async function documentSourceBase64(
-  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  dependencies: Pick<DocumentDependencies, 'prisma'> & { fileReads: FileReadTurns; signal: AbortSignal },
+  reader: { userId: string },
   file: { id: string; workspaceId: string; sizeBytes: number },
   budget: { take(bytes: number): boolean; leftBytes: number; limitBytes: number },
 ): Promise<string> {
@@ -225,7 +227,7 @@ export async function documentSourceBase64(
       `the file is ${shownMebibytes(file.sizeBytes)}, ${shownMebibytes(encodedBytes)} in base64, more than the ${shownMebibytes(budget.leftBytes)} left of the response limit of ${shownMebibytes(budget.limitBytes)} (KB_MAX_GRAPHQL_RESPONSE_BYTES); download it from GET /v1/kb/documents/${file.id}/file?workspace_id=${file.workspaceId}`,
     );
   }
-  return Buffer.from(await documentSourceBytes(dependencies, file.id)).toString('base64');
+  return dependencies.fileReads.run(reader.userId, async () => Buffer.from(await documentSourceBytes(dependencies, file.id)).toString('base64'), dependencies.signal);
 }
 
 /**
@@ -255,7 +257,8 @@ export async function documentSourceSlice({ prisma }: Pick<DocumentDependencies,
  * which its client sees as a cut transfer.
  */
 export function documentSourceStream(
-  dependencies: Pick<DocumentDependencies, 'prisma'>,
+  dependencies: Pick<DocumentDependencies, 'prisma'> & { fileReads: FileReadTurns },
+  reader: { userId: string },
   documentId: string,
   sizeBytes: number,
   sliceBytes = sourceSliceBytes,
@@ -267,7 +270,8 @@ export function documentSourceStream(
         if (sizeBytes === 0) controller.close();
       },
       async pull(controller) {
-        const slice = await documentSourceSlice(dependencies, documentId, offset, Math.min(sliceBytes, sizeBytes - offset)).catch(() => null);
+        const length = Math.min(sliceBytes, sizeBytes - offset);
+        const slice = await dependencies.fileReads.run(reader.userId, () => documentSourceSlice(dependencies, documentId, offset, length)).catch(() => null);
         if (!slice?.byteLength) return controller.close();
         offset += slice.byteLength;
         controller.enqueue(slice);

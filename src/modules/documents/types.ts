@@ -59,7 +59,7 @@ const DocumentFileRef = builder.objectRef<DocumentFile>('DocumentFile').implemen
     base64: t.string({
       description: `The bytes, base64-encoded (RFC 4648, padded). Costs ${documentFileCost.toLocaleString('en')} of the operation's cost limit: at most two files per operation. Their base64 must fit in what is left of the response limit (KB_MAX_GRAPHQL_RESPONSE_BYTES, 8 MiB unless configured), checked before any byte is read; a file that does not fit is a bad_request error on this field. REST: GET /v1/kb/documents/{id}/file streams any file as it is.`,
       complexity: documentFileCost,
-      resolve: (file, _args, context) => documentSourceBase64(context, file, context.responseBudget),
+      resolve: (file, _args, context) => documentSourceBase64(context, viewerOf(context), file, context.responseBudget),
     }),
   }),
 });
