@@ -662,9 +662,11 @@ acrossServers('across servers', () => {
   it('a run of one server is resumed on another, kept going from there past the grace period, and charged once', async () => {
     const second = await startApp({ ...server.config, port: 0 });
     try {
-      hold(2);
+      // Held before its answer: nothing of it has been taken when the first client leaves, so
+      // only the reader on the other server keeps it going.
+      hold(0);
       const before = await balance();
-      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
       const jobId = first.events[0]!.jobId as string;
       const headers = { authorization: `Bearer ${user.key}`, 'last-event-id': first.ids.at(-1)! };
       const following = readEventStream(new URL(`/v1/agent/jobs/${jobId}/events`, second.url), { method: 'GET', headers });
@@ -691,9 +693,10 @@ acrossServers('across servers', () => {
   it('a run of one server nobody resumes, on any server, is cancelled there after the grace period', async () => {
     const second = await startApp({ ...server.config, port: 0 });
     try {
-      hold(2);
+      // Held before its answer, so that no reader takes any of it (that would have it charged).
+      hold(0);
       const before = await balance();
-      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' });
+      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
       const jobId = first.events[0]!.jobId as string;
       // A reader on the other server for longer than the grace period, then gone: the grace
       // period starts again when it leaves.
