@@ -19,11 +19,13 @@ export class EmbeddedStoreThread {
   #nextId = 1;
   #stopped: Error | undefined;
 
-  constructor(options: StoreThreadOptions) {
+  /** `heapLimitMb` caps the thread's JavaScript heap (PGlite's WebAssembly memory is apart from it); a thread past it stops. */
+  constructor(options: StoreThreadOptions, { heapLimitMb }: { heapLimitMb?: number } = {}) {
     const compiled = !import.meta.url.endsWith('.ts');
     // Compiled (dist/): the thread module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
     this.#worker = new Worker(new URL(compiled ? './pglite-thread.js' : './pglite-thread.mjs', import.meta.url), {
       workerData: options,
+      ...(heapLimitMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: heapLimitMb } }),
     });
     this.waitReady = new Promise<void>((resolve, reject) => {
       this.#worker.on('message', (reply: StoreThreadReply) => {

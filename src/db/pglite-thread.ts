@@ -35,6 +35,16 @@ try {
   process.exit(1);
 }
 
+function concatenate(parts: readonly Uint8Array[]): Uint8Array {
+  const joined = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    joined.set(part, offset);
+    offset += part.length;
+  }
+  return joined;
+}
+
 // The connection sends one message at a time; the chain keeps that order even if it did not.
 let previous: Promise<unknown> = Promise.resolve();
 port.on('message', (request: StoreThreadRequest) => {
@@ -46,7 +56,13 @@ port.on('message', (request: StoreThreadRequest) => {
         port.close();
         return;
       }
-      const bytes = await pglite.execProtocolRaw(request.message);
+      // Not execProtocolRaw: in PGlite 0.5.14-0.5.16 it also parses every reply and keeps the
+      // parsed messages in an array that only execProtocol empties, so every row ever read or
+      // written stayed on this thread's heap (330 MB per 238-page PDF ingested). With a reader of
+      // its own, the bytes are passed on unparsed and nothing is kept.
+      const parts: Uint8Array[] = [];
+      await pglite.execProtocolRawStream(request.message, { onRawData: (data) => void parts.push(data.slice()) });
+      const bytes = parts.length === 1 ? parts[0]! : concatenate(parts);
       port.postMessage({ id: request.id, kind: 'result', bytes } satisfies StoreThreadReply, [bytes.buffer as ArrayBuffer]);
     } catch (error) {
       port.postMessage({ id: request.id, kind: 'error', message: (error as Error).message } satisfies StoreThreadReply);
