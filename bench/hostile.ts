@@ -10,7 +10,8 @@
  *     the other user uploads the same kind of small note. /healthz is probed every 50 ms until
  *     every document has settled.
  * The server's resident memory (VmRSS) is read before the first round and after the last, each
- * time when it is idle and its parse thread has ended (30 s after its last task).
+ * time when it is idle and its parse threads have ended (the server is started with
+ * KB_PARSE_THREAD_IDLE_SECONDS=30, so they end 30 s after their last task).
  *
  * Then the connection attacks (bench/connection-attacks.ts), each measured from its own baseline:
  *   - slow readers: 45 clients ask for large files (REST, and GraphQL base64) and never read;
@@ -111,7 +112,7 @@ function healthProbe(url: string) {
 }
 
 async function idleResidentBytes(pid: number, url: string) {
-  // The parse thread ends 30 s after its last task; then memory is what the server keeps.
+  // The parse threads end 30 s after their last task; then memory is what the server keeps.
   await sleep(32_000);
   await fetch(new URL('/healthz', url));
   const readings = [];
@@ -134,7 +135,7 @@ type Round = {
 async function main() {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'kb-bench-hostile-'));
   const port = await freePort();
-  const env = { ...process.env, KB_DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), KB_LOG_LEVEL: 'error' };
+  const env = { ...process.env, KB_DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), KB_LOG_LEVEL: 'error', KB_PARSE_THREAD_IDLE_SECONDS: '30' };
   const url = `http://127.0.0.1:${port}`;
   let server: ChildProcess | undefined;
   try {

@@ -59,7 +59,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const db = await openDatabase(config, log);
   const concurrency = config.ingestion.concurrency;
   // Its threads load the parsers while the model loads, so the first upload is parsed at once.
-  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, warm: true });
+  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: true });
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma);

@@ -69,6 +69,7 @@ const environmentSchema = z.object({
   KB_EMBED_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(1000).default(12),
   KB_EMBED_MAX_BACKOFF_SECONDS: z.coerce.number().min(0.01).max(86400).default(300),
   KB_PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65536).default(1024),
+  KB_PARSE_THREAD_IDLE_SECONDS: z.coerce.number().int().min(1).max(86400).default(300),
   KB_PARSE_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86400).default(30),
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
   KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
@@ -183,6 +184,7 @@ export type Config = {
     embedMaxBackoffSeconds: number;
     /** Heap of each parsing worker thread; a parse that needs more fails its document. */
     parseMemoryMb: number;
+    parseThreadIdleSeconds: number;
     /** A parse may take `base + perMegabyte × size in MiB` seconds before it fails its document. */
     parseTimeoutSeconds: { base: number; perMegabyte: number };
     /** Largest total the parsed parts of an archive (a DOCX's XML) may unpack to. */
@@ -282,6 +284,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
       embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,
+      parseThreadIdleSeconds: env.KB_PARSE_THREAD_IDLE_SECONDS,
       parseTimeoutSeconds: { base: env.KB_PARSE_TIMEOUT_SECONDS, perMegabyte: env.KB_PARSE_TIMEOUT_SECONDS_PER_MB },
       maxUnpackedBytes: env.KB_MAX_UNPACKED_BYTES,
       maxTextCharacters: env.KB_MAX_TEXT_CHARACTERS,

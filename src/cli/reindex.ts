@@ -34,7 +34,7 @@ export async function reindex(
 ): Promise<ReindexSummary> {
   const started = Date.now();
   const embedder = await createEmbedder(config);
-  const parsePool = createParsePool(1, { memoryMb: config.ingestion.parseMemoryMb });
+  const parsePool = createParsePool(1, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });
   let queue: JobQueue | undefined;
   try {
     const index = await openVectorIndex(config, db, embedder);

@@ -30,7 +30,7 @@ beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'kb-parse-job-'));
   config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
-  parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb });
+  parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });
   index = await openVectorIndex(config, db, { modelId: 'bge-small-en-v1.5-q', dimensions: 384 });
   handler = parseJob({ prisma: db.prisma, parsePool, index, wake: () => (wakes += 1) }, ingestionSettings(config));
   const { user } = await createUser(db.prisma, { email: `parse-${Date.now()}@example.com`, name: 'Parse', credits: 0 });

@@ -12,18 +12,18 @@ afterEach(async () => {
 });
 
 const config = loadConfig({ ...process.env });
-const limits = { parseMemoryMb: config.ingestion.parseMemoryMb, parseLimits: ingestionSettings(config).parseLimits };
+const limits = { parseMemoryMb: config.ingestion.parseMemoryMb, parseThreadIdleSeconds: config.ingestion.parseThreadIdleSeconds, parseLimits: ingestionSettings(config).parseLimits };
 
 describe('the parse pool', () => {
   it('starts no thread before a document unless asked to warm', async () => {
-    pool = createParsePool(2, { memoryMb: limits.parseMemoryMb });
+    pool = createParsePool(2, { memoryMb: limits.parseMemoryMb, idleSeconds: limits.parseThreadIdleSeconds });
     await pool.warmed;
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(pool.threads).toBe(0);
   });
 
   it('warmed, starts every thread with no document, and they parse', async () => {
-    pool = createParsePool(2, { memoryMb: limits.parseMemoryMb, warm: true });
+    pool = createParsePool(2, { memoryMb: limits.parseMemoryMb, idleSeconds: limits.parseThreadIdleSeconds, warm: true });
     await pool.warmed;
     expect(pool.threads).toBe(2);
     const result = await pool.parse({

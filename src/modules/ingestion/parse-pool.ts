@@ -20,31 +20,30 @@ export class ParseLimitError extends Error {
   override name = 'ParseLimitError';
 }
 
-/**
- * How long a parsing thread with nothing to do is kept. Starting one (loading the parsers) took
- * 0.3 s alone and up to 2.2 s beside a bulk upload; a client uploading in rounds should not pay it
- * every round.
- */
-const idleThreadMs = 5 * 60_000;
-
 export type ParsePoolOptions = {
   /** Heap limit of each thread. */
   memoryMb: number;
   /**
+   * How long a thread with nothing to do is kept (KB_PARSE_THREAD_IDLE_SECONDS, 300 by default).
+   * Starting one (loading the parsers) took 0.3 s alone and up to 2.2 s beside a bulk upload; a
+   * client uploading in rounds should not pay it every round.
+   */
+  idleSeconds: number;
+  /**
    * Starts every thread now rather than on the first document, so a server's first upload is
-   * parsed at once; unused, they end after `idleThreadMs` like any idle thread.
+   * parsed at once; unused, they end after `idleSeconds` like any idle thread.
    */
   warm?: boolean;
 };
 
 /** Worker threads for parsing and chunking, so no document ever blocks the HTTP event loop. */
-export function createParsePool(threads: number, { memoryMb, warm = false }: ParsePoolOptions): ParsePool {
+export function createParsePool(threads: number, { memoryMb, idleSeconds, warm = false }: ParsePoolOptions): ParsePool {
   const pool = new Piscina({
     // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
     filename: new URL(import.meta.url.endsWith('.ts') ? './parse-worker.mjs' : './parse-task.js', import.meta.url).href,
     minThreads: 0,
     maxThreads: threads,
-    idleTimeout: idleThreadMs,
+    idleTimeout: idleSeconds * 1000,
     resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.min(64, Math.max(16, memoryMb / 16)) },
   });
   // One task per thread, all at once: the pool starts a thread for each. A thread that fails to
