@@ -35,13 +35,13 @@
  * BENCH_ANSWERS_LATENCY_CHUNKS (10,000: copies are added until the workspace holds this many),
  * BENCH_ANSWERS_CACHE (1: keep and reuse the latency store; 0: a fresh temporary one).
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type RunningApp } from '../src/app.js';
-import { adminCommands } from '../src/cli/admin-commands.js';
+import { BenchClient, ingest, newUser, waitForGraphMerge } from './in-process-service.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { notFoundAnswer } from '../src/modules/agent/answer-model.js';
 import {
@@ -74,8 +74,6 @@ import {
   resultsDir,
   runBenchmark,
   cleanUpOnInterrupt,
-  ServiceClient,
-  sleep,
   textTable,
   writeResults,
 } from './helpers.js';
@@ -86,12 +84,8 @@ const TARGET_TTFT_P50_MS = 300;
 /** The size of workspace the latency target is for. */
 const TARGET_LATENCY_CHUNKS = 10_000;
 const WARMUP_RUNS_PER_MODE = 3;
-const UPLOAD_FILES_PER_REQUEST = 20;
-const PARALLEL_UPLOADS = 2;
 /** Copies of the abstracts the latency workspace may take before the chunk target is called unreachable. */
 const MAX_COPIES = 20;
-/** Longest wait for the vector graph to take in the ingested chunks before the questions start. */
-const MERGE_WAIT_MS = 10 * 60_000;
 /** Bump when the latency workspace is made differently: cached stores of another version are not reused. */
 const LATENCY_STORE_VERSION = 1;
 const cacheDir = path.join(resultsDir, '.cache');
@@ -101,90 +95,6 @@ type Mode = (typeof modes)[number];
 
 // ---------------------------------------------------------------------------------------------
 // Service
-
-class Client extends ServiceClient {
-  async workspace(name: string) {
-    return (await this.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
-  }
-
-  ask(message: string, workspaceId: string, mode: Mode) {
-    return askAgent(this.baseUrl, this.key, { message, workspaceIds: [workspaceId], mode });
-  }
-}
-
-async function newUser(app: RunningApp, label: string) {
-  const created = await adminCommands['users.create'](app.db.prisma, { email: `bench-answers-${randomUUID()}@example.com`, name: label, credits: 1_000_000, active: true });
-  return { userId: created.user.id, key: created.api_key.raw_key };
-}
-
-/**
- * Uploads the files (several per request, a few requests at once) and waits until none of the
- * workspace's documents is queued or processing, then until the vector graph has taken in the
- * new chunks. Any failed document is an error.
- */
-async function ingest(app: RunningApp, client: Client, workspaceId: string, files: readonly TextFile[], label: string, maxFiles: number) {
-  const start = performance.now();
-  const perRequest = Math.max(1, Math.min(UPLOAD_FILES_PER_REQUEST, maxFiles));
-  const batches: TextFile[][] = [];
-  for (let first = 0; first < files.length; first += perRequest) batches.push(files.slice(first, first + perRequest));
-  const uploadBar = progressBar(`${label}: uploaded |{bar}| {value}/{total} files | {duration_formatted}`);
-  uploadBar.start(files.length, 0);
-  let next = 0;
-  let uploaded = 0;
-  await Promise.all(
-    Array.from({ length: PARALLEL_UPLOADS }, async () => {
-      while (next < batches.length) {
-        const batch = batches[next++]!;
-        await client.upload(workspaceId, batch);
-        uploaded += batch.length;
-        uploadBar.update(uploaded);
-      }
-    }),
-  );
-  uploadBar.stop();
-  const readyBar = progressBar(`${label}: ready    |{bar}| {value}/{total} documents | {duration_formatted}`);
-  let stats = await client.stats(workspaceId);
-  readyBar.start(stats.document_count, 0);
-  for (;;) {
-    const { queued, processing, ready, failed } = stats.documents_by_status;
-    readyBar.setTotal(stats.document_count);
-    readyBar.update(ready + failed);
-    if (failed > 0) {
-      readyBar.stop();
-      throw new Error(`${label}: ${failed} documents failed to ingest`);
-    }
-    if (queued + processing === 0) break;
-    await sleep(1_000);
-    stats = await client.stats(workspaceId);
-  }
-  readyBar.stop();
-  const readySeconds = elapsedSeconds(start);
-  const merge = await waitForGraphMerge(app);
-  log(`${label}: ${stats.document_count} documents, ${stats.chunk_count} chunks ready in ${readySeconds.toFixed(1)} s${merge === null ? '' : `, merged into the vector graph ${merge.toFixed(1)} s later`}`);
-  return { documents: stats.document_count, chunks: stats.chunk_count, seconds: readySeconds, mergeSeconds: merge };
-}
-
-/**
- * pgvector keeps new chunks outside its HNSW graph until ingestion is idle, and a search compares
- * them one by one meanwhile: the questions wait until none is left outside. Seconds waited, or
- * null when the store has no such table.
- */
-async function waitForGraphMerge(app: RunningApp): Promise<number | null> {
-  const backlog = async () => Number((await app.db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_fresh`)[0]!.count);
-  const start = performance.now();
-  try {
-    while ((await backlog()) > 0) {
-      if (performance.now() - start > MERGE_WAIT_MS) {
-        log(`WARNING: chunks still wait outside the vector graph after ${MERGE_WAIT_MS / 1000} s; going on`);
-        break;
-      }
-      await sleep(200);
-    }
-  } catch {
-    return null;
-  }
-  return elapsedSeconds(start);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Formatting and summaries
@@ -234,7 +144,7 @@ const runRecord = (run: AgentRun) => ({
 
 type SquadResult = SquadQuestion & { notFound: boolean; contains: boolean; goldParagraphCited: boolean; run: AgentRun };
 
-async function runSquad(client: Client, workspaceId: string, questions: readonly SquadQuestion[]): Promise<SquadResult[]> {
+async function runSquad(client: BenchClient, workspaceId: string, questions: readonly SquadQuestion[]): Promise<SquadResult[]> {
   const results: SquadResult[] = [];
   const bar = progressBar('SQuAD questions (fast) |{bar}| {value}/{total} | {duration_formatted} | eta {eta_formatted}');
   bar.start(questions.length, 0);
@@ -293,7 +203,7 @@ function checkHotpot(question: HotpotQuestion, run: AgentRun): HotpotCheck {
   };
 }
 
-async function runHotpot(client: Client, workspaceId: string, questions: readonly HotpotQuestion[]): Promise<HotpotResult[]> {
+async function runHotpot(client: BenchClient, workspaceId: string, questions: readonly HotpotQuestion[]): Promise<HotpotResult[]> {
   const results: HotpotResult[] = [];
   const bar = progressBar('HotpotQA questions (fast + deep) |{bar}| {value}/{total} | {duration_formatted} | eta {eta_formatted}');
   bar.start(questions.length, 0);
@@ -340,7 +250,7 @@ type LatencyRun = { mode: Mode; query: string; run: AgentRun };
 /** Builds the latency workspace: copy after copy of the abstracts until it holds the chunk target. */
 async function buildLatencyWorkspace(app: RunningApp, config: Config, abstracts: Parameters<typeof abstractFiles>[0], plan: LatencyPlan, modelKey: string): Promise<LatencyManifest> {
   const { userId, key } = await newUser(app, 'Answers benchmark (latency)');
-  const client = new Client(app.url, key);
+  const client = new BenchClient(app.url, key);
   const workspaceId = await client.workspace('answers bench: latency');
   const start = performance.now();
   let copies = 0;
@@ -354,7 +264,7 @@ async function buildLatencyWorkspace(app: RunningApp, config: Config, abstracts:
   return { key, userId, workspaceId, documents: stats.documents, chunks: stats.chunks, copies, seconds: elapsedSeconds(start), modelKey, built: new Date().toISOString() };
 }
 
-async function runLatency(client: Client, workspaceId: string, queries: readonly string[], runsPerMode: number) {
+async function runLatency(client: BenchClient, workspaceId: string, queries: readonly string[], runsPerMode: number) {
   const queryAt = (position: number) => queries[position % queries.length]!;
   log(`latency: ${WARMUP_RUNS_PER_MODE} warm-up runs per mode, then ${runsPerMode} per mode, alternating; load average ${loadNow()}`);
   const warmup: AgentRun[] = [];
@@ -433,7 +343,7 @@ async function main() {
     const stopListening = cleanUpOnInterrupt(cleanUp);
     try {
       const { key } = await newUser(app, 'Answers benchmark');
-      const client = new Client(app.url, key);
+      const client = new BenchClient(app.url, key);
       if (squadQuestions.length > 0) {
         const workspaceId = await client.workspace('answers bench: SQuAD 2.0');
         ingests.squad = await ingest(app, client, workspaceId, squad.files, 'SQuAD paragraphs', config.uploads.maxFiles);
@@ -481,7 +391,7 @@ async function main() {
     const cleanUp = async () => {
       if (useCache && manifest) {
         // Keep the cached store as it was built: the runs' chat sessions go.
-        const client = new Client(app.url, manifest.key);
+        const client = new BenchClient(app.url, manifest.key);
         for (const sessionId of sessions) await client.json('DELETE', `/v1/chat/sessions/${sessionId}`).catch(() => {});
       }
       await app.close().catch((error: unknown) => log(`could not close the service: ${String(error)}`));
@@ -491,7 +401,7 @@ async function main() {
     try {
       const reused = manifest !== undefined;
       if (manifest) {
-        const stats = await new Client(app.url, manifest.key).stats(manifest.workspaceId).catch(() => undefined);
+        const stats = await new BenchClient(app.url, manifest.key).stats(manifest.workspaceId).catch(() => undefined);
         if (!stats || stats.chunk_count !== manifest.chunks) {
           throw new Error(`the cached store in ${storeDir} is not usable (${stats ? `${stats.chunk_count} chunks, ${manifest.chunks} expected` : 'its workspace cannot be read'}); delete that directory and run again`);
         }
@@ -502,7 +412,7 @@ async function main() {
       }
       await app.warmed;
       await waitForGraphMerge(app);
-      const client = new Client(app.url, manifest.key);
+      const client = new BenchClient(app.url, manifest.key);
       const measured = await runLatency(client, manifest.workspaceId, scifact.queries, latencyRuns);
       for (const run of [...measured.warmup, ...measured.runs.map((entry) => entry.run)]) if (run.sessionId) sessions.push(run.sessionId);
       latency = { runs: measured.runs, loadBefore: measured.loadBefore, loadAfter: measured.loadAfter, manifest, reused, storeDir, docsPerCopy: abstracts.length };
