@@ -5,6 +5,7 @@ import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type Claim
 import { analyze } from '../retrieval/analyzer.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
+import { indexedText, nameWords } from './document-name.js';
 import type { ParseLimits } from './parse.js';
 import { ParseLimitError, type ParsePool } from './parse-pool.js';
 import type { ParseTaskResult } from './parse-task.js';
@@ -67,7 +68,7 @@ async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: strin
 const PARSE_CLAIM_JOBS = 16;
 const PARSE_COMPANION_MAX_BYTES = 256 * 1024;
 
-type ParseSource = { id: string; content_type: string; size_bytes: number; bytes: Uint8Array };
+type ParseSource = { id: string; filename: string; content_type: string; size_bytes: number; bytes: Uint8Array };
 type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskResult, { ok: true }> & { job: ClaimedJob });
 
 /**
@@ -91,6 +92,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
         {
           bytes: source.bytes,
           type: source.content_type as DocumentType,
+          filename: source.filename,
           chunkOptions: { chunkTokens: Number(job.payload.chunkTokens), overlapTokens: Number(job.payload.overlapTokens) },
           limits: settings.parseLimits,
         },
@@ -127,7 +129,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       const documentIds = jobs.map((job) => job.document_id!);
       // Documents deleted since their jobs were claimed are simply not found.
       const sources = await prisma.$queryRaw<ParseSource[]>`
-        SELECT d.id::text, d.content_type, d.size_bytes, s.bytes
+        SELECT d.id::text, d.filename, d.content_type, d.size_bytes, s.bytes
           FROM documents d JOIN document_sources s ON s.document_id = d.id
          WHERE d.id = ANY(${documentIds}::uuid[])`;
       const sourceOf = new Map(sources.map((source) => [source.id, source]));
@@ -182,9 +184,11 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       prisma.$executeRaw`
         UPDATE documents d
            SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
-               error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now()
+               error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now(),
+               title = r.title, index_context = r.index_context
           FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
-                      ${parsed.map(({ chunks }) => chunks.length)}::integer[]) AS r(id, text, page_count, chunk_count)
+                      ${parsed.map(({ chunks }) => chunks.length)}::integer[], ${parsed.map(({ title }) => title)}::text[],
+                      ${parsed.map(({ context }) => context)}::text[]) AS r(id, text, page_count, chunk_count, title, index_context)
          WHERE d.id = r.id`,
       prisma.$executeRaw`
         UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now(),
@@ -198,7 +202,24 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
   }
 }
 
-type PendingChunk = { id: string; document_id: string; chunk_index: number; content: string; workspace_id: string };
+type PendingChunk = {
+  id: string;
+  document_id: string;
+  chunk_index: number;
+  content: string;
+  workspace_id: string;
+  filename: string;
+  index_context: string | null;
+  headings: unknown;
+};
+
+/** A chunk as the index sees it; a document parsed before contexts were kept has its file name's words. */
+const indexedTextOf = (chunk: PendingChunk) =>
+  indexedText(
+    chunk.index_context ?? nameWords(chunk.filename, ''),
+    Array.isArray(chunk.headings) ? chunk.headings.filter((heading): heading is string => typeof heading === 'string') : [],
+    chunk.content,
+  );
 
 /**
  * Stage two: embed the documents' chunks that are not embedded yet and write them to the index;
@@ -236,12 +257,13 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
     async run(jobs, { signal }) {
       const documentIds = jobs.map((job) => job.document_id!);
       const pending = await prisma.$queryRaw<PendingChunk[]>`
-        SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_id
+        SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id, d.filename, d.index_context, c.metadata -> 'headings' AS headings
+          FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.document_id = ANY(${documentIds}::uuid[]) AND c.embedded_at IS NULL
          ORDER BY array_position(${documentIds}::uuid[], c.document_id), c.chunk_index`;
       const embedBatch = async (batch: PendingChunk[]) => {
         try {
-          return { batch, vectors: await embedder.embed(batch.map((chunk) => chunk.content), 'passage', signal) };
+          return { batch, vectors: await embedder.embed(batch.map(indexedTextOf), 'passage', signal) };
         } catch (error) {
           if (error instanceof EmbedderError && error.kind === 'permanent') {
             throw new PermanentJobError(`the embedding model refused the document: ${error.message}`);
@@ -268,7 +290,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
             documentId: chunk.document_id,
             workspaceId: chunk.workspace_id,
             embedding: vectorOf.get(chunk.id)!,
-            terms: analyze(chunk.content),
+            terms: analyze(indexedTextOf(chunk)),
           })),
           signal,
         );

@@ -29,6 +29,7 @@ describe('the parse pool', () => {
     const result = await pool.parse({
       bytes: new TextEncoder().encode('A heron stands in the shallows.\n\nIt waits for a fish.'),
       type: 'text/plain',
+      filename: 'note.txt',
       chunkOptions: { chunkTokens: 64, overlapTokens: 8 },
       limits: limits.parseLimits,
     });

@@ -1,16 +1,18 @@
 import { chunkDocument } from './chunk.js';
 import type { DocumentType } from './detect.js';
+import { documentContext, documentTitle, nameWords } from './document-name.js';
 import { parseDocument, ParseError, type ParseLimits } from './parse.js';
 
 export type ParseTask = {
   bytes: Uint8Array;
   type: DocumentType;
+  filename: string;
   chunkOptions: { chunkTokens: number; overlapTokens: number };
   limits: ParseLimits;
 };
 
 export type ParseTaskResult =
-  | { ok: true; text: string; pageCount: number | null; chunks: ReturnType<typeof chunkDocument> }
+  | { ok: true; text: string; pageCount: number | null; title: string; context: string; chunks: ReturnType<typeof chunkDocument> }
   | { ok: false; error: string };
 
 /** Does nothing: run once per thread when the pool starts, it makes the thread load this module and the parsers. */
@@ -25,7 +27,16 @@ export function warm() {
 export default async function runParseTask(task: ParseTask): Promise<ParseTaskResult> {
   try {
     const parsed = await parseDocument(task.bytes, task.type, task.limits);
-    return { ok: true, text: parsed.text, pageCount: parsed.pageCount, chunks: chunkDocument(parsed, task.chunkOptions) };
+    const fileNameWords = nameWords(task.filename, parsed.text);
+    const title = documentTitle(parsed, fileNameWords);
+    return {
+      ok: true,
+      text: parsed.text,
+      pageCount: parsed.pageCount,
+      title,
+      context: documentContext(fileNameWords, title),
+      chunks: chunkDocument(parsed, task.chunkOptions),
+    };
   } catch (error) {
     if (error instanceof ParseError) return { ok: false, error: error.message };
     throw error;

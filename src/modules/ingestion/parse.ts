@@ -24,7 +24,7 @@ export async function parseDocument(bytes: Uint8Array, type: DocumentType, limit
   if (text.length > limits.maxTextCharacters) {
     throw new ParseError(`the document's text is longer than the limit of ${limits.maxTextCharacters.toLocaleString('en')} characters`);
   }
-  return { text, pageCount: parsed.pageCount, blocks };
+  return { text, pageCount: parsed.pageCount, blocks, metadataTitle: parsed.metadataTitle ? storableText(parsed.metadataTitle) : null };
 }
 
 /**

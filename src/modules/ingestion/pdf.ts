@@ -76,7 +76,9 @@ async function extract(
   }
 
   const blocks = paragraphsToBlocks(paragraphs);
-  return { text: blocks.map((block) => block.text).join('\n\n'), pageCount, blocks };
+  const { info } = await pdf.getMetadata().catch(() => ({ info: undefined }));
+  const title = (info as { Title?: unknown } | undefined)?.Title;
+  return { text: blocks.map((block) => block.text).join('\n\n'), pageCount, blocks, metadataTitle: typeof title === 'string' ? title : null };
 }
 
 function isTextItem(item: TextItem | TextMarkedContent): item is TextItem {

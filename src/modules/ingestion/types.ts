@@ -34,6 +34,8 @@ export type ParsedDocument = {
   text: string;
   pageCount: number | null;
   blocks: ParsedBlock[];
+  /** The title the file gives itself in its metadata (a PDF's Title), if any. */
+  metadataTitle?: string | null;
 };
 
 /** A document that cannot be turned into text; the message is shown to users as the document's error. */

@@ -11,13 +11,33 @@ const maxTermLength = 40;
 /**
  * The keyword side's analysis, done here for every index so that PostgreSQL and Elasticsearch
  * rank on the same terms: Unicode words, lower-cased, English stop words removed, Porter
- * stemmed. (The Elasticsearch distribution run here has no English analyzer or stemmer.)
+ * stemmed. (The Elasticsearch distribution run here has no English analyzer or stemmer.) A word
+ * of letters and digits also gives its runs of each that are longer than one character (`FY2017`
+ * is fy2017, fy and 2017; `10K` is 10k and 10), so that a question's "FY2017" finds a file named
+ * `..._2017_10K`.
  */
 export function analyze(text: string): string[] {
-  const terms: string[] = [];
+  return analyzeParts(text, (term) => term, (term) => term);
+}
+
+/**
+ * The distinct terms of a query, at most `max`: its own words first, then the runs taken out of
+ * words of letters and digits, so that a long query's budget goes to what it says.
+ */
+export function queryTerms(text: string, max: number): string[] {
+  const words: string[] = [];
+  const runs: string[] = [];
+  analyzeParts(text, (term) => void words.push(term), (term) => void runs.push(term));
+  return [...new Set([...words, ...runs])].slice(0, max);
+}
+
+function analyzeParts<T>(text: string, onWord: (term: string) => T, onRun: (term: string) => T): T[] {
+  const terms: T[] = [];
   for (const [word] of text.normalize('NFKC').toLowerCase().matchAll(/[\p{L}\p{N}]+/gu)) {
     if (word.length > maxTermLength || stopWords.has(word)) continue;
-    terms.push(stemmer(word));
+    terms.push(onWord(stemmer(word)));
+    const runs = word.match(/\p{N}+|[^\p{N}]+/gu)!;
+    if (runs.length > 1) for (const run of runs) if (run.length > 1 && !stopWords.has(run)) terms.push(onRun(stemmer(run)));
   }
   return terms;
 }

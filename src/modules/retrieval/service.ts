@@ -5,9 +5,9 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
-import { analyze } from './analyzer.js';
+import { queryTerms } from './analyzer.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
-import { readyChunks } from './stored-chunks.js';
+import { readyChunks, withTitle } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
 
 export const searchLimits = {
@@ -88,8 +88,12 @@ export function checkFilter(filter: unknown): MetadataFilter | undefined {
   return filter as MetadataFilter;
 }
 
-/** Ready documents of the workspace whose metadata matches every condition of the filter. */
+/**
+ * Ready documents of the workspace whose metadata matches every condition of the filter; `title`
+ * is the document's title unless its metadata has a `title` of its own.
+ */
 async function documentsMatching(prisma: PrismaClient, workspaceId: string, filter: MetadataFilter): Promise<string[]> {
+  const metadata = withTitle(Prisma.sql`d.metadata`);
   const equal: Record<string, FilterValue> = {};
   const oneOf: { key: string; values: FilterValue[] }[] = [];
   for (const [key, condition] of Object.entries(filter)) {
@@ -99,10 +103,10 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
   const rows = await prisma.$queryRaw<{ id: string }[]>`
     SELECT d.id FROM documents d
      WHERE d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'
-       AND d.metadata @> ${JSON.stringify(equal)}::jsonb
+       AND ${metadata} @> ${JSON.stringify(equal)}::jsonb
        AND NOT EXISTS (
          SELECT 1 FROM jsonb_to_recordset(${JSON.stringify(oneOf)}::jsonb) AS f(key text, "values" jsonb)
-          WHERE NOT (d.metadata ? f.key AND f."values" @> jsonb_build_array(d.metadata -> f.key)))`;
+          WHERE NOT (${metadata} ? f.key AND f."values" @> jsonb_build_array(${metadata} -> f.key)))`;
   return rows.map((row) => row.id);
 }
 
@@ -217,7 +221,7 @@ export async function search(
   }
 
   // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
-  const terms = mode === 'vector' ? [] : [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
+  const terms = mode === 'vector' ? [] : queryTerms(query, searchLimits.maxKeywordTerms);
   const request = { workspaceIds: [workspace.id], ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
   // The index gets the embedding still under way: it brings its keyword side up to date meanwhile.
   const sides = withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index');
@@ -283,7 +287,7 @@ export async function searchPassages(
   const notReady = await dependencies.query<{ id: string }>(Prisma.sql`
     SELECT d.id::text FROM documents d WHERE d.workspace_id = ANY(${[...request.workspaceIds]}::uuid[]) AND d.status <> 'ready'`);
   const excluded = request.exclude?.size ?? 0;
-  const terms = [...new Set(analyze(query))].slice(0, searchLimits.maxKeywordTerms);
+  const terms = queryTerms(query, searchLimits.maxKeywordTerms);
   let sides: IndexSearchResult;
   try {
     const limit = Math.max(fusionDepth, request.topK + excluded);
