@@ -36,6 +36,12 @@ describe('document titles', () => {
     expect(documentTitle({ blocks: [blocks[0]!], metadataTitle: null }, 'tides 2021')).toBe('Preface');
     const sentence = { kind: 'text' as const, text: 'The tide came in.', page: null, headingPath: [] };
     expect(documentTitle({ blocks: [sentence], metadataTitle: null }, 'tides 2021')).toBe('tides 2021');
+    // A first paragraph of one long word (a megabyte without spaces) is no title; nor is a long heading.
+    const noSpaces = { kind: 'text' as const, text: 'x'.repeat(1_000_000), page: null, headingPath: [] };
+    expect(documentTitle({ blocks: [noSpaces], metadataTitle: 'y'.repeat(300) }, 'no spaces')).toBe('no spaces');
+    const longHeading = { kind: 'heading' as const, text: 'z'.repeat(201), page: null, headingPath: ['z'.repeat(201)], level: 1 };
+    expect(documentTitle({ blocks: [longHeading], metadataTitle: null }, 'no spaces')).toBe('no spaces');
+    expect(documentContext('w'.repeat(500), 'no spaces')).toHaveLength(200 + ': no spaces'.length);
   });
 
   it('indexes a chunk with its document context and heading trail before its own text', () => {

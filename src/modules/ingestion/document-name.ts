@@ -6,6 +6,11 @@ const nameSearchCharacters = 60_000;
 const maxJoinedWords = 5;
 /** A title longer than this is a sentence or a heading gone wrong, not a title. */
 const maxTitleWords = 16;
+const maxTitleCharacters = 200;
+/** File names are limited elsewhere; their words in an index context are cut to this. */
+const maxNameCharacters = 200;
+
+const isShort = (text: string) => text.length <= maxTitleCharacters && text.split(' ').length <= maxTitleWords;
 
 /**
  * Words of a file name, for people and for search: the extension dropped, separators and
@@ -59,7 +64,7 @@ function meaningfulTitle(title: string): string | undefined {
     .replace(/\s+/g, ' ')
     .trim();
   const words = cleaned.match(/\p{L}{2,}/gu) ?? [];
-  if (words.length < 2 || cleaned.split(' ').length > maxTitleWords) return undefined;
+  if (words.length < 2 || !isShort(cleaned)) return undefined;
   if (/\.(docx?|pdf|pptx?|xlsx?|txt)$/i.test(cleaned) || /^untitled/i.test(cleaned)) return undefined;
   return cleaned;
 }
@@ -72,7 +77,7 @@ function meaningfulTitle(title: string): string | undefined {
 export function documentTitle(parsed: Pick<ParsedDocument, 'blocks' | 'metadataTitle'>, fileNameWords: string): string {
   const fromMetadata = parsed.metadataTitle ? meaningfulTitle(parsed.metadataTitle) : undefined;
   if (fromMetadata) return fromMetadata;
-  const short = (text: string | undefined) => (text !== undefined && text.split(' ').length <= maxTitleWords ? text : undefined);
+  const short = (text: string | undefined) => (text !== undefined && isShort(text) ? text : undefined);
   const heading = short(parsed.blocks.find((block) => block.kind === 'heading')?.text.replace(/\s+/g, ' ').trim());
   if (heading) return heading;
   const first = parsed.blocks[0]?.text.trim();
@@ -85,7 +90,7 @@ export function documentTitle(parsed: Pick<ParsedDocument, 'blocks' | 'metadataT
  * name (unless they hold no word, as `4983.txt`), and its title when that says something else.
  */
 export function documentContext(fileNameWords: string, title: string): string {
-  const name = /\p{L}{2,}/u.test(fileNameWords) ? fileNameWords : '';
+  const name = /\p{L}{2,}/u.test(fileNameWords) ? fileNameWords.slice(0, maxNameCharacters) : '';
   const other = title.toLowerCase() === fileNameWords.toLowerCase() || !/\p{L}{2,}/u.test(title) ? '' : title;
   return [name, other].filter((part) => part !== '').join(': ');
 }
