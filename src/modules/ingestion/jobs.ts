@@ -256,14 +256,16 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
     },
     async run(jobs, { signal }) {
       const documentIds = jobs.map((job) => job.document_id!);
-      const pending = await prisma.$queryRaw<PendingChunk[]>`
+      const stored = await prisma.$queryRaw<PendingChunk[]>`
         SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id, d.filename, d.index_context, c.metadata -> 'headings' AS headings
           FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.document_id = ANY(${documentIds}::uuid[]) AND c.embedded_at IS NULL
          ORDER BY array_position(${documentIds}::uuid[], c.document_id), c.chunk_index`;
-      const embedBatch = async (batch: PendingChunk[]) => {
+      // What the model embeds is also what the keyword side analyses.
+      const pending = stored.map((chunk) => ({ ...chunk, indexedText: indexedTextOf(chunk) }));
+      const embedBatch = async (batch: typeof pending) => {
         try {
-          return { batch, vectors: await embedder.embed(batch.map(indexedTextOf), 'passage', signal) };
+          return { batch, vectors: await embedder.embed(batch.map((chunk) => chunk.indexedText), 'passage', signal) };
         } catch (error) {
           if (error instanceof EmbedderError && error.kind === 'permanent') {
             throw new PermanentJobError(`the embedding model refused the document: ${error.message}`);
@@ -290,7 +292,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
             documentId: chunk.document_id,
             workspaceId: chunk.workspace_id,
             embedding: vectorOf.get(chunk.id)!,
-            terms: analyze(indexedTextOf(chunk)),
+            terms: analyze(chunk.indexedText),
           })),
           signal,
         );
