@@ -230,7 +230,58 @@ describe('pages', () => {
   });
 });
 
+describe('tables', () => {
+  const header = 'CONSOLIDATED BALANCE SHEETS (in millions)\nDecember 31, 2021 2020';
+  const rows = Array.from({ length: 60 }, (_, index) => `Line item number ${index + 1} of the statement $ ${1_000 + index * 37} $ ${2_000 + index * 41}`);
+  const table: ParsedBlock = { kind: 'text', text: [header, ...rows].join('\n'), page: 3, headingPath: [], tableHeader: header };
+
+  it('cuts a table between rows and starts each of its chunks with its header', () => {
+    const chunks = chunkDocument(documentOf([table]), { chunkTokens: 128, overlapTokens: 16 });
+    expect(chunks.length).toBeGreaterThan(4);
+    expectWellFormed(chunks, 128);
+    for (const chunk of chunks) expect(chunk.content.startsWith(`${header}\n`)).toBe(true);
+    const bodies = chunks.map((chunk) => chunk.content.slice(header.length + 1).split('\n'));
+    // Every row whole, once, in order: the header takes the place of overlap.
+    expect(bodies.flat()).toEqual(rows);
+  });
+
+  it('starts a large table in a chunk of its own, after the prose before it', () => {
+    const prose = text(sentences(6).join(' '), 2);
+    const chunks = chunkDocument(documentOf([prose, table]), { chunkTokens: 1_500, overlapTokens: 32 });
+    expect(chunks[0]!.content).toBe(prose.text);
+    expect(chunks[1]!.content).toBe(table.text);
+  });
+
+  it('keeps a small table with the prose around it', () => {
+    const small: ParsedBlock = { ...table, text: [header, ...rows.slice(0, 3)].join('\n') };
+    const chunks = chunkDocument(documentOf([text('Before the table.', 1), small, text('After the table.', 1)]), { chunkTokens: 512, overlapTokens: 32 });
+    expect(chunks.map((chunk) => chunk.content)).toEqual([`Before the table.\n\n${small.text}\n\nAfter the table.`]);
+  });
+
+  it('cuts a block whose header would take more than a quarter of a chunk as text', () => {
+    const longHeader = sentences(8).join(' ');
+    const block: ParsedBlock = { ...table, text: [longHeader, ...rows].join('\n'), tableHeader: longHeader };
+    const chunks = chunkDocument(documentOf([block]), { chunkTokens: 128, overlapTokens: 16 });
+    expect(chunks.filter((chunk) => chunk.content.startsWith(longHeader))).toHaveLength(1);
+  });
+});
+
 describe('lyft_2021.pdf (238 pages)', () => {
+  it('reads its statements as tables: one row a line, headed by their caption and years', async () => {
+    const doc = await parseDocument(new Uint8Array(readFileSync(path.join(benchPdfDirectory, 'lyft_2021.pdf'))), 'application/pdf');
+    const balanceSheet = doc.blocks.find((block) => block.tableHeader?.includes('Consolidated Balance Sheets'));
+    expect(balanceSheet?.tableHeader).toBe('Lyft, Inc.\nConsolidated Balance Sheets\n(in thousands, except for share and per share data)\nDecember 31,\n2021 2020');
+    const lines = balanceSheet!.text.split('\n');
+    expect(lines).toContain('Cash and cash equivalents $ 457,325 $ 319,734');
+    expect(lines).toContain('Total current assets 2,776,070 2,594,138');
+
+    // A chunk with a row of the balance sheet names the table and its columns.
+    const chunks = chunkDocument(doc, { chunkTokens: 128, overlapTokens: 16 });
+    const withRows = chunks.filter((chunk) => lines.slice(6).some((row) => chunk.content.split('\n').includes(row)));
+    expect(withRows.length).toBeGreaterThan(1);
+    for (const chunk of withRows) expect(chunk.content.startsWith(balanceSheet!.tableHeader!)).toBe(true);
+  }, 60_000);
+
   it('parses and chunks within the sanity bound', async () => {
     const started = performance.now();
     const doc = await parseDocument(new Uint8Array(readFileSync(path.join(benchPdfDirectory, 'lyft_2021.pdf'))), 'application/pdf');

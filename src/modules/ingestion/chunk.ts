@@ -29,8 +29,12 @@ type Piece = {
   isHeading: boolean;
   page: number | null;
   headingPath: string[];
-  /** Copied from the end of the previous chunk. */
+  /** Copied from the end of the previous chunk, or a table's header repeated. */
   isOverlap: boolean;
+  /** The header of the table this piece belongs to (see ParsedBlock.tableHeader). */
+  tableHeader: string | null;
+  /** This piece is that header. */
+  isTableHeader: boolean;
 };
 
 const BLOCK_SEPARATOR = '\n\n';
@@ -49,7 +53,9 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
   const chunks: DocumentChunk[] = [];
 
   const queue: Piece[] = [];
-  for (let index = doc.blocks.length - 1; index >= 0; index--) queue.push(blockPiece(doc.blocks[index]!));
+  // A header that would take much of a chunk is not worth repeating: such a block is cut as text.
+  const headerLimit = Math.floor(chunkTokens / 4);
+  for (let index = doc.blocks.length - 1; index >= 0; index--) queue.push(blockPiece(doc.blocks[index]!, headerLimit));
   // `queue` is a stack: the next piece is at the end, so splitting a piece pushes its parts back.
   const pushFront = (pieces: Piece[]) => {
     for (let index = pieces.length - 1; index >= 0; index--) queue.push(pieces[index]!);
@@ -114,6 +120,25 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       }
     }
 
+    if (piece.tableHeader !== null && piece.granularity === 'block' && countTokens(piece.text) >= chunkTokens / 2) {
+      // A large table (a financial statement) starts a chunk of its own, without overlap.
+      if (hasNewContent()) finishChunk(false);
+      else {
+        current = [];
+        currentTokens = 0;
+      }
+    }
+    if (piece.tableHeader !== null && piece.granularity !== 'block' && !piece.isTableHeader && !hasNewContent()) {
+      // A chunk that starts inside a table starts with the table's header instead of overlap.
+      const header = tableHeaderPiece(piece.tableHeader, piece);
+      // Counted as the check below counts, so that the row is then taken and the header kept.
+      const fits = countTokens(header.text) + countTokens(piece.joiner + piece.text) <= chunkTokens;
+      if (fits && !current.some((held) => held.isTableHeader && held.tableHeader === piece.tableHeader)) {
+        current = [header];
+        recount();
+      }
+    }
+
     const cost = current.length === 0 ? countTokens(piece.text.trimStart()) : countTokens(piece.joiner + piece.text);
     if (currentTokens + cost <= chunkTokens) {
       current.push(piece);
@@ -166,7 +191,9 @@ function validateOptions({ chunkTokens, overlapTokens }: ChunkOptions): void {
   }
 }
 
-function blockPiece(block: ParsedBlock): Piece {
+function blockPiece(block: ParsedBlock, headerLimit: number): Piece {
+  const header = block.tableHeader?.trim();
+  const isTable = header !== undefined && header !== '' && block.text.trimStart().startsWith(header) && countTokens(header) <= headerLimit;
   return {
     text: block.text,
     joiner: BLOCK_SEPARATOR,
@@ -175,7 +202,14 @@ function blockPiece(block: ParsedBlock): Piece {
     page: block.page,
     headingPath: block.headingPath,
     isOverlap: false,
+    tableHeader: isTable ? header : null,
+    isTableHeader: false,
   };
+}
+
+/** A table's header, repeated at the start of a chunk that continues the table. */
+function tableHeaderPiece(header: string, row: Piece): Piece {
+  return { ...row, text: header, joiner: '', granularity: 'line', isOverlap: true, tableHeader: header, isTableHeader: true };
 }
 
 function joinPieces(pieces: Piece[]): string {
@@ -198,6 +232,11 @@ function splitPiece(piece: Piece, firstBudget: number, limit: number): Piece[] |
     joiner: index === 0 ? piece.joiner : granularity === 'line' ? '\n' : granularity === 'sentence' ? ' ' : '',
   });
 
+  if (piece.granularity === 'block' && piece.tableHeader !== null) {
+    // Whole rows, the header kept as one part: it is what a continuing chunk repeats.
+    const rows = piece.text.trimStart().slice(piece.tableHeader.length).split('\n').filter((line) => line.trim() !== '');
+    if (rows.length > 0) return [{ ...derive(piece.tableHeader, 0, 'line'), isTableHeader: true }, ...rows.map((row, index) => derive(row, index + 1, 'line'))];
+  }
   if (piece.granularity === 'block') {
     const lines = piece.text.split('\n').filter((line) => line.trim() !== '');
     if (lines.length > 1) return lines.map((line, index) => derive(line, index, 'line'));
@@ -235,9 +274,11 @@ function splitSentences(text: string): string[] {
 
 /**
  * The trailing whole sentences (or lines, or blocks) of a chunk, at most `overlapTokens` tokens,
- * as pieces for the start of the next chunk.
+ * as pieces for the start of the next chunk; none after a table.
  */
 function overlapFrom(pieces: Piece[], overlapTokens: number): Piece[] {
+  // Rows carried on would be out of place after a table, and inside one its header takes their place.
+  if (pieces.at(-1)?.tableHeader != null) return [];
   let best: Piece[] = [];
   const tail: Piece[] = [];
   for (let index = pieces.length - 1; index >= 0; index--) {

@@ -87,7 +87,8 @@ function blocksFromElement(root: Element): ParsedBlock[] {
     }
     if (tag === 'table') {
       flushInline();
-      pushText(tableText(element));
+      const table = tableText(element);
+      if (table.text.trim() !== '') blocks.push({ kind: 'text', text: table.text, page: null, headingPath, ...(table.header !== '' && { tableHeader: table.header }) });
       return;
     }
     if (tag === 'ul' || tag === 'ol') {
@@ -121,17 +122,30 @@ function visibleText(node: Node, depth = 0): string {
   return BLOCK_ELEMENTS.has(tag) || tag === 'tr' ? `\n${inner}\n` : inner;
 }
 
-/** One line per row, cells separated by " | ". */
-function tableText(table: Element): string {
-  const rows: string[] = [];
+/**
+ * One line per row, cells separated by " | ", after the caption's line. The header is the caption
+ * and the title rows: those in <thead>, or leading rows of <th> cells only.
+ */
+function tableText(table: Element): { text: string; header: string } {
+  const caption = Array.from(table.children).find((child) => child.tagName.toLowerCase() === 'caption');
+  const lines: string[] = [];
+  const captionText = caption ? collapseWhitespace(visibleText(caption)) : '';
+  if (captionText !== '') lines.push(captionText);
+  let headerLines = lines.length;
+  let inHeader = true;
   for (const row of Array.from(table.querySelectorAll('tr'))) {
     if (row.closest('table') !== table) continue;
-    const cells = Array.from(row.children)
-      .filter((cell) => /^t[dh]$/i.test(cell.tagName))
-      .map((cell) => collapseWhitespace(visibleText(cell)));
-    if (cells.some((cell) => cell !== '')) rows.push(cells.join(' | '));
+    const cellElements = Array.from(row.children).filter((cell) => /^t[dh]$/i.test(cell.tagName));
+    const cells = cellElements.map((cell) => collapseWhitespace(visibleText(cell)));
+    if (!cells.some((cell) => cell !== '')) continue;
+    const isTitleRow = row.parentElement?.tagName.toLowerCase() === 'thead' || cellElements.every((cell) => cell.tagName.toLowerCase() === 'th');
+    inHeader &&= isTitleRow;
+    lines.push(cells.join(' | '));
+    if (inHeader) headerLines = lines.length;
   }
-  return rows.join('\n');
+  // A table of title rows only has no body to repeat them over.
+  const header = headerLines < lines.length ? lines.slice(0, headerLines).join('\n') : '';
+  return { text: lines.join('\n'), header };
 }
 
 /** "- item" or "1. item" lines, nested lists indented by two spaces per level. */

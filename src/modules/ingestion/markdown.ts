@@ -5,6 +5,7 @@ const FENCE_OPENING = /^ {0,3}(`{3,}|~{3,})/;
 const ATX_HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
 const SETEXT_LEVEL_1 = /^ {0,3}=+[ \t]*$/;
 const SETEXT_LEVEL_2 = /^ {0,3}-+[ \t]*$/;
+const TABLE_DELIMITER_ROW = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
 const THEMATIC_BREAK = /^ {0,3}([-*_])([ \t]*\1){2,}[ \t]*$/;
 
 /**
@@ -19,11 +20,14 @@ export function markdownBlocks(source: string): ParsedBlock[] {
   let headingPath: string[] = [];
   let paragraph: string[] = [];
 
-  const pushText = (text: string) => {
-    if (text.trim() !== '') blocks.push({ kind: 'text', text, page: null, headingPath });
+  const pushText = (text: string, tableHeader?: string) => {
+    if (text.trim() !== '') blocks.push({ kind: 'text', text, page: null, headingPath, ...(tableHeader !== undefined && { tableHeader }) });
   };
   const flushParagraph = () => {
-    pushText(paragraph.join('\n').replace(/^\n+|\n+$/g, ''));
+    const text = paragraph.join('\n').replace(/^\n+|\n+$/g, '');
+    // A pipe table: its header is the title row and the delimiter row under it.
+    const [titles, delimiter] = text.split('\n');
+    pushText(text, titles?.includes('|') && delimiter !== undefined && TABLE_DELIMITER_ROW.test(delimiter) ? `${titles}\n${delimiter}` : undefined);
     paragraph = [];
   };
   const pushHeading = (level: number, rawText: string) => {

@@ -249,6 +249,23 @@ kb search "importer"</pre>
   });
 });
 
+describe('tables in HTML and Markdown', () => {
+  it('marks an HTML table with its caption and title rows as its header', async () => {
+    const html = '<table><caption>Revenue by segment</caption><thead><tr><th>Segment</th><th>2022</th></tr></thead><tbody><tr><td>Cloud</td><td>12</td></tr><tr><td>Devices</td><td>7</td></tr></tbody></table>';
+    const doc = await parseDocument(utf8(html), 'text/html');
+    expect(doc.blocks).toEqual([
+      { kind: 'text', text: 'Revenue by segment\nSegment | 2022\nCloud | 12\nDevices | 7', page: null, headingPath: [], tableHeader: 'Revenue by segment\nSegment | 2022' },
+    ]);
+  });
+
+  it('marks a Markdown pipe table with its title and delimiter rows as its header', async () => {
+    const doc = await parseDocument(utf8('| Segment | 2022 |\n|---|--:|\n| Cloud | 12 |\n| Devices | 7 |'), 'text/markdown');
+    expect(doc.blocks[0]!.tableHeader).toBe('| Segment | 2022 |\n|---|--:|');
+    const prose = await parseDocument(utf8('A paragraph\nwith two lines.'), 'text/markdown');
+    expect(prose.blocks[0]!.tableHeader).toBeUndefined();
+  });
+});
+
 describe('Markdown', () => {
   const markdown = [
     '---',
@@ -311,15 +328,18 @@ describe('plain text, CSV and JSON', () => {
   it('keeps CSV rows whole, including quoted fields with line breaks', async () => {
     const rows = ['name,comment', 'alice,"likes\nnewlines"', 'bob,"says ""hi"""'];
     const doc = await parseDocument(utf8(`${rows.join('\n')}\n`), 'text/csv');
-    expect(doc.blocks).toEqual([{ kind: 'text', text: rows.join('\n'), page: null, headingPath: [] }]);
+    expect(doc.blocks).toEqual([{ kind: 'text', text: rows.join('\n'), page: null, headingPath: [], tableHeader: 'name,comment' }]);
   });
 
-  it('groups a long CSV into blocks of whole rows', async () => {
+  it('groups a long CSV into blocks of whole rows, each starting with the header row', async () => {
     const rows = Array.from({ length: 300 }, (_, index) => `${index},item number ${index},${index * 3}`);
     const doc = await parseDocument(utf8(['id,name,value', ...rows].join('\n')), 'text/csv');
     expect(doc.blocks.length).toBeGreaterThan(1);
-    const allRows = doc.blocks.flatMap((block) => block.text.split('\n'));
-    expect(allRows).toEqual(['id,name,value', ...rows]);
+    for (const block of doc.blocks) {
+      expect(block.tableHeader).toBe('id,name,value');
+      expect(block.text.split('\n')[0]).toBe('id,name,value');
+    }
+    expect(doc.blocks.flatMap((block) => block.text.split('\n').slice(1))).toEqual(rows);
   });
 
   it('pretty-prints JSON', async () => {

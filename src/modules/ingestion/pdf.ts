@@ -3,6 +3,7 @@ import path from 'node:path';
 import { getDocument, VerbosityLevel } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import type { TextItem, TextMarkedContent } from 'pdfjs-dist/types/src/display/api.js';
 import { HeadingTrail } from './heading-trail.js';
+import { isTableRow, isYearsRow } from './table-rows.js';
 import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
 const pdfjsRoot = path.dirname(createRequire(import.meta.url).resolve('pdfjs-dist/package.json'));
@@ -12,7 +13,8 @@ const PDF_PARSE_TIMEOUT_MS = 120_000;
 
 type PositionedText = { text: string; x: number; y: number; width: number; size: number; endsLine: boolean };
 type Line = { text: string; y: number; size: number };
-type Paragraph = { lines: Line[]; size: number; page: number };
+/** A table's paragraph has one row a line; its first `headerLines` lines are its caption and column titles. */
+type Paragraph = { lines: Line[]; size: number; page: number; headerLines?: number };
 
 export async function parsePdf(bytes: Uint8Array): Promise<ParsedDocument> {
   const loadingTask = getDocument({
@@ -95,7 +97,61 @@ function pageParagraphs(items: (TextItem | TextMarkedContent)[], page: number): 
     const text = item.str.replace(/[\uE000-\uF8FF]/g, '');
     pieces.push({ text, x, y, width: item.width, size, endsLine: item.hasEOL });
   }
-  return linesToParagraphs(piecesToLines(pieces), page);
+  const lines = piecesToLines(pieces);
+  const paragraphs: Paragraph[] = [];
+  let proseStart = 0;
+  for (const table of findTables(lines)) {
+    paragraphs.push(...linesToParagraphs(lines.slice(proseStart, table.start), page));
+    const rows = lines.slice(table.start, table.end);
+    paragraphs.push({ lines: rows, size: rows[table.headerLines]?.size ?? rows[0]!.size, page, headerLines: table.headerLines });
+    proseStart = table.end;
+  }
+  paragraphs.push(...linesToParagraphs(lines.slice(proseStart), page));
+  return paragraphs;
+}
+
+/** A short line without figures inside a table: a section's label ("Current assets:"). */
+const isRowLabel = (line: Line) => line.text.length <= 120 && /\p{L}/u.test(line.text) && !/[.!?]$/.test(line.text);
+
+/** A short line that can title a table: not a sentence (which ends a paragraph and has many words). */
+const isCaptionLine = (line: Line) => line.text.length <= 200 && !(/[.!?]$/.test(line.text) && line.text.split(' ').length > 8);
+
+/**
+ * Tables of a page, as line ranges: runs of at least three rows (section labels between rows
+ * belong to them), with up to six caption lines before them and a row of years at their top
+ * counted as the header.
+ */
+function findTables(lines: readonly Line[]): { start: number; end: number; headerLines: number }[] {
+  const tables: { start: number; end: number; headerLines: number }[] = [];
+  let index = 0;
+  while (index < lines.length) {
+    if (!isTableRow(lines[index]!.text)) {
+      index++;
+      continue;
+    }
+    const first = index;
+    let last = index;
+    let rows = 0;
+    let next = index;
+    while (next < lines.length) {
+      if (isTableRow(lines[next]!.text)) {
+        rows++;
+        last = next;
+        next++;
+      } else if (isRowLabel(lines[next]!) && lines.slice(next + 1, next + 3).some((line) => isTableRow(line.text))) {
+        next++;
+      } else break;
+    }
+    index = last + 1;
+    if (rows < 3) continue;
+    const previousEnd = tables.at(-1)?.end ?? 0;
+    let start = first;
+    while (start > previousEnd && first - start < 6 && !isTableRow(lines[start - 1]!.text) && isCaptionLine(lines[start - 1]!)) start--;
+    let headerLines = first - start;
+    if (isYearsRow(lines[first]!.text)) headerLines++;
+    tables.push({ start, end: last + 1, headerLines });
+  }
+  return tables;
 }
 
 /**
@@ -175,6 +231,7 @@ function linesToParagraphs(lines: Line[], page: number): Paragraph[] {
 }
 
 function paragraphText(paragraph: Paragraph): string {
+  if (paragraph.headerLines !== undefined) return paragraph.lines.map((line) => line.text).join('\n');
   let text = '';
   for (const line of paragraph.lines) {
     // A line ending in a hyphen after a letter continues the word on the next line.
@@ -198,6 +255,7 @@ function paragraphsToBlocks(paragraphs: Paragraph[]): ParsedBlock[] {
   const bodySize = [...charactersBySize.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 0;
 
   const isHeading = (paragraph: Paragraph, text: string) =>
+    paragraph.headerLines === undefined &&
     Math.round(paragraph.size) >= bodySize * 1.25 && paragraph.lines.length <= 3 && text.length <= 200 && /\p{L}/u.test(text);
 
   const headingSizes = [
@@ -213,6 +271,9 @@ function paragraphsToBlocks(paragraphs: Paragraph[]): ParsedBlock[] {
       const level = Math.min(headingSizes.indexOf(Math.round(paragraph.size)) + 1, 6);
       headingPath = headings.enter(level, text);
       blocks.push({ kind: 'heading', text, page: paragraph.page, headingPath, level });
+    } else if (paragraph.headerLines) {
+      const tableHeader = paragraph.lines.slice(0, paragraph.headerLines).map((line) => line.text).join('\n');
+      blocks.push({ kind: 'text', text, page: paragraph.page, headingPath, tableHeader });
     } else {
       blocks.push({ kind: 'text', text, page: paragraph.page, headingPath });
     }

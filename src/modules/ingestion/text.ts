@@ -60,15 +60,23 @@ const CSV_BLOCK_CHARACTERS = 1200;
  */
 export function csvBlocks(text: string): ParsedBlock[] {
   const blocks: ParsedBlock[] = [];
+  let header: string | undefined;
   let pending: string[] = [];
   let pendingLength = 0;
   const flush = () => {
-    if (pending.length > 0) blocks.push({ kind: 'text', text: pending.join('\n'), page: null, headingPath: [] });
+    // The first record is the header row: each block starts with it, so each chunk names its columns.
+    if (pending.length > 0) blocks.push({ kind: 'text', text: [header!, ...pending].join('\n'), page: null, headingPath: [], tableHeader: header! });
+    else if (blocks.length === 0 && header !== undefined) blocks.push({ kind: 'text', text: header, page: null, headingPath: [] });
     pending = [];
-    pendingLength = 0;
+    pendingLength = header === undefined ? 0 : header.length + 1;
   };
   for (const record of splitCsvRecords(text)) {
     if (record.trim() === '') continue;
+    if (header === undefined) {
+      header = record;
+      pendingLength = record.length + 1;
+      continue;
+    }
     if (pendingLength > 0 && pendingLength + record.length > CSV_BLOCK_CHARACTERS) flush();
     pending.push(record);
     pendingLength += record.length + 1;

@@ -28,6 +28,11 @@ export type ParsedBlock = {
   headingPath: string[];
   /** Heading level 1..6, only on heading blocks. */
   level?: number;
+  /**
+   * Set on a table: its text holds one row a line and begins with this header (its caption and
+   * column titles, whole lines). A table split across chunks repeats it at the start of each.
+   */
+  tableHeader?: string;
 };
 
 export type ParsedDocument = {
