@@ -336,10 +336,11 @@ class PgvectorIndex implements VectorIndex {
     // The hits (score set), then the chunks read (content set), in one result.
     const rows = await this.prisma.$queryRaw<(StoredChunk & { score: number | null })[]>`
       WITH nearest AS MATERIALIZED (${nearest})
-      SELECT n.chunk_id::text AS id, n.score, NULL::uuid::text AS "documentId", NULL::integer AS "chunkIndex", NULL::text AS content, NULL::jsonb AS metadata, NULL::text AS filename
+      SELECT n.chunk_id::text AS id, n.score, NULL::uuid::text AS "documentId", NULL::integer AS "chunkIndex", NULL::text AS content, NULL::jsonb AS metadata, NULL::text AS filename,
+             NULL::text AS "documentContext"
         FROM nearest n
       UNION ALL
-      SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename
+      SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename, r."documentContext"
         FROM (${readyChunks(Prisma.sql`ARRAY(SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readTop})`, request.workspaceIds)}) AS r`;
     const hits: IndexHit[] = [];
     const chunks = new Map<string, StoredChunk>();

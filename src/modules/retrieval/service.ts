@@ -6,6 +6,7 @@ import type { DirectQuery } from '../../db/database.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
 import { queryTerms } from './analyzer.js';
+import { documentPriorPool, withDocumentPrior } from './document-prior.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
 import { readyChunks, withTitle } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
@@ -244,19 +245,24 @@ export async function search(
   } catch (error) {
     throw backendUnavailable(error) ?? error;
   }
-  const ranked = mode === 'hybrid' ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
+  const hybrid = mode === 'hybrid';
+  const ranked = hybrid ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
 
   // The best hits' chunks, those the index did not read along with the search read a page at a
   // time: a hit whose document was deleted a moment ago is dropped and the next one takes its place.
+  // A hybrid search's first page is the pool its document prior reorders, read in the same statement.
   const results: SearchResult[] = [];
   for (let next = 0; results.length < topK && next < ranked.length; ) {
     // Exactly what is missing at first; with a margin after a page that lost hits.
-    const page = ranked.slice(next, next + topK - results.length + (next > 0 ? 10 : 0));
+    const wanted = next === 0 && hybrid ? Math.max(topK, documentPriorPool) : topK - results.length + (next > 0 ? 10 : 0);
+    let page = ranked.slice(next, next + wanted);
     next += page.length;
     const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
     const read = unread.length > 0 ? new Map((await readBack(dependencies.query, workspace.id, unread)).map((chunk) => [chunk.id, chunk])) : undefined;
+    const chunkOf = (hit: IndexHit) => readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
+    if (next === page.length && hybrid) page = withDocumentPrior(page, chunkOf, terms);
     for (const hit of page) {
-      const chunk = readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
+      const chunk = chunkOf(hit);
       if (!chunk || results.length === topK) continue;
       results.push(resultOf(chunk, hit.score));
     }
@@ -303,10 +309,10 @@ export async function searchPassages(
     throw backendUnavailable(error) ?? error;
   }
   const ranked = fuseConvex(sides.vector, sides.keyword).filter((hit) => !request.exclude?.has(hit.chunkId));
-  const wanted = ranked.slice(0, request.topK + 5);
-  const chunks = new Map((await readBack(dependencies.query, request.workspaceIds, wanted.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
+  const pool = ranked.slice(0, Math.max(request.topK + 5, documentPriorPool));
+  const chunks = new Map((await readBack(dependencies.query, request.workspaceIds, pool.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
   const passages: Passage[] = [];
-  for (const hit of wanted) {
+  for (const hit of withDocumentPrior(pool, (candidate) => chunks.get(candidate.chunkId), terms)) {
     const chunk = chunks.get(hit.chunkId);
     if (!chunk || passages.length === request.topK) continue;
     passages.push({ chunkId: chunk.id, ...resultOf(chunk, hit.score) });

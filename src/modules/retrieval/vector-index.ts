@@ -12,7 +12,16 @@ export type IndexedChunk = {
 export type IndexHit = { chunkId: string; score: number };
 
 /** A chunk as the store holds it, with its document's filename: what a search result shows. */
-export type StoredChunk = { id: string; documentId: string; chunkIndex: number; content: string; metadata: unknown; filename: string };
+export type StoredChunk = {
+  id: string;
+  documentId: string;
+  chunkIndex: number;
+  content: string;
+  metadata: unknown;
+  filename: string;
+  /** The words that name its document (its indexed context, or its file name): the ranking's document prior reads them. */
+  documentContext: string;
+};
 
 export type IndexSearch = {
   workspaceIds: readonly string[];
