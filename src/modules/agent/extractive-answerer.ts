@@ -1,9 +1,12 @@
 import type { Embedder } from '../embeddings/embedder.js';
 import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
+import { isTableRow, rowCells, yearsOf } from '../ingestion/table-rows.js';
 import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
 
 /** A sentence of a retrieved passage, scored against the question. */
 export type ScoredSentence = Sentence & {
+  /** What the sentence is judged by: its text, or a table row's label with its table's title. */
+  about: string;
   passage: NumberedPassage;
   /** Position among its passage's sentences. */
   position: number;
@@ -38,7 +41,7 @@ export const extractiveSettings = {
   bridgesPerHop: 3,
 } as const;
 
-const weights = { semantic: 0.6, lexical: 0.3, rank: 0.1 };
+const weights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05 };
 
 /**
  * The embedded answerer: it writes no words of its own. It selects the sentences of the retrieved
@@ -54,10 +57,12 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
     passages.forEach((passage, rank) => {
       sentencesOf(passage.content)
         .slice(0, extractiveSettings.sentencesPerPassage)
-        // A heading or a label is no answer: a sentence has a few words at least.
-        .filter((sentence) => (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords)
+        // A heading or a label is no answer: a sentence has a few words at least, a table row a label and a figure.
+        .filter((sentence) => isTableRow(sentence.text) ? /\p{L}/u.test(rowCells(sentence.text).label) : (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords)
         .forEach((sentence, position) => {
-          candidates.push({ ...sentence, passage, position, terms: new Set(topicTerms(sentence.text)), lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
+          // A row is judged by its label and its table's title, not by its figures.
+          const about = isTableRow(sentence.text) ? `${tableTitle(passage.content, sentence.start)} ${rowCells(sentence.text).label}` : sentence.text;
+          candidates.push({ ...sentence, about, passage, position, terms: new Set(topicTerms(about)), lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
         });
     });
     if (candidates.length === 0) return [];
@@ -86,24 +91,27 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
     const [[questionVector], sentenceVectors] = await Promise.all([
       embedder.embed([question], 'query', signal),
       embedder.embed(
-        shortlist.map((candidate) => candidate.text),
+        shortlist.map((candidate) => candidate.about),
         'passage',
         signal,
       ),
     ]);
+    const kind = answerKind(question);
     shortlist.forEach((candidate, index) => {
       candidate.semantic = dot(questionVector!, sentenceVectors[index]!);
       const rankPrior = candidate.score;
-      candidate.score = weights.semantic * candidate.semantic + weights.lexical * candidate.lexical + weights.rank * rankPrior;
+      candidate.score =
+        weights.semantic * candidate.semantic + weights.lexical * candidate.lexical + weights.rank * rankPrior + (kind && holdsKind(candidate.text, question, kind) ? weights.kind : 0);
     });
     return shortlist.sort((a, b) => b.score - a.score);
   }
 
-  function compose(chosen: ScoredSentence[]): string {
+  function compose(question: string, chosen: ScoredSentence[]): string {
     if (chosen.length === 0) return notFoundAnswer;
-    // In reading order: by passage as cited, then by place in the passage.
-    const ordered = [...chosen].sort((a, b) => a.passage.number - b.passage.number || a.position - b.position);
-    return ordered.map((sentence) => cite(sentence.text, sentence.passage.number)).join(' ');
+    // The sentence that answers first; the others in reading order: by passage as cited, then by place in the passage.
+    const [lead, ...rest] = chosen;
+    const ordered = [lead!, ...rest.sort((a, b) => a.passage.number - b.passage.number || a.position - b.position)];
+    return ordered.map((sentence) => cite(isTableRow(sentence.text) ? rowStatement(question, sentence) : sentence.text, sentence.passage.number)).join(' ');
   }
 
   return {
@@ -150,9 +158,18 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       const best = scored[0];
       let chosen: ScoredSentence[] = [];
       if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, passages.map((passage) => passage.content).join('\n'))) {
-        chosen = mode === 'deep' ? chain(question, scored) : [best, ...scored.slice(1, extractiveSettings.fastSentences).filter((candidate) => candidate.score >= extractiveSettings.companionShare * best.score)];
+        if (mode === 'deep') chosen = chain(question, scored, extractiveSettings.deepSentences);
+        else {
+          // A second sentence from another passage when it adds what the first lacks (the other
+          // half of a comparison, the page a name leads to); else one that scores nearly as well.
+          const chained = chain(question, scored, extractiveSettings.fastSentences);
+          chosen =
+            chained.length > 1 && chained[1]!.passage !== best.passage
+              ? chained
+              : [best, ...scored.slice(1, extractiveSettings.fastSentences).filter((candidate) => candidate.score >= extractiveSettings.companionShare * best.score)];
+        }
       }
-      yield* asTokens(compose(chosen));
+      yield* asTokens(compose(question, chosen));
     },
   };
 }
@@ -163,13 +180,13 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
  * the chosen sentences introduced (the bridge a multi-hop question turns on: "designed by Ilse
  * Marant" leads to "Ilse Marant was born in Ghent"); it stops when nothing adds enough.
  */
-function chain(question: string, scored: readonly ScoredSentence[]): ScoredSentence[] {
+function chain(question: string, scored: readonly ScoredSentence[], most: number): ScoredSentence[] {
   const questionTerms = new Set(topicTerms(question));
   const questionNames = new Set(namesIn(question).map((name) => name.toLowerCase()));
   const chosen = [scored[0]!];
   const covered = new Set([...scored[0]!.terms].filter((term) => questionTerms.has(term)));
   const bridges = new Set(namesIn(scored[0]!.text).map((name) => name.toLowerCase()).filter((name) => !questionNames.has(name)));
-  while (chosen.length < extractiveSettings.deepSentences) {
+  while (chosen.length < most) {
     let next: { sentence: ScoredSentence; value: number } | undefined;
     for (const sentence of scored) {
       if (chosen.includes(sentence)) continue;
@@ -190,13 +207,69 @@ function chain(question: string, scored: readonly ScoredSentence[]): ScoredSente
 }
 
 /**
- * Whether the passages found hold every number the question names (a year, a count): passages
+ * Whether the passages found hold every year the question names: passages
  * about 1985 do not answer a question about 1995, however alike the rest. All the passages, not
  * only the best one: a multi-hop question's number may be in the other hop's passage.
  */
 function holdsNumbersOf(question: string, passage: string): boolean {
-  const numbers = question.match(/\d+(?:[.,]\d+)*/g) ?? [];
+  // Years only: other numbers of a question are often its own arithmetic ("365 ×", "two decimals").
+  const numbers = [...question.matchAll(yearPattern)].map(([year]) => year);
   return numbers.every((number) => new RegExp(`(?<![\\d.,])${number.replace(/[.,]/g, '[.,]')}(?![\\d])`).test(passage));
+}
+
+/** What a question asks for, from its question words: a person, a date, a place or a quantity. */
+export type AnswerKind = 'person' | 'date' | 'place' | 'quantity';
+
+export function answerKind(question: string): AnswerKind | null {
+  const asked = question.toLowerCase();
+  if (/\b(who|whom|whose)\b/.test(asked)) return 'person';
+  if (/\bwhen\b|\bwhat (year|date|month|day)\b|\bin which (year|month)\b/.test(asked)) return 'date';
+  if (/\bwhere\b|\bin (which|what) (city|country|state|town|region|county|place)\b/.test(asked)) return 'place';
+  if (/\bhow (much|many|large|big|long|old)\b|\b(amount|number|total|percentage|ratio|rate|margin|in (usd|dollars|millions|billions|thousands|percent))\b/.test(asked)) return 'quantity';
+  return null;
+}
+
+const yearPattern = /(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)/g;
+const monthPattern = /\b(january|february|march|april|may|june|july|august|september|october|november|december)\b/i;
+
+/** Whether a sentence holds something of the kind asked for that the question does not already say. */
+export function holdsKind(sentence: string, question: string, kind: AnswerKind): boolean {
+  if (kind === 'person' || kind === 'place') return namesIn(sentence).some((name) => !questionMentions(question, name));
+  if (kind === 'date') return [...sentence.matchAll(yearPattern)].some(([year]) => !question.includes(year)) || monthPattern.test(sentence);
+  const asked = new Set(question.match(/\d[\d,.]*/g) ?? []);
+  return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
+}
+
+/** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */
+function tableTitle(content: string, rowStart: number): string {
+  const lines = content.slice(0, rowStart).split('\n');
+  const title: string[] = [];
+  for (let index = lines.length - 1; index >= 0 && title.length < 6; index--) {
+    const line = lines[index]!.trim();
+    if (line === '') break;
+    if (!isTableRow(line) || yearsOf(line).length > 0) title.unshift(line);
+  }
+  return title.join(' ');
+}
+
+/**
+ * A table row as an answer: its label, each figure with the year of its column (the one the
+ * question asks about first) and the table's unit: "Cost of sales: 111,934 in 2017, 88,265 in
+ * 2016 (in millions)". A row whose columns cannot be matched to years keeps its figures in order.
+ */
+export function rowStatement(question: string, sentence: Pick<ScoredSentence, 'text' | 'start' | 'passage'>): string {
+  const { label, figures } = rowCells(sentence.text);
+  const before = sentence.passage.content.slice(0, sentence.start).split('\n');
+  const yearsLine = before.findLast((line) => yearsOf(line).length > 0);
+  const years = yearsLine ? yearsOf(yearsLine) : [];
+  const unit = before.map((line) => /\bin (millions|thousands|billions)\b/i.exec(line)?.[1]).findLast((found) => found !== undefined);
+  const askedYears = new Set([...question.matchAll(yearPattern)].map(([year]) => Number(year)));
+  const name = label.replace(/[:\s]+$/, '');
+  const unitText = unit && !figures.every((figure) => figure.endsWith('%')) ? ` (in ${unit.toLowerCase()})` : '';
+  if (years.length !== figures.length) return `${name}: ${figures.join(', ')}${unitText}.`;
+  const columns = figures.map((figure, index) => ({ figure, year: years[index]! }));
+  columns.sort((a, b) => Number(askedYears.has(b.year)) - Number(askedYears.has(a.year)));
+  return `${name}: ${columns.map(({ figure, year }) => `${figure} in ${year}`).join(', ')}${unitText}.`;
 }
 
 function dot(a: Float32Array, b: Float32Array) {

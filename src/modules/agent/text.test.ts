@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkSentences, sourcesOf, supportScoreOf } from './citations.js';
-import { standaloneQuestion } from './extractive-answerer.js';
+import { answerKind, holdsKind, rowStatement, standaloneQuestion } from './extractive-answerer.js';
 import type { NumberedPassage } from './answer-model.js';
 import { namesIn, sentencesOf } from './text.js';
 
@@ -14,6 +14,49 @@ const passage = (number: number, content: string, documentId = `doc-${number}`):
   metadata: {},
   number,
   page: null,
+});
+
+const statement = 'CONSOLIDATED STATEMENTS OF OPERATIONS\n(in millions, except per share data)\nYear Ended December 31,\n2015 2016 2017\nTotal net sales 107,006 135,987 177,866\nCost of sales 71,651 88,265 111,934\nNet income $ 596 $ 2,371 $ 3,033';
+
+describe('table rows in answers', () => {
+  it('reads each line of a table as a sentence of its own', () => {
+    const sentences = sentencesOf(`Sales grew. ${statement}\n\nSee the notes.`);
+    expect(sentences.map((sentence) => sentence.text)).toEqual([
+      'Sales grew.',
+      'CONSOLIDATED STATEMENTS OF OPERATIONS',
+      '(in millions, except per share data)',
+      'Year Ended December 31,',
+      '2015 2016 2017',
+      'Total net sales 107,006 135,987 177,866',
+      'Cost of sales 71,651 88,265 111,934',
+      'Net income $ 596 $ 2,371 $ 3,033',
+      'See the notes.',
+    ]);
+  });
+
+  it('states a row with its label, each figure with its year (the one asked first) and the unit', () => {
+    const content = statement;
+    const row = 'Cost of sales 71,651 88,265 111,934';
+    const at = { text: row, start: content.indexOf(row), passage: passage(1, content) };
+    expect(rowStatement('What was the FY2017 cost of sales?', at)).toBe('Cost of sales: 111,934 in 2017, 71,651 in 2015, 88,265 in 2016 (in millions).');
+    expect(rowStatement('What was the cost of sales?', at)).toBe('Cost of sales: 71,651 in 2015, 88,265 in 2016, 111,934 in 2017 (in millions).');
+    const bare = { text: 'Goodwill 13,923.2 13,995.8', start: 0, passage: passage(2, 'Goodwill 13,923.2 13,995.8') };
+    expect(rowStatement('How much goodwill?', bare)).toBe('Goodwill: 13,923.2, 13,995.8.');
+  });
+
+  it('tells what kind of thing a question asks for, and whether a sentence holds one', () => {
+    expect(answerKind('Who invented the wiki?')).toBe('person');
+    expect(answerKind('When was the company founded?')).toBe('date');
+    expect(answerKind('Where is the headquarters?')).toBe('place');
+    expect(answerKind('How many employees does it have?')).toBe('quantity');
+    expect(answerKind('What is the FY2018 capital expenditure amount (in USD millions)?')).toBe('quantity');
+    expect(answerKind('Why did revenue fall?')).toBeNull();
+    expect(holdsKind('Ward Cunningham invented the wiki in 1994.', 'Who invented the wiki?', 'person')).toBe(true);
+    expect(holdsKind('A wiki is a website edited by its users.', 'Who invented the wiki?', 'person')).toBe(false);
+    expect(holdsKind('It was founded in March.', 'When was it founded?', 'date')).toBe(true);
+    expect(holdsKind('Revenue was 2017 in FY2017.', 'What was revenue in 2017?', 'quantity')).toBe(false);
+    expect(holdsKind('Revenue was 177,866 in 2017.', 'What was revenue in 2017?', 'quantity')).toBe(true);
+  });
 });
 
 describe('sentencesOf', () => {
