@@ -4492,7 +4492,7 @@ export interface operations {
                     sessionId?: string | null;
                     mode?: ("deep" | "fast") | null;
                     limits?: {
-                        /** @description Searching hops, 1 to 6; default 3. */
+                        /** @description Searching hops, 1 to 6; default 4. */
                         maxHops?: number | null;
                         /** @description Searches in all, 1 to 20; default 8. */
                         maxSearches?: number | null;

@@ -16,7 +16,7 @@ export type AgentJobStatus =
 
 /** Deep research's budget; each left out takes its default (docs/agent.md). */
 export type AgentLimitsInput = {
-  /** Searching hops, 1 to 6; default 3. */
+  /** Searching hops, 1 to 6; default 4. */
   maxHops?: number | null | undefined;
   /** Searches in all, 1 to 20; default 8. */
   maxSearches?: number | null | undefined;

@@ -26,7 +26,7 @@ export const agentLimits = {
   historyTurns: 10,
   /** Deep research's budget when the request sets none, and the most a request may set. */
   deep: {
-    hops: { default: 3, max: 6 },
+    hops: { default: 4, max: 6 },
     searches: { default: 8, max: 20 },
     seconds: { default: 60, max: 300 },
   },
