@@ -78,7 +78,7 @@ if ! sha256_ok "$model" "$model_sha256"; then
   mv "$tmp/model.gguf" "$model"
 fi
 
-is_ours() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q "llama_cpp.server --model $model "; }
+is_ours() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q "llama-server.py --model $model "; }
 answers() { curl -fsS --max-time 5 "http://127.0.0.1:$1/v1/models" 2>/dev/null | grep -q "\"$alias\""; }
 
 pid=$(sed -n 1p "$pidfile" 2>/dev/null || true)
@@ -93,8 +93,9 @@ else
   port=$(choose_port "${KB_LLAMA_PORT:-8090}" 8090 KB_LLAMA_PORT)
   log "starting the server on 127.0.0.1:$port (log $run/llama.log)"
   # Its own session: it outlives this script, and the lock's descriptor is not passed on.
-  setsid "$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias "$alias" \
-    --host 127.0.0.1 --port "$port" --n_ctx 8192 --n_threads "$threads" \
+  # llama-server.py: the server with Gemma 3's chat format (the file has no chat template).
+  setsid "$venv/bin/python" "$here/llama-server.py" --model "$model" --model_alias "$alias" \
+    --chat_format gemma3 --host 127.0.0.1 --port "$port" --n_ctx 8192 --n_threads "$threads" \
     </dev/null >"$run/llama.log" 2>&1 9>&- &
   pid=$!
   printf '%s\n%s\n' "$pid" "$port" >"$pidfile"

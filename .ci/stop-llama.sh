@@ -13,7 +13,7 @@ model=$kb_cache/gemma-3-270m-q4_k_m.gguf
 
 pid=$(sed -n 1p "$pidfile" 2>/dev/null || true)
 # Only a live process that is this server: the pid may have been reused since.
-if [ -z "$pid" ] || ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server --model $model "; then
+if [ -z "$pid" ] || ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "llama-server.py --model $model "; then
   log "not running"
   rm -f "$pidfile"
   exit 0
