@@ -50,7 +50,9 @@ function modelError(error: unknown, signal: AbortSignal): unknown {
 /**
  * Answers written by any OpenAI-compatible chat model through the `openai` SDK: passages numbered
  * in the prompt, tokens streamed as they arrive. The SDK retries a call that fails before its
- * first token; a failure after it ends the run (an `error` event and a refund).
+ * first token; a failure after it ends the run (an `error` event and a refund). Generation is
+ * bounded by `max_tokens`, by the run's generation budget (after which the fallback writes what
+ * is left) and by the repetition stop (docs/agent.md, "Bounds on a chat model").
  */
 export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerModel {
   const client = createOpenAIClient({ baseUrl: options.baseUrl, apiKey: options.apiKey, timeoutMs: options.timeoutMs, maxRetries: options.maxRetries ?? 2 });
@@ -62,14 +64,11 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
     const began = performance.now();
     const budget = new AbortController();
     const timer = setTimeout(() => budget.abort(new Error('the generation budget is spent')), options.generationMs - clock.spentMs);
-    let ended = false;
     return {
       signal: AbortSignal.any([signal, budget.signal]),
       /** The budget ran out during the call (and the run goes on). */
       outOfTime: () => budget.signal.aborted && !signal.aborted,
       end() {
-        if (ended) return;
-        ended = true;
         clearTimeout(timer);
         clock.spentMs += performance.now() - began;
       },
