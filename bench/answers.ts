@@ -316,7 +316,7 @@ async function main() {
     KB_SEARCH_RATE_PER_MINUTE: String(1_000_000),
   };
   const probeConfig = loadConfig({ ...baseEnvironment, KB_DATA_DIR: os.tmpdir() });
-  const modelKey = probeConfig.openai.baseUrl ? `openai:${probeConfig.openai.embeddingModel}` : probeConfig.embeddings.localModel;
+  const modelKey = probeConfig.openai.baseUrl && probeConfig.openai.embeddingModel ? `openai:${probeConfig.openai.embeddingModel}` : probeConfig.embeddings.localModel;
   const answerModel =
     probeConfig.openai.baseUrl && probeConfig.openai.chatModel ? `OpenAI-compatible ${probeConfig.openai.chatModel}` : 'embedded extractive answerer';
 

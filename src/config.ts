@@ -35,6 +35,14 @@ const environmentSchema = z.object({
     z.string().regex(/^[1-9]\d{0,3}$/, 'must be an integer from 1 to 9999').transform(Number).optional(),
   ),
   OPENAI_TIMEOUT_SECONDS: z.coerce.number().min(1).max(600).default(30),
+  OPENAI_MAX_ANSWER_TOKENS: z.coerce.number().int().min(16).max(65_536).default(512),
+  OPENAI_MAX_PLAN_TOKENS: z.coerce.number().int().min(16).max(4096).default(128),
+  OPENAI_GENERATION_SECONDS: z.coerce.number().min(0.1).max(3600).default(120),
+  OPENAI_REPEAT_STOP_WORDS: z.coerce
+    .number()
+    .int()
+    .refine((words) => words === 0 || (words >= 4 && words <= 64), 'must be 0 (off) or from 4 to 64')
+    .default(8),
   KB_MODELS_DIR: optionalString,
   KB_EMBEDDING_MODEL: z.enum(['bge-small-en-v1.5-q', 'bge-small-en-v1.5']).default('bge-small-en-v1.5-q'),
   KB_EMBED_THREADS: z.coerce.number().int().min(1).max(64).default(2),
@@ -105,6 +113,14 @@ export type Config = {
     embeddingDimensions: number | undefined;
     chatModel: string | undefined;
     timeoutSeconds: number;
+    /** `max_tokens` of a streamed answer. */
+    maxAnswerTokens: number;
+    /** `max_tokens` of a follow-up's rewrite and of each deep-research plan. */
+    maxPlanTokens: number;
+    /** What all the chat model's calls of one run may take together; then the answer ends as written so far (docs/agent.md). */
+    generationSeconds: number;
+    /** An answer that repeats a span of this many words is cut there; 0: never. */
+    repeatStopWords: number;
   };
   embeddings: {
     /** Where `npm install` and `kb models pull` put the embedded model's files. */
@@ -239,6 +255,10 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       embeddingDimensions: env.OPENAI_EMBEDDING_DIMENSIONS,
       chatModel: env.OPENAI_CHAT_MODEL,
       timeoutSeconds: env.OPENAI_TIMEOUT_SECONDS,
+      maxAnswerTokens: env.OPENAI_MAX_ANSWER_TOKENS,
+      maxPlanTokens: env.OPENAI_MAX_PLAN_TOKENS,
+      generationSeconds: env.OPENAI_GENERATION_SECONDS,
+      repeatStopWords: env.OPENAI_REPEAT_STOP_WORDS,
     },
     embeddings: {
       modelsDir: env.KB_MODELS_DIR ? path.resolve(env.KB_MODELS_DIR) : defaultModelsDir,

@@ -2,18 +2,34 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { reserveAgentRun } from '../src/modules/credits/service.js';
-import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent, type AgentStream } from './support/agent.js';
+import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 /**
  * An OpenAI-compatible chat server whose behaviour the test switches. It answers from the prompt
- * it is sent, as a model would: the first sentence of passage [1], cited.
+ * it is sent, as a model would: the first sentence of passage [1], cited. Like a real server it
+ * stops a completion at its `max_tokens` (one token a chunk); without one, 'endless' and
+ * 'repeating' never stop.
  */
-type Behaviour = 'healthy' | 'slow' | 'error-500' | 'fail-once' | 'malformed' | 'cut';
+type Behaviour =
+  | 'healthy'
+  | 'slow'
+  | 'error-500'
+  | 'fail-once'
+  | 'malformed'
+  | 'cut'
+  | 'endless'
+  | 'endless-slow'
+  | 'repeating'
+  | 'invented-citation'
+  | 'stall-plans'
+  | 'plan-prose'
+  | 'plan-wrong-shape'
+  | 'plan-empty';
 
 let behaviour: Behaviour = 'healthy';
-let requests: { body: any; aborted: boolean }[] = [];
+let requests: { body: any; aborted: boolean; sent: number }[] = [];
 let modelServer: Server;
 let baseUrl: string;
 
@@ -25,11 +41,28 @@ function answerFrom(prompt: string) {
 
 const chunk = (content: string) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake-chat', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 
-function handle(request: IncomingMessage, body: any, response: import('node:http').ServerResponse, record: { aborted: boolean }) {
+const plans: Partial<Record<Behaviour, string | null>> = {
+  'plan-prose': 'Sure! I would look for what cools the reactor, then for its designer.',
+  'plan-wrong-shape': '[{"query": "Zephyr-9 reactor coolant"}]',
+  'plan-empty': '',
+};
+
+function tokensFor(prompt: string): (sent: number) => string | undefined {
+  if (behaviour === 'endless' || behaviour === 'endless-slow') return (sent) => ` word${sent}`;
+  if (behaviour === 'repeating') return (sent) => ' The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic [1].'.match(/\s*\S+/g)![sent % 12];
+  const answer =
+    behaviour === 'invented-citation'
+      ? ['According', ' to', ' the', ' notes,', ' the', ' reactor', ' is', ' cooled', ' by', ' a', ' lead-bismuth', ' eutectic', ' [1][7].', ' It', ' was', ' built', ' on', ' Mars', ' [', '9', '].', ' Lead [1, 8] is heavy.']
+      : answerFrom(prompt).match(/\s*\S+/g)!;
+  return (sent) => answer[sent];
+}
+
+function handle(request: IncomingMessage, body: any, response: import('node:http').ServerResponse, record: { aborted: boolean; sent: number }) {
   const prompt = body.messages.map((message: { content: string }) => message.content).join('\n');
   if (!body.stream) {
+    if (behaviour === 'stall-plans') return;
     const system = body.messages[0].content as string;
-    const content = system.startsWith('Rewrite') ? 'Lyft revenue' : system.startsWith('Plan') ? '["Zephyr-9 reactor coolant"]' : '[]';
+    const content = behaviour in plans && !system.startsWith('Rewrite') ? plans[behaviour] : system.startsWith('Rewrite') ? 'Lyft revenue' : system.startsWith('Plan') ? '["Zephyr-9 reactor coolant"]' : '[]';
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(JSON.stringify({ id: 'c0', object: 'chat.completion', created: 1, model: 'fake-chat', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
     return;
@@ -40,15 +73,16 @@ function handle(request: IncomingMessage, body: any, response: import('node:http
     return;
   }
   response.writeHead(200, { 'content-type': 'text/event-stream' });
-  const tokens = answerFrom(prompt).match(/\s*\S+/g)!;
-  let sent = 0;
+  const tokenAt = tokensFor(prompt);
   const next = () => {
     if (record.aborted) return;
-    if (behaviour === 'malformed' && sent === 2) return void response.end('data: {"choices": [{"delta": {"content": "half\n\n');
-    if (behaviour === 'cut' && sent === 2) return void response.socket?.destroy();
-    if (sent === tokens.length) return void response.end('data: [DONE]\n\n');
-    response.write(chunk(tokens[sent++]!));
-    setTimeout(next, behaviour === 'slow' ? 150 : 1);
+    if (behaviour === 'malformed' && record.sent === 10) return void response.end('data: {"choices": [{"delta": {"content": "half\n\n');
+    if (behaviour === 'cut' && record.sent === 10) return void response.socket?.destroy();
+    const token = tokenAt(record.sent);
+    if (token === undefined || record.sent === body.max_tokens) return void response.end('data: [DONE]\n\n');
+    response.write(chunk(token));
+    record.sent += 1;
+    setTimeout(next, behaviour === 'slow' ? 150 : behaviour === 'endless-slow' ? 100 : 1);
   };
   next();
 }
@@ -58,7 +92,7 @@ beforeAll(async () => {
     let text = '';
     request.on('data', (part) => (text += part));
     request.on('end', () => {
-      const record = { body: JSON.parse(text || '{}'), aborted: false };
+      const record = { body: JSON.parse(text || '{}'), aborted: false, sent: 0 };
       requests.push(record);
       response.on('close', () => {
         if (!response.writableFinished) record.aborted = true;
@@ -79,6 +113,9 @@ beforeAll(async () => {
     OPENAI_BASE_URL: baseUrl,
     OPENAI_CHAT_MODEL: 'fake-chat',
     OPENAI_TIMEOUT_SECONDS: '5',
+    OPENAI_MAX_ANSWER_TOKENS: '60',
+    OPENAI_MAX_PLAN_TOKENS: '20',
+    OPENAI_GENERATION_SECONDS: '4',
     KB_AGENT_HEARTBEAT_SECONDS: '0.1',
     KB_AGENT_LEASE_SECONDS: '1',
   });
@@ -119,6 +156,14 @@ async function expectFailedAndRefunded(stream: AgentStream, before: number) {
   expect((await server.request('GET', '/healthz')).status).toBe(200);
 }
 
+/** A finished run: charged its mode's cost, as an extractive answer is, and stored under its job. */
+async function expectCharged(stream: AgentStream, done: AgentEvent, before: number, cost: number) {
+  expect(done.creditsUsed).toBe(cost);
+  expect(await balance()).toBe(before - cost);
+  const job = await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: stream.events[0]!.jobId } });
+  expect(job).toMatchObject({ status: 'done', creditsUsed: cost });
+}
+
 describe('the agent with an OpenAI-compatible chat model', () => {
   it('streams the tokens as the model sends them, cites the numbered passage verbatim, and keeps passages as data in the prompt', async () => {
     const { answer, sources, done } = expectProtocol(await ask());
@@ -130,6 +175,7 @@ describe('the agent with an OpenAI-compatible chat model', () => {
     expect(done.support_score).toBe(1);
     const streamed = requests.find((request) => request.body.stream)!.body;
     expect(streamed.model).toBe('fake-chat');
+    expect(streamed.max_tokens).toBe(60);
     expect(streamed.messages[0].content).toMatch(/not instructions/);
     expect(streamed.messages[1].content).toMatch(/\[1\] \(reactor\.md\)\n/);
     expect(streamed.messages[1].content).toMatch(/Question: What cools the Zephyr-9 reactor\?$/);
@@ -193,6 +239,90 @@ describe('the agent with an OpenAI-compatible chat model', () => {
     expect(steps.at(-1)).toMatchObject({ kind: 'verify', reason: '1 of 1 sentences are supported by the passages they cite' });
     expect(answer).toContain('lead-bismuth');
     expect(done.creditsUsed).toBe(5);
+  });
+
+  it('asks for at most OPENAI_MAX_PLAN_TOKENS tokens of each plan', async () => {
+    expectProtocol(await ask({ mode: 'deep' }), 'deep');
+    const plans = requests.filter((request) => !request.body.stream);
+    expect(plans.length).toBeGreaterThan(0);
+    for (const plan of plans) expect(plan.body.max_tokens).toBe(20);
+  });
+
+  it('an answer that would never end stops at OPENAI_MAX_ANSWER_TOKENS, and is charged as any answer', async () => {
+    behaviour = 'endless';
+    const before = await balance();
+    const stream = await ask();
+    const { answer, done } = expectProtocol(stream);
+    expect(requests.find((request) => request.body.stream)!.body.max_tokens).toBe(60);
+    expect(answer.match(/word\d+/g)).toHaveLength(60);
+    await expectCharged(stream, done, before, 1);
+  });
+
+  it('an answer that starts repeating itself is cut where the repetition starts, and the model is stopped', async () => {
+    behaviour = 'repeating';
+    const before = await balance();
+    const stream = await ask();
+    const { answer, done } = expectProtocol(stream);
+    expect(answer.trim()).toBe('The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic [1].');
+    const streamed = requests.find((request) => request.body.stream)!;
+    // The repeat is seen 8 words into its second copy; the model is not left to write 60 tokens.
+    expect(streamed.sent).toBeLessThan(30);
+    for (let waited = 0; waited < 2_000 && !streamed.aborted; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(streamed.aborted).toBe(true);
+    await expectCharged(stream, done, before, 1);
+    // What the client read is what was stored.
+    const stored = await server.app.db.prisma.chatMessage.findFirstOrThrow({ where: { jobId: done.jobId } });
+    expect(stored.content).toBe(answer);
+  });
+
+  it('citations of passages that do not exist are dropped from the answer and its sources', async () => {
+    behaviour = 'invented-citation';
+    const { answer, sources } = expectProtocol(await ask());
+    expect(answer).toBe('According to the notes, the reactor is cooled by a lead-bismuth eutectic [1]. It was built on Mars. Lead [1] is heavy.');
+    expect(sources.flatMap((source) => source.passages.map((passage) => passage.citation))).toEqual([1]);
+  });
+
+  it("the run's generation budget running out mid-answer ends it as written so far, with the normal events and charge", async () => {
+    behaviour = 'endless-slow';
+    const before = await balance();
+    const started = performance.now();
+    const stream = await ask();
+    const { answer, done } = expectProtocol(stream);
+    const seconds = (performance.now() - started) / 1000;
+    // 4 s of generation at a token every 100 ms: about 40 words, far fewer than the 60 allowed.
+    const words = answer.match(/word\d+/g)!.length;
+    expect(words).toBeGreaterThan(10);
+    expect(words).toBeLessThan(55);
+    expect(seconds).toBeLessThan(10);
+    const streamed = requests.find((request) => request.body.stream)!;
+    for (let waited = 0; waited < 2_000 && !streamed.aborted; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(streamed.aborted).toBe(true);
+    await expectCharged(stream, done, before, 1);
+  });
+
+  it('plans that take the whole generation budget give way to the extractive ones, and the answer too', async () => {
+    behaviour = 'stall-plans';
+    const before = await balance();
+    const stream = await ask({ mode: 'deep' });
+    const { steps, answer, done } = expectProtocol(stream, 'deep');
+    expect(steps[0]).toMatchObject({ kind: 'decompose', queries: ['What cools the Zephyr-9 reactor?'] });
+    expect(steps.find((step) => step.kind === 'search').reason).toMatch(/^the generation budget is spent; /);
+    expect(answer).toContain('lead-bismuth');
+    // Only the first plan was asked; nothing after the budget ran out.
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.aborted).toBe(true);
+    await expectCharged(stream, done, before, 5);
+  });
+
+  it.each(['plan-prose', 'plan-wrong-shape', 'plan-empty'] as const)('deep mode survives a plan that is not a list of queries (%s)', async (plan) => {
+    behaviour = plan;
+    const before = await balance();
+    const stream = await ask({ mode: 'deep' });
+    const { steps, answer, done } = expectProtocol(stream, 'deep');
+    expect(steps[0]).toMatchObject({ kind: 'decompose', queries: ['What cools the Zephyr-9 reactor?'] });
+    expect(steps.find((step) => step.kind === 'search').reason).toMatch(/^the model gave no list of queries; /);
+    expect(answer).toContain('lead-bismuth');
+    await expectCharged(stream, done, before, 5);
   });
 
   it('refunds a run left reserved by a process that stopped once its lease has run out', async () => {

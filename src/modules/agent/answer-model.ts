@@ -12,7 +12,16 @@ export type AnswerRequest = {
   passages: readonly NumberedPassage[];
   mode: AgentMode;
   signal: AbortSignal;
+  clock: GenerationClock;
 };
+
+/**
+ * The time one run's model calls have taken together (they are made one after another). A chat
+ * model holds a run to its generation budget with it; the extractive answerer takes no time of it.
+ */
+export class GenerationClock {
+  spentMs = 0;
+}
 
 /** What the next hop of deep research should search for; none when the evidence covers the question. */
 export type NextQueries = { queries: string[]; reason: string };
@@ -24,11 +33,11 @@ export type NextQueries = { queries: string[]; reason: string };
 export interface AnswerModel {
   readonly kind: 'extractive' | 'openai';
   /** The question made to stand alone from the conversation so far ("and its revenue?" → "Lyft revenue"). */
-  rewrite(question: string, history: readonly Turn[], signal: AbortSignal): Promise<string>;
+  rewrite(question: string, history: readonly Turn[], signal: AbortSignal, clock: GenerationClock): Promise<string>;
   /** Deep mode's first step: the searches a question needs (a comparison of two things needs two). */
-  decompose(question: string, signal: AbortSignal): Promise<string[]>;
+  decompose(question: string, signal: AbortSignal, clock: GenerationClock): Promise<string[]>;
   /** Deep mode's next hop, from the question and the evidence found so far. */
-  nextQueries(request: { question: string; evidence: readonly NumberedPassage[]; asked: readonly string[]; signal: AbortSignal }): Promise<NextQueries>;
+  nextQueries(request: { question: string; evidence: readonly NumberedPassage[]; asked: readonly string[]; signal: AbortSignal; clock: GenerationClock }): Promise<NextQueries>;
   /** The answer as it is written, piece by piece; passages are cited as `[n]`. */
   answer(request: AnswerRequest): AsyncIterable<string>;
 }

@@ -15,6 +15,39 @@ export const supportThreshold = 0.6;
 
 const citationMarker = /\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]/g;
 
+/**
+ * Drops from a streamed answer the citation markers that name no passage (a model's invented
+ * `[7]` among six passages); a marker naming known ones as well keeps those. Text that may be
+ * the start of a marker is held until it is complete.
+ */
+export class UnknownCitationFilter {
+  #held = '';
+  constructor(private readonly known: ReadonlySet<number>) {}
+
+  push(piece: string): string {
+    const text = this.#held + piece;
+    const partial = /\s*\[[\d,\s]{0,40}$/.exec(text);
+    const cut = partial ? partial.index : text.length;
+    this.#held = text.slice(cut);
+    return this.#clean(text.slice(0, cut));
+  }
+
+  flush(): string {
+    const rest = this.#clean(this.#held);
+    this.#held = '';
+    return rest;
+  }
+
+  #clean(text: string) {
+    return text.replace(/(\s*)\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]/g, (marker, space: string, list: string) => {
+      const numbers = list.split(',').map((number) => Number(number.trim()));
+      const known = numbers.filter((number) => this.known.has(number));
+      if (known.length === numbers.length) return marker;
+      return known.length === 0 ? '' : `${space}[${known.join(', ')}]`;
+    });
+  }
+}
+
 /** The answer's text without its citation markers. */
 export const withoutMarkers = (text: string) => text.replace(citationMarker, '').replace(/\s+([.,;:!?])/g, '$1').trim();
 

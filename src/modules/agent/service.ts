@@ -12,7 +12,7 @@ import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, 
 import { loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
 import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
-import { AnswerModelError, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
+import { AnswerModelError, GenerationClock, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
 import { EventChannel, type AgentEvent, type ReasoningStep } from './events.js';
 
@@ -439,9 +439,10 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
   const timeout = setTimeout(() => cancel.abort(new AppError('service_unavailable', `the run did not finish within ${dependencies.timeoutMs / 1000} s`)), dependencies.timeoutMs);
   const signal = cancel.signal;
   try {
-    const query = await dependencies.answerModel.rewrite(run.message, run.history, signal);
+    const clock = new GenerationClock();
+    const query = await dependencies.answerModel.rewrite(run.message, run.history, signal, clock);
     const { passages, answer, checked } =
-      run.mode === 'deep' ? await deepResearch(dependencies, run, query, signal) : await fastAnswer(dependencies, run, query, signal);
+      run.mode === 'deep' ? await deepResearch(dependencies, run, query, signal, clock) : await fastAnswer(dependencies, run, query, signal, clock);
     const sources = sourcesOf(checked, passages);
     // "Not found" makes no claim: there is nothing to support.
     const supportScore = answer.trim() === notFoundAnswer ? null : supportScoreOf(checked);
@@ -542,11 +543,11 @@ const numbered = (passages: Awaited<ReturnType<typeof searchPassages>>, first: n
   passages.map((passage, index) => ({ ...passage, number: first + index, page: pageOf(passage.metadata), hop }));
 
 /** Fast mode: one search, and the answer streamed as it is written. */
-async function fastAnswer(dependencies: AgentDependencies, run: Run, query: string, signal: AbortSignal) {
+async function fastAnswer(dependencies: AgentDependencies, run: Run, query: string, signal: AbortSignal, clock: GenerationClock) {
   const found = await searchPassages(dependencies.retrieval, { query, workspaceIds: run.workspaceIds, topK: agentLimits.fastPassages }, signal);
   const passages = numbered(found, 1, 0);
   let answer = '';
-  for await (const token of dependencies.answerModel.answer({ question: query, passages, mode: 'fast', signal })) {
+  for await (const token of dependencies.answerModel.answer({ question: query, passages, mode: 'fast', signal, clock })) {
     signal.throwIfAborted();
     if (!token) continue;
     answer += token;
@@ -562,7 +563,7 @@ async function fastAnswer(dependencies: AgentDependencies, run: Run, query: stri
  * ends. The answer is written whole, each sentence checked against the passage it cites, and
  * only the supported ones are streamed.
  */
-async function deepResearch(dependencies: AgentDependencies, run: Run, query: string, signal: AbortSignal) {
+async function deepResearch(dependencies: AgentDependencies, run: Run, query: string, signal: AbortSignal, clock: GenerationClock) {
   const { answerModel } = dependencies;
   const started = performance.now();
   const budget = run.budget;
@@ -597,7 +598,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
   const described = (passages: readonly NumberedPassage[]) =>
     passages.map((passage) => ({ documentId: passage.documentId, filename: passage.filename, chunkIndex: passage.chunkIndex, page: passage.page, score: passage.score }));
 
-  const subQuestions = (await answerModel.decompose(query, signal)).slice(0, budget.searches);
+  const subQuestions = (await answerModel.decompose(query, signal, clock)).slice(0, budget.searches);
   step({
     kind: 'decompose',
     queries: subQuestions,
@@ -612,7 +613,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
     const next =
       exhausted || evidence.length === 0 || (hop > 1 && found.length === 0)
         ? null
-        : await answerModel.nextQueries({ question: query, evidence: found.length > 0 ? found : evidence, asked, signal });
+        : await answerModel.nextQueries({ question: query, evidence: found.length > 0 ? found : evidence, asked, signal, clock });
     const stop =
       exhausted ??
       (evidence.length === 0
@@ -635,7 +636,7 @@ async function deepResearch(dependencies: AgentDependencies, run: Run, query: st
   }
 
   let answer = '';
-  for await (const token of answerModel.answer({ question: query, passages: evidence, mode: 'deep', signal })) answer += token;
+  for await (const token of answerModel.answer({ question: query, passages: evidence, mode: 'deep', signal, clock })) answer += token;
   if (answer.trim().length === 0) throw new AnswerModelError('it returned an empty answer');
   const checked = answer.trim() === notFoundAnswer ? [] : checkSentences(answer, evidence);
   const kept = checked.filter((sentence) => sentence.supported);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkSentences, sourcesOf, supportScoreOf } from './citations.js';
 import { answerKind, holdsKind, rowStatement, standaloneQuestion } from './extractive-answerer.js';
-import type { NumberedPassage } from './answer-model.js';
+import { GenerationClock, type NumberedPassage } from './answer-model.js';
 import { namesIn, sentencesOf } from './text.js';
 
 const passage = (number: number, content: string, documentId = `doc-${number}`): NumberedPassage => ({
@@ -140,7 +140,7 @@ describe('citations after closing quotes of other languages', () => {
       // French puts a space before «»: the segmenter ends the sentence at its full stop.
       expect(text.startsWith(scored[0]!.text)).toBe(true);
       let answer = '';
-      for await (const token of answerer.answer({ question: text, passages: [passages[index]!], mode: 'fast', signal: AbortSignal.timeout(1000) })) answer += token;
+      for await (const token of answerer.answer({ question: text, passages: [passages[index]!], mode: 'fast', signal: AbortSignal.timeout(1000), clock: new GenerationClock() })) answer += token;
       const checked = checkSentences(answer, passages);
       expect(checked, answer).toHaveLength(1);
       expect(checked[0]).toMatchObject({ citations: [index + 1], supported: true });
