@@ -26,7 +26,8 @@ type Behaviour =
   | 'stall-plans'
   | 'plan-prose'
   | 'plan-wrong-shape'
-  | 'plan-empty';
+  | 'plan-empty'
+  | 'empty-answer';
 
 let behaviour: Behaviour = 'healthy';
 let requests: { body: any; aborted: boolean; sent: number }[] = [];
@@ -51,7 +52,9 @@ function tokensFor(prompt: string): (sent: number) => string | undefined {
   if (behaviour === 'endless' || behaviour === 'endless-slow') return (sent) => ` word${sent}`;
   if (behaviour === 'repeating') return (sent) => ' The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic [1].'.match(/\s*\S+/g)![sent % 12];
   const answer =
-    behaviour === 'invented-citation'
+    behaviour === 'empty-answer'
+      ? ['', ' ']
+      : behaviour === 'invented-citation'
       ? ['According', ' to', ' the', ' notes,', ' the', ' reactor', ' is', ' cooled', ' by', ' a', ' lead-bismuth', ' eutectic', ' [1][7].', ' It', ' was', ' built', ' on', ' Mars', ' [', '9', '].', ' Lead [1, 8] is heavy.']
       : answerFrom(prompt).match(/\s*\S+/g)!;
   return (sent) => answer[sent];
@@ -273,6 +276,14 @@ describe('the agent with an OpenAI-compatible chat model', () => {
     // What the client read is what was stored.
     const stored = await server.app.db.prisma.chatMessage.findFirstOrThrow({ where: { jobId: done.jobId } });
     expect(stored.content).toBe(answer);
+  });
+
+  it('a model that ends its answer without a word gives way to the extractive answer, charged as any answer', async () => {
+    behaviour = 'empty-answer';
+    const { answer, sources, done } = expectProtocol(await ask());
+    expect(answer).toBe('The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic [1].');
+    expect(sources[0]).toMatchObject({ filename: 'reactor.md' });
+    expect(done).toMatchObject({ type: 'done', creditsUsed: 1 });
   });
 
   it('citations of passages that do not exist are dropped from the answer and its sources', async () => {

@@ -199,9 +199,10 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
         call.end();
       }
       const rest = repetition.push(citations.flush()) + repetition.flush();
-      if (rest) yield rest;
-      // The budget ran out before the model wrote anything: the answer is the extractive one.
-      if (repetition.text.trim() === '' && call.outOfTime()) yield* options.fallback.answer(request);
+      // The model wrote nothing (the budget ran out first, or it ended at once, as a tiny model
+      // under load sometimes does): the answer is the extractive one rather than an error.
+      if (repetition.text.trim() === '') yield* options.fallback.answer(request);
+      else if (rest) yield rest;
     },
   };
 }
