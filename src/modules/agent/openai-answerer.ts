@@ -164,7 +164,9 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
       }
       const call = timed(clock, signal);
       const citations = new UnknownCitationFilter(new Set(passages.map((passage) => passage.number)));
-      const repetition = new RepetitionStop(options.repeatStopWords);
+      // Nothing held back: tokens stream as the model sends them, and a repeat ends the answer once seen.
+      const repetition = new RepetitionStop(options.repeatStopWords, 0);
+      let started = false;
       try {
         let stream;
         try {
@@ -188,8 +190,13 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
             const content = choice.delta?.content;
             if (content === undefined || content === null) continue;
             if (typeof content !== 'string') throw new AnswerModelError('the model server sent a chunk whose content is not text');
-            const released = repetition.push(citations.push(content));
-            if (released) yield released;
+            // White space before the first word is no part of the answer (an answer of none gives way to the extractive one).
+            let released = repetition.push(citations.push(content));
+            if (!started) released = released.trimStart();
+            if (released) {
+              started = true;
+              yield released;
+            }
             if (repetition.stopped || call.outOfTime()) break;
           }
         } catch (error) {
@@ -198,7 +205,8 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
       } finally {
         call.end();
       }
-      const rest = repetition.push(citations.flush()) + repetition.flush();
+      let rest = repetition.push(citations.flush()) + repetition.flush();
+      if (!started) rest = rest.trimStart();
       // The model wrote nothing (the budget ran out first, or it ended at once, as a tiny model
       // under load sometimes does): the answer is the extractive one rather than an error.
       if (repetition.text.trim() === '') yield* options.fallback.answer(request);
