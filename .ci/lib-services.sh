@@ -104,3 +104,21 @@ choose_port() {
   fi
   echo "$wanted"
 }
+
+# A live process: its /proc entry exists and it is not a zombie (PID 1 may be slow to reap one).
+alive() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+# stop_process PID SECONDS: SIGTERM, then SIGKILL every 30 s once SECONDS have passed, until it has exited.
+stop_process() {
+  local pid=$1 timeout=$2
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + timeout))
+  while alive "$pid"; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "still running after ${timeout} s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      deadline=$((SECONDS + 30))
+    fi
+    sleep 0.2
+  done
+}

@@ -59,7 +59,6 @@ healthy() {
     "http://127.0.0.1:$1/_cluster/health?wait_for_status=yellow&timeout=5s" 2>/dev/null
 }
 
-alive() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 
 # Waits until DEADLINE (in $SECONDS) for the cluster to turn yellow; on timeout prints the log's
 # tail, stops the server and fails.

@@ -32,16 +32,6 @@ if [ -z "$pid" ]; then
   exit 0
 fi
 log "stopping Elasticsearch (pid $pid)"
-kill -TERM "$pid" 2>/dev/null || true
-deadline=$((SECONDS + stop_timeout))
-# A zombie (State Z) has exited; PID 1 may be slow to reap it.
-while [ -d "/proc/$pid" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; do
-  if [ $SECONDS -ge $deadline ]; then
-    log "still running after ${stop_timeout}s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + 30))
-  fi
-  sleep 0.5
-done
+stop_process "$pid" "$stop_timeout"
 rm -f "$pidfile"
 log "stopped"

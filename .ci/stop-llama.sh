@@ -19,16 +19,6 @@ if [ -z "$pid" ] || ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "l
   exit 0
 fi
 log "stopping the llama.cpp server (pid $pid)"
-kill -TERM "$pid" 2>/dev/null || true
-deadline=$((SECONDS + 30))
-# A zombie (State Z) has exited; PID 1 may be slow to reap it.
-while [ -d "/proc/$pid" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; do
-  if [ $SECONDS -ge $deadline ]; then
-    log "still running after 30 s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + 30))
-  fi
-  sleep 0.2
-done
+stop_process "$pid" 30
 rm -f "$pidfile"
 log "stopped"
