@@ -342,6 +342,15 @@ describe('plain text, CSV and JSON', () => {
     expect(doc.blocks.flatMap((block) => block.text.split('\n').slice(1))).toEqual(rows);
   });
 
+  it('repeats no header row too long to repeat: a megabyte of columns is stored once', async () => {
+    const header = 'column,'.repeat(150_000);
+    const rows = Array.from({ length: 200 }, (_, index) => `${index},value ${index}`);
+    const doc = await parseDocument(utf8([header, ...rows].join('\n')), 'text/csv');
+    expect(doc.blocks.every((block) => block.tableHeader === undefined)).toBe(true);
+    expect(doc.blocks.reduce((total, block) => total + block.text.length, 0)).toBeLessThan(header.length + 10_000);
+    expect(doc.blocks.flatMap((block) => block.text.split('\n'))).toEqual([header.trimEnd(), ...rows]);
+  });
+
   it('pretty-prints JSON', async () => {
     const doc = await parseDocument(utf8('{"name":"kb","tags":["a","b"],"nested":{"ok":true}}'), 'application/json');
     expect(doc.text).toBe(JSON.stringify({ name: 'kb', tags: ['a', 'b'], nested: { ok: true } }, null, 2));

@@ -52,6 +52,8 @@ function trimLines(paragraph: string): string {
 
 /** Rows per block: small enough that a block rarely needs splitting, large enough to keep rows together. */
 const CSV_BLOCK_CHARACTERS = 1200;
+/** Longest header row repeated in each block: a quarter of one, so repeating it at most adds a third. */
+const CSV_HEADER_CHARACTERS = CSV_BLOCK_CHARACTERS / 4;
 
 /**
  * CSV is kept row by row: records (which may span lines inside quoted fields) are grouped into
@@ -60,24 +62,34 @@ const CSV_BLOCK_CHARACTERS = 1200;
  */
 export function csvBlocks(text: string): ParsedBlock[] {
   const blocks: ParsedBlock[] = [];
+  // The first record is the header row: each block starts with it, so each chunk names its
+  // columns. One too long to repeat (a hostile file's megabyte of columns) is an ordinary record.
   let header: string | undefined;
+  let first = true;
   let pending: string[] = [];
   let pendingLength = 0;
   const flush = () => {
-    // The first record is the header row: each block starts with it, so each chunk names its columns.
-    if (pending.length > 0) blocks.push({ kind: 'text', text: [header!, ...pending].join('\n'), page: null, headingPath: [], tableHeader: header! });
-    else if (blocks.length === 0 && header !== undefined) blocks.push({ kind: 'text', text: header, page: null, headingPath: [] });
+    if (pending.length > 0) {
+      blocks.push(
+        header === undefined
+          ? { kind: 'text', text: pending.join('\n'), page: null, headingPath: [] }
+          : { kind: 'text', text: [header, ...pending].join('\n'), page: null, headingPath: [], tableHeader: header },
+      );
+    } else if (blocks.length === 0 && header !== undefined) blocks.push({ kind: 'text', text: header, page: null, headingPath: [] });
     pending = [];
     pendingLength = header === undefined ? 0 : header.length + 1;
   };
   for (const record of splitCsvRecords(text)) {
     if (record.trim() === '') continue;
-    if (header === undefined) {
-      header = record;
-      pendingLength = record.length + 1;
-      continue;
+    if (first) {
+      first = false;
+      if (record.length <= CSV_HEADER_CHARACTERS) {
+        header = record;
+        pendingLength = record.length + 1;
+        continue;
+      }
     }
-    if (pendingLength > 0 && pendingLength + record.length > CSV_BLOCK_CHARACTERS) flush();
+    if (pending.length > 0 && pendingLength + record.length > CSV_BLOCK_CHARACTERS) flush();
     pending.push(record);
     pendingLength += record.length + 1;
   }
