@@ -63,6 +63,18 @@ describe("a chunk's document context", () => {
     }
   });
 
+  it("searches a question wrapped in instructions by the question, not by the instructions' words", async () => {
+    const question = "What were Quillstone's FY2021 purchases of property, plant and equipment?";
+    const instructions =
+      'Please base the answer on how we fund operations from cash on hand and operating cash flows and keep investing. Round your answer to whole millions of cash on hand. Use the liquidity and capital resources of operations.';
+    for (const mode of ['hybrid', 'keyword']) {
+      const response = await server.request('POST', '/v1/kb/query', { key: user.key, json: { workspace_id: workspaceId, query: `${question} ${instructions}`, top_k: 3, mode } });
+      expect(response.status, response.text).toBe(200);
+      expect(response.body.results[0].filename, mode).toBe('QUILLSTONE_2021_10K.md');
+      expect(response.body.results[0].content, mode).toMatch(/^Cash flow statement/);
+    }
+  });
+
   it("shows the document's title (here its first heading) in results' metadata, and filters on it", async () => {
     const search = (filter?: unknown) =>
       server.request('POST', '/v1/kb/query', { key: user.key, json: { workspace_id: workspaceId, query: 'dividends paid', top_k: 10, filter } });

@@ -1,6 +1,7 @@
 import type { Embedder } from '../embeddings/embedder.js';
 import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
 import { isTableRow, rowCells, yearsOf } from '../ingestion/table-rows.js';
+import { focusOf } from '../retrieval/query-focus.js';
 import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
 
 /** A sentence of a retrieved passage, scored against the question. */
@@ -41,7 +42,7 @@ export const extractiveSettings = {
   bridgesPerHop: 3,
 } as const;
 
-const weights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05 };
+export const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05 };
 
 /**
  * The embedded answerer: it writes no words of its own. It selects the sentences of the retrieved
@@ -51,7 +52,9 @@ const weights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05 };
 export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
   scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]>;
 } {
-  async function scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]> {
+  async function scoreSentences(asked: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]> {
+    // Sentences are judged against what is asked, not against the instructions around it.
+    const question = focusOf(asked);
     const terms = [...new Set(topicTerms(question))];
     const candidates: ScoredSentence[] = [];
     passages.forEach((passage, rank) => {
@@ -101,7 +104,7 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       candidate.semantic = dot(questionVector!, sentenceVectors[index]!);
       const rankPrior = candidate.score;
       candidate.score =
-        weights.semantic * candidate.semantic + weights.lexical * candidate.lexical + weights.rank * rankPrior + (kind && holdsKind(candidate.text, question, kind) ? weights.kind : 0);
+        sentenceWeights.semantic * candidate.semantic + sentenceWeights.lexical * candidate.lexical + sentenceWeights.rank * rankPrior + (kind && holdsKind(candidate.text, question, kind) ? sentenceWeights.kind : 0);
     });
     return shortlist.sort((a, b) => b.score - a.score);
   }
@@ -157,7 +160,7 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       const scored = await scoreSentences(question, passages, signal);
       const best = scored[0];
       let chosen: ScoredSentence[] = [];
-      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, passages.map((passage) => passage.content).join('\n'))) {
+      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(focusOf(question), passages.map((passage) => passage.content).join('\n'))) {
         if (mode === 'deep') chosen = chain(question, scored, extractiveSettings.deepSentences);
         else {
           // A second sentence from another passage when it adds what the first lacks (the other

@@ -7,6 +7,7 @@ import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
 import { queryTerms } from './analyzer.js';
 import { documentPriorPool, withDocumentPrior } from './document-prior.js';
+import { focusOf } from './query-focus.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
 import { readyChunks, withTitle } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
@@ -182,8 +183,7 @@ export async function search(
   const { prisma, embedder, index, timeoutMs } = dependencies;
   const textIssue = textProblem(input.query);
   if (textIssue) throw badRequest('query', textIssue);
-  const query = input.query.trim();
-  if (query.length === 0) throw badRequest('query', 'must not be empty');
+  if (input.query.trim().length === 0) throw badRequest('query', 'must not be empty');
   if (input.query.length > searchLimits.maxQueryCharacters) {
     throw badRequest('query', `must be at most ${searchLimits.maxQueryCharacters} characters`);
   }
@@ -193,6 +193,7 @@ export async function search(
   }
   const mode = input.mode ?? 'hybrid';
   const filter = checkFilter(input.filter);
+  const query = focusOf(input.query.trim());
 
   const deadline = AbortSignal.timeout(timeoutMs);
   const abandon = new AbortController();
@@ -286,7 +287,7 @@ export async function searchPassages(
   const { embedder, index, timeoutMs } = dependencies;
   const mismatch = modelMismatch(dependencies);
   if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
-  const query = request.query.trim().slice(0, searchLimits.maxQueryCharacters);
+  const query = focusOf(request.query.trim().slice(0, searchLimits.maxQueryCharacters));
   const aborted = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])]);
   const embedding = withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector!);
   embedding.catch(() => undefined);
