@@ -164,8 +164,8 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
       }
       const call = timed(clock, signal);
       const citations = new UnknownCitationFilter(new Set(passages.map((passage) => passage.number)));
-      // Nothing held back: tokens stream as the model sends them, and a repeat ends the answer once seen.
-      const repetition = new RepetitionStop(options.repeatStopWords, 0);
+      // Tokens stream as the model sends them; a repeat ends the answer once seen.
+      const repetition = new RepetitionStop(options.repeatStopWords);
       let started = false;
       try {
         let stream;
@@ -205,7 +205,7 @@ export function createOpenAIAnswerer(options: OpenAIAnswererOptions): AnswerMode
       } finally {
         call.end();
       }
-      let rest = repetition.push(citations.flush()) + repetition.flush();
+      let rest = repetition.push(citations.flush());
       if (!started) rest = rest.trimStart();
       // The model wrote nothing (the budget ran out first, or it ended at once, as a tiny model
       // under load sometimes does): the answer is the extractive one rather than an error.

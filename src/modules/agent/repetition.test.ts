@@ -2,49 +2,52 @@ import { describe, expect, it } from 'vitest';
 import { UnknownCitationFilter } from './citations.js';
 import { RepetitionStop } from './repetition.js';
 
-/** Feeds the pieces one by one; returns what was released at each step and in all. */
-function feed(stop: RepetitionStop, pieces: string[]) {
-  const released = pieces.map((piece) => stop.push(piece));
-  return { released, all: released.join('') + stop.flush() };
-}
-
 const words = (text: string) => text.match(/\s*\S+/g)!;
 
 describe('RepetitionStop', () => {
-  it('cuts a looping sentence at the start of its second copy, releasing nothing of it', () => {
+  it('ends a looping sentence once its second copy reaches the span, releasing nothing after that', () => {
     const sentence = ' The reactor is cooled by a liquid lead-bismuth eutectic [1].';
     const stop = new RepetitionStop(8);
-    const { released, all } = feed(stop, words(sentence.repeat(5)));
+    const pieces = words(sentence.repeat(5));
+    const released = pieces.map((piece) => stop.push(piece));
     expect(stop.stopped).toBe(true);
-    expect(all).toBe(sentence);
-    expect(released.join('')).toBe(sentence);
+    // The first copy and the 8 words of the second that make the repeat: the answer ends there.
+    expect(released.join('')).toBe(sentence + words(sentence).slice(0, 8).join(''));
+    expect(stop.text).toBe(released.join(''));
+    expect(stop.push(' More.')).toBe('');
   });
 
-  it('cuts a loop of a short period, and one of several sentences', () => {
-    expect(feed(new RepetitionStop(8), words(' yes'.repeat(30))).all).toBe(' yes');
+  it('ends a loop of a short period, and one of several sentences', () => {
+    const short = new RepetitionStop(8);
+    expect(words(' yes'.repeat(30)).map((piece) => short.push(piece)).join('')).toBe(' yes'.repeat(9));
     const cycle = ' It is cooled by lead. The designer was Ilse Marant. Lead is heavy.';
-    expect(feed(new RepetitionStop(8), words(`Answer:${cycle.repeat(3)}`)).all).toBe(`Answer:${cycle}`);
+    const long = new RepetitionStop(8);
+    expect(words(`Answer:${cycle.repeat(3)}`).map((piece) => long.push(piece)).join('')).toBe(`Answer:${cycle}${words(cycle).slice(0, 8).join('')}`);
   });
 
-  it('leaves an answer that repeats words but no span of 8 of them', () => {
+  it('of the piece that completes a repeat, releases only what comes before the repeating span', () => {
+    const sentence = 'one two three four five six seven eight';
+    const stop = new RepetitionStop(8);
+    expect(stop.push(`${sentence} and`)).toBe(`${sentence} and`);
+    expect(stop.push(` ${sentence} nine`)).toBe('');
+    expect(stop.stopped).toBe(true);
+    expect(stop.text).toBe(`${sentence} and`);
+  });
+
+  it('leaves an answer that repeats words but no span of 8 of them, and streams each piece at once', () => {
     const text = 'Revenue was 3.2 billion dollars in 2021 [1]. Revenue was 2.4 billion dollars in 2020 [2]. Revenue was 3.6 billion dollars in 2019 [3].';
     const stop = new RepetitionStop(8);
-    expect(feed(stop, words(text)).all).toBe(text);
+    const pieces = words(text);
+    expect(pieces.map((piece) => stop.push(piece))).toEqual(pieces);
     expect(stop.stopped).toBe(false);
   });
 
-  it('holds back only the last words: a long answer streams as it is written', () => {
-    const text = Array.from({ length: 40 }, (_, index) => ` w${index}`).join('');
-    const { released } = feed(new RepetitionStop(8), words(text));
-    // After 20 words, all but the last 7 complete words and the one being written are out.
-    expect(released.slice(0, 20).join('')).toBe(words(text).slice(0, 12).join(''));
-  });
-
-  it('streams text without spaces after a bounded delay, and passes everything when off', () => {
+  it('never cuts text without spaces, and passes everything when off', () => {
     const text = '反应堆由液态铅铋共晶冷却。'.repeat(20);
-    const { released } = feed(new RepetitionStop(8, 80), [...text]);
-    expect(released.join('').length).toBe(text.length - 80);
-    expect(feed(new RepetitionStop(0), words(' again'.repeat(30))).all).toBe(' again'.repeat(30));
+    const stop = new RepetitionStop(8);
+    expect([...text].map((piece) => stop.push(piece)).join('')).toBe(text);
+    const off = new RepetitionStop(0);
+    expect(words(' again'.repeat(30)).map((piece) => off.push(piece)).join('')).toBe(' again'.repeat(30));
   });
 });
 

@@ -1,29 +1,25 @@
 /**
- * Cuts a streamed answer where it starts repeating itself: as soon as the last `spanWords` words
- * (whitespace-separated, compared in lower case) occurred before, the text from the start of
- * that span on is dropped and `stopped` is set. A loop of any period is caught once its repeat
- * reaches the span, and so is a sentence of that many words written twice.
- *
- * Text is released only when no later repetition can start in it: the last `spanWords - 1`
- * words (and a word still being written) are held back, at most `maxHeldCharacters` of them, so
- * that nothing of a repeat is streamed before it is seen. Text without spaces (Chinese,
- * Japanese) has no words to compare; it streams with that delay and is never cut.
+ * Ends a streamed answer where it starts repeating itself. Each piece is released as it comes;
+ * as soon as the last `spanWords` words (whitespace-separated, compared in lower case) occurred
+ * before, `stopped` is set and nothing more is released: a loop of any period ends once its
+ * repeat reaches the span, and so does a sentence of that many words written twice. What of the
+ * repeat was already streamed stays the answer's end (nothing is held back to hide it: a model
+ * that pauses would leave its last words unseen). Of the piece that completes the repeat, only
+ * the text before the repeating span is released. Text without spaces (Chinese, Japanese) has no
+ * words to compare and is never cut; `spanWords` 0 turns the check off.
  */
 export class RepetitionStop {
   #text = '';
   #released = 0;
-  /** Where each complete word starts in the text, and its n-grams seen so far. */
   readonly #wordStarts: number[] = [];
   readonly #words: string[] = [];
+  /** The spans of `spanWords` words seen so far. */
   readonly #seen = new Set<string>();
   /** Where the word being written starts. */
   #scanFrom = 0;
   #cutAt: number | null = null;
 
-  constructor(
-    private readonly spanWords: number,
-    private readonly maxHeldCharacters = 80,
-  ) {}
+  constructor(private readonly spanWords: number) {}
 
   get stopped() {
     return this.#cutAt !== null;
@@ -33,30 +29,23 @@ export class RepetitionStop {
   push(piece: string): string {
     if (this.stopped) return '';
     this.#text += piece;
-    if (this.spanWords === 0) return this.#release(this.#text.length);
-    const pattern = /\S+(?=\s)/g;
-    pattern.lastIndex = this.#scanFrom;
-    for (let match = pattern.exec(this.#text); match; match = pattern.exec(this.#text)) {
-      this.#scanFrom = pattern.lastIndex;
-      this.#wordStarts.push(match.index);
-      this.#words.push(match[0].toLowerCase());
-      if (this.#words.length < this.spanWords) continue;
-      const span = this.#words.slice(-this.spanWords).join('\u0000');
-      if (this.#seen.has(span)) {
-        this.#cutAt = Math.max(this.#beforeSpace(this.#wordStarts.at(-this.spanWords)!), this.#released);
-        return this.#release(this.#cutAt);
+    if (this.spanWords > 0) {
+      const pattern = /\S+(?=\s)/g;
+      pattern.lastIndex = this.#scanFrom;
+      for (let match = pattern.exec(this.#text); match; match = pattern.exec(this.#text)) {
+        this.#scanFrom = pattern.lastIndex;
+        this.#wordStarts.push(match.index);
+        this.#words.push(match[0].toLowerCase());
+        if (this.#words.length < this.spanWords) continue;
+        const span = this.#words.slice(-this.spanWords).join('\u0000');
+        if (this.#seen.has(span)) {
+          this.#cutAt = Math.max(this.#beforeSpace(this.#wordStarts.at(-this.spanWords)!), this.#released);
+          return this.#release(this.#cutAt);
+        }
+        this.#seen.add(span);
       }
-      this.#seen.add(span);
     }
-    // A later span starts at the earliest with the (spanWords - 1)th last complete word.
-    const heldWords = this.spanWords - 1;
-    const safe = this.#words.length >= heldWords ? (heldWords === 0 ? this.#scanFrom : this.#beforeSpace(this.#wordStarts.at(-heldWords)!)) : 0;
-    return this.#release(Math.max(safe, this.#text.length - this.maxHeldCharacters));
-  }
-
-  /** The rest of the answer, once the model has finished (up to the cut when it was cut). */
-  flush(): string {
-    return this.#release(this.#cutAt ?? this.#text.length);
+    return this.#release(this.#text.length);
   }
 
   /** The answer as it was kept. */
