@@ -42,7 +42,7 @@ export const extractiveSettings = {
   bridgesPerHop: 3,
 } as const;
 
-export const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05 };
+export const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05, askedThing: 0.05, pronounSubject: 0.05 };
 
 /**
  * The embedded answerer: it writes no words of its own. It selects the sentences of the retrieved
@@ -60,8 +60,12 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
     passages.forEach((passage, rank) => {
       sentencesOf(passage.content)
         .slice(0, extractiveSettings.sentencesPerPassage)
-        // A heading or a label is no answer: a sentence has a few words at least, a table row a label and a figure.
-        .filter((sentence) => isTableRow(sentence.text) ? /\p{L}/u.test(rowCells(sentence.text).label) : (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords)
+        // A heading or a label is no answer: a sentence has a few words at least and is not a title, a table row a label and a figure.
+        .filter((sentence) =>
+          isTableRow(sentence.text)
+            ? /\p{L}/u.test(rowCells(sentence.text).label)
+            : (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords && !isTitle(sentence.text),
+        )
         .forEach((sentence, position) => {
           // A row is judged by its label and its table's title, not by its figures.
           const about = isTableRow(sentence.text) ? `${tableTitle(passage.content, sentence.start)} ${rowCells(sentence.text).label}` : sentence.text;
@@ -100,11 +104,20 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       ),
     ]);
     const kind = answerKind(question);
+    const thing = kind ? null : askedThing(question);
     shortlist.forEach((candidate, index) => {
       candidate.semantic = dot(questionVector!, sentenceVectors[index]!);
       const rankPrior = candidate.score;
+      const ofKind = kind !== null && holdsKind(candidate.text, question, kind);
+      const namesThing = thing !== null && candidate.terms.has(thing);
+      const pronoun = pronounSubject.test(candidate.text);
       candidate.score =
-        sentenceWeights.semantic * candidate.semantic + sentenceWeights.lexical * candidate.lexical + sentenceWeights.rank * rankPrior + (kind && holdsKind(candidate.text, question, kind) ? sentenceWeights.kind : 0);
+        sentenceWeights.semantic * candidate.semantic +
+        sentenceWeights.lexical * candidate.lexical +
+        sentenceWeights.rank * rankPrior +
+        (ofKind ? sentenceWeights.kind : 0) +
+        (namesThing ? sentenceWeights.askedThing : 0) -
+        (pronoun ? sentenceWeights.pronounSubject : 0);
     });
     return shortlist.sort((a, b) => b.score - a.score);
   }
@@ -231,6 +244,53 @@ export function answerKind(question: string): AnswerKind | null {
   if (/\bhow (much|many|large|big|long|old)\b|\b(amount|number|total|percentage|ratio|rate|margin|in (usd|dollars|millions|billions|thousands|percent))\b/.test(asked)) return 'quantity';
   return null;
 }
+
+// Words after "what" or "which" that do not name the thing asked for.
+const notAThing = new Set(
+  'is are was were be been does do did has have had can could would will should may might must the a an of in on at to for about one ones if kind kinds type types sort sorts form forms'.split(' '),
+);
+
+/**
+ * The thing a what/which question asks for, as an analysed term: "What kind of arches does
+ * Norman architecture have?" asks for arches, "What tradition were the monks known for?" for a
+ * tradition, "What theoretical device ..." for a device (the last word before the verb, within
+ * three words, ended by a verb such as "is" or "does"). The sentence that answers usually names
+ * it. Null for questions of other forms, and for those that ask for a person, date, place or
+ * quantity (`answerKind`), whose answer is not named by its kind ("in what country").
+ */
+export function askedThing(question: string): string | null {
+  const words = question.toLowerCase().match(/[\p{L}\p{N}'’-]+/gu) ?? [];
+  const at = words.findIndex((word) => word === 'what' || word === 'which');
+  if (at < 0) return null;
+  const kindOf = (index: number) => /^(kind|kinds|type|types|sort|sorts|form|forms)$/.test(words[index] ?? '') && words[index + 1] === 'of';
+  let start = at + 1;
+  let end = start;
+  while (end < words.length && end < start + 3 && !notAThing.has(words[end]!)) end++;
+  // "What (other) kind of X": the thing is X.
+  if (kindOf(end)) {
+    start = end + 2;
+    end = start;
+    while (end < words.length && end < start + 3 && !notAThing.has(words[end]!)) end++;
+  }
+  // The phrase must end at a verb such as "is" or "does" (or be one word ending the question): else where its head is is not known.
+  if (end === start || !(notAThing.has(words[end] ?? '') || (end === words.length && end === start + 1))) return null;
+  return topicTerms(words[end - 1]!)[0] ?? null;
+}
+
+/**
+ * Whether a line is a title rather than a sentence: it does not end as a sentence does, and most
+ * of its longer words are capitalised ("Condensed Consolidating Statements of Income for the Year
+ * Ended December 28, 2019", a page's running header "Acme 2021 Annual Report on Form 10-K").
+ */
+export function isTitle(text: string): boolean {
+  if (/[.!?:;]["'”’)\]]*$/u.test(text)) return false;
+  const words = text.match(/\p{L}[\p{L}'’-]{3,}/gu) ?? [];
+  if (words.length === 0) return false;
+  return words.filter((word) => /^\p{Lu}/u.test(word)).length >= 0.6 * words.length;
+}
+
+/** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */
+const pronounSubject = /^(he|she|they|his|her|their)\b/i;
 
 const yearPattern = /(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)/g;
 const monthPattern = /\b(january|february|march|april|may|june|july|august|september|october|november|december)\b/i;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkSentences, sourcesOf, supportScoreOf } from './citations.js';
-import { answerKind, holdsKind, rowStatement, standaloneQuestion } from './extractive-answerer.js';
+import { answerKind, askedThing, holdsKind, isTitle, rowStatement, standaloneQuestion } from './extractive-answerer.js';
 import { GenerationClock, type NumberedPassage } from './answer-model.js';
 import { namesIn, sentencesOf } from './text.js';
 
@@ -56,6 +56,27 @@ describe('table rows in answers', () => {
     expect(holdsKind('It was founded in March.', 'When was it founded?', 'date')).toBe(true);
     expect(holdsKind('Revenue was 2017 in FY2017.', 'What was revenue in 2017?', 'quantity')).toBe(false);
     expect(holdsKind('Revenue was 177,866 in 2017.', 'What was revenue in 2017?', 'quantity')).toBe(true);
+  });
+
+  it('tells a title from a sentence', () => {
+    expect(isTitle('The Acme Company Condensed Consolidating Statements of Income For the Year Ended December 28, 2019')).toBe(true);
+    expect(isTitle('Acme 2021 Annual Report on Form 10-K')).toBe(true);
+    expect(isTitle('Acme Reports First-Quarter 2023 Results; Raises Full-Year')).toBe(true);
+    expect(isTitle('Ward Cunningham invented the wiki in 1994')).toBe(false);
+    expect(isTitle('The Acme Company Reported Record Revenue.')).toBe(false);
+    expect(isTitle('中文标题没有大写')).toBe(false);
+  });
+
+  it('tells the thing a what/which question asks for, when a verb ends the phrase that names it', () => {
+    expect(askedThing('What kind of arches does Norman architecture have?')).toBe('arch');
+    expect(askedThing('What tradition were the monks known for?')).toBe('tradit');
+    expect(askedThing('What theoretical device is attributed to Alan Turing?')).toBe('devic');
+    expect(askedThing('In which city is the plant?')).toBe('citi');
+    expect(askedThing('A resource can also be described as what other type of resource?')).toBe('resourc');
+    // No verb where one is expected: the phrase's head is not known.
+    expect(askedThing('Which company makes rockets?')).toBeNull();
+    expect(askedThing('What is the expression used to identify it?')).toBeNull();
+    expect(askedThing('Who founded the company?')).toBeNull();
   });
 });
 
