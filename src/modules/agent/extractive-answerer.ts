@@ -80,8 +80,13 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       }),
     );
     const totalWeight = [...weightOf.values()].reduce((sum, weight) => sum + weight, 0) || 1;
+    // A question's words that name the passage's document (its file name, its title) are held by
+    // each of its sentences: "Boeing" and "2018" need not be repeated by the balance sheet's row
+    // of Boeing's 2018 filing.
+    const namedBy = new Map(passages.map((passage) => [passage, new Set(nameTermsOf(passage))]));
     for (const candidate of candidates) {
-      candidate.lexical = terms.reduce((sum, term) => sum + (candidate.terms.has(term) ? weightOf.get(term)! : 0), 0) / totalWeight;
+      const named = namedBy.get(candidate.passage)!;
+      candidate.lexical = terms.reduce((sum, term) => sum + (candidate.terms.has(term) || named.has(term) ? weightOf.get(term)! : 0), 0) / totalWeight;
     }
     // Only the likeliest sentences are embedded: each passage's best by the words they hold, then
     // the best of the rest by words and their passage's rank.
@@ -301,6 +306,18 @@ export function holdsKind(sentence: string, question: string, kind: AnswerKind):
   if (kind === 'date') return [...sentence.matchAll(yearPattern)].some(([year]) => !question.includes(year)) || monthPattern.test(sentence);
   const asked = new Set(question.match(/\d[\d,.]*/g) ?? []);
   return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
+}
+
+/** The topic terms of a passage's document name: its file name's words and its title. */
+function nameTermsOf(passage: NumberedPassage): string[] {
+  let filename = passage.filename;
+  try {
+    filename = decodeURIComponent(filename);
+  } catch {
+    // A name that is not percent-encoded is read as it is.
+  }
+  const title = (passage.metadata as Record<string, unknown> | null)?.title;
+  return topicTerms(`${filename.replace(/\.[A-Za-z0-9]{1,8}$/, '')} ${typeof title === 'string' ? title : ''}`);
 }
 
 /** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */

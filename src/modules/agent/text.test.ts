@@ -169,3 +169,23 @@ describe('citations after closing quotes of other languages', () => {
     }
   });
 });
+
+describe("the extractive answerer's words", () => {
+  it("counts the question's words that the passage's document name holds as held by each of its sentences", async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    // Every sentence equally similar: the words and the passage's rank decide.
+    const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(flat);
+    const row = 'Purchases of equipment were 900 million for the year.';
+    const passages = [
+      { ...passage(1, row, 'GLOBEX_2019_10K'), filename: 'GLOBEX_2019_10K.pdf', metadata: { title: 'Globex annual report' } },
+      { ...passage(2, row.replace('900', '1,200'), 'ACME_2018_10K'), filename: 'ACME_2018_10K.pdf', metadata: { title: 'Acme annual report' } },
+    ];
+    const scored = await answerer.scoreSentences("What were Acme's FY2018 purchases of equipment?", passages, AbortSignal.timeout(1000));
+    expect(scored[0]!.passage.filename).toBe('ACME_2018_10K.pdf');
+    expect(scored[0]!.lexical).toBeGreaterThan(scored[1]!.lexical);
+    // A name the question does not use changes nothing: the better-ranked passage comes first.
+    const other = await answerer.scoreSentences('What were the purchases of equipment?', passages, AbortSignal.timeout(1000));
+    expect(other[0]!.passage.filename).toBe('GLOBEX_2019_10K.pdf');
+  });
+});
