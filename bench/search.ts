@@ -468,7 +468,7 @@ async function main() {
       // before that would time the merge and a search that compares them one by one.
       log(`waiting for the seeded chunks to be merged into the vector graph; load average ${loadNow()}`);
       const waited = await waitForGraphMerge(app);
-      if (waited !== null) log(`merged into the vector graph after ${waited.toFixed(1)} s`);
+      if (waited !== null) log(`waited ${waited.toFixed(1)} s for the merge into the vector graph`);
     }
     const storeBytes = config.databaseUrl ? null : await bytesUnder(embeddedStoreDirectory(storeDir));
     const api = new ServiceClient(app.url, seeded.key);

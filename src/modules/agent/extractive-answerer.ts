@@ -42,7 +42,7 @@ export const extractiveSettings = {
   bridgesPerHop: 3,
 } as const;
 
-export const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05, askedThing: 0.05, pronounSubject: 0.05 };
+const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0.05, askedThing: 0.05, pronounSubject: 0.05 };
 
 /**
  * The embedded answerer: it writes no words of its own. It selects the sentences of the retrieved
@@ -52,9 +52,8 @@ export const sentenceWeights = { semantic: 0.6, lexical: 0.3, rank: 0.1, kind: 0
 export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
   scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]>;
 } {
-  async function scoreSentences(asked: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]> {
-    // Sentences are judged against what is asked, not against the instructions around it.
-    const question = focusOf(asked);
+  /** Scores against `question` as given: callers pass its focus (`focusOf`). */
+  async function scoreSentences(question: string, passages: readonly NumberedPassage[], signal: AbortSignal): Promise<ScoredSentence[]> {
     const terms = [...new Set(topicTerms(question))];
     const candidates: ScoredSentence[] = [];
     passages.forEach((passage, rank) => {
@@ -143,7 +142,9 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       return standaloneQuestion(question, history);
     },
 
-    async decompose(question: string) {
+    async decompose(asked: string) {
+      // What is asked, not the instructions around it (whose names would be taken for things compared).
+      const question = focusOf(asked);
       const names = namesIn(question);
       const comparing = names.length >= 2 && /\b(or|both|and|same|either|neither|more|less|older|younger|first|earlier|later)\b/i.test(question);
       if (!comparing) return [question];
@@ -152,7 +153,8 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       return [question, ...names.slice(0, 3).map((name) => `${name} ${about}`.trim())];
     },
 
-    async nextQueries({ question, evidence, asked, signal }) {
+    async nextQueries({ question: wholeQuestion, evidence, asked, signal }) {
+      const question = focusOf(wholeQuestion);
       const known = new Set([...namesIn(question), ...asked.flatMap((query) => namesIn(query))].map((name) => name.toLowerCase()));
       const scored = await scoreSentences(question, evidence, signal);
       // Bridges: names the best evidence mentions that no search has followed yet, the names of
@@ -174,11 +176,13 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       };
     },
 
-    async *answer({ question, passages, mode, signal }: AnswerRequest) {
+    async *answer({ question: wholeQuestion, passages, mode, signal }: AnswerRequest) {
+      // Sentences are judged against what is asked, not against the instructions around it.
+      const question = focusOf(wholeQuestion);
       const scored = await scoreSentences(question, passages, signal);
       const best = scored[0];
       let chosen: ScoredSentence[] = [];
-      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(focusOf(question), passages.map((passage) => passage.content).join('\n'))) {
+      if (best && best.score >= extractiveSettings.minimumScore && holdsNumbersOf(question, passages.map((passage) => passage.content).join('\n'))) {
         if (mode === 'deep') chosen = chain(question, scored, extractiveSettings.deepSentences);
         else {
           // A second sentence from another passage when it adds what the first lacks (the other
@@ -259,7 +263,7 @@ const notAThing = new Set(
  * The thing a what/which question asks for, as an analysed term: "What kind of arches does
  * Norman architecture have?" asks for arches, "What tradition were the monks known for?" for a
  * tradition, "What theoretical device ..." for a device (the last word before the verb, within
- * three words, ended by a verb such as "is" or "does"). The sentence that answers usually names
+ * three words, ended by a verb such as "is" or "does", or by an article or a preposition). The sentence that answers usually names
  * it. Null for questions of other forms, and for those that ask for a person, date, place or
  * quantity (`answerKind`), whose answer is not named by its kind ("in what country").
  */
@@ -277,7 +281,7 @@ export function askedThing(question: string): string | null {
     end = start;
     while (end < words.length && end < start + 3 && !notAThing.has(words[end]!)) end++;
   }
-  // The phrase must end at a verb such as "is" or "does" (or be one word ending the question): else where its head is is not known.
+  // The phrase must end at a word of `notAThing` ("is", "does", "the", "of"), or be one word ending the question: else its head is not known.
   if (end === start || !(notAThing.has(words[end] ?? '') || (end === words.length && end === start + 1))) return null;
   return topicTerms(words[end - 1]!)[0] ?? null;
 }
@@ -317,7 +321,7 @@ function nameTermsOf(passage: NumberedPassage): string[] {
     // A name that is not percent-encoded is read as it is.
   }
   const title = (passage.metadata as Record<string, unknown> | null)?.title;
-  return topicTerms(`${filename.replace(/\.[A-Za-z0-9]{1,8}$/, '')} ${typeof title === 'string' ? title : ''}`);
+  return topicTerms(`${filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '')} ${typeof title === 'string' ? title : ''}`);
 }
 
 /** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */
