@@ -1,7 +1,7 @@
 import type { Embedder } from '../embeddings/embedder.js';
 import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
 import { isTableRow, rowCells, yearsOf } from '../ingestion/table-rows.js';
-import { focusOf } from '../retrieval/query-focus.js';
+import { focusOf, yearPattern } from '../retrieval/query-focus.js';
 import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
 
 /** A sentence of a retrieved passage, scored against the question. */
@@ -301,7 +301,6 @@ export function isTitle(text: string): boolean {
 /** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */
 const pronounSubject = /^(he|she|they|his|her|their)\b/i;
 
-const yearPattern = /(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)/g;
 const monthPattern = /\b(january|february|march|april|may|june|july|august|september|october|november|december)\b/i;
 
 /** Whether a sentence holds something of the kind asked for that the question does not already say. */

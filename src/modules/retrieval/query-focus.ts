@@ -13,7 +13,8 @@ const instruction =
 
 // Words by which a question points back at a sentence before it.
 const referringBack = /\b(it|its|this|that|these|those|they|them|their|he|him|his|she|her)\b/i;
-const yearPattern = /(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)/g;
+/** A year written in a text (1500-2099), also inside a word: "FY2018" holds 2018. For `matchAll`. */
+export const yearPattern = /(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)/g;
 
 /** Capitalised words after a sentence's first (names: "Acme", "State Street"), lower-cased. */
 function namesOf(sentence: string): string[] {
