@@ -1,7 +1,7 @@
 import { createClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
-import { upload, waitForDocuments } from './support/documents.js';
+import { readBenchPdf, upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 let server: TestServer;
@@ -322,6 +322,30 @@ describe('Subscription.agentStream over GraphQL', () => {
     } finally {
       client.dispose();
     }
+  });
+});
+
+describe('citations of a PDF', () => {
+  it("name the page the quoted sentence is on, not only the first page of a chunk that spans pages", async () => {
+    const pdfWorkspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'pdf' } })).body.id;
+    const uploaded = await upload(server, user.key, pdfWorkspaceId, [{ name: 'wiki.pdf', bytes: await readBenchPdf('sample_pdf_2.pdf') }]);
+    const [document] = await waitForDocuments(server, user.key, [uploaded.body[0].id]);
+    expect(document!.status).toBe('ready');
+    const question = 'Within the text of most wiki pages, what are there usually many of?';
+    // The sentence that answers is on page 4, in a chunk that begins on page 3.
+    const search = await server.request('POST', '/v1/kb/query', { key: user.key, json: { workspace_id: pdfWorkspaceId, query: question, top_k: 1 } });
+    const [hit] = search.body.results;
+    expect(hit.metadata).toMatchObject({ page: 3, pages: [3, 4] });
+    const pageFour = hit.metadata.pageStarts.find((start: { page: number }) => start.page === 4).offset;
+    expect(hit.content.slice(pageFour)).toContain('there are usually many hypertext links');
+
+    const { answer, sources } = expectProtocol(await streamAgent(server, user.key, { workspaceIds: [pdfWorkspaceId], message: question }));
+    expect(answer).toContain('hypertext links');
+    const quoted = sources[0]!.passages.find((passage: { quote: string }) => passage.quote.includes('hypertext links'));
+    expect(quoted).toMatchObject({ chunk_index: hit.chunk_index, page: 4 });
+    expect(quoted!.start).toBeGreaterThanOrEqual(pageFour);
+    expect(sources[0]!.pages).toContain(4);
+    for (const passage of sources[0]!.passages) expect(sources[0]!.pages).toContain(passage.page);
   });
 });
 

@@ -49,6 +49,23 @@ export class AnswerModelError extends Error {
 
 export const notFoundAnswer = 'I could not find an answer to that in the selected workspaces.';
 
+/**
+ * The page of the text at `offset` in a chunk: the last page starting at or before it (the
+ * chunker's `pageStarts`, kept for chunks that span pages), else the chunk's first page.
+ */
+export function pageAt(metadata: unknown, offset: number): number | null {
+  const starts = (metadata as { pageStarts?: unknown } | null)?.pageStarts;
+  let found: number | null = null;
+  if (Array.isArray(starts)) {
+    for (const start of starts as { page?: unknown; offset?: unknown }[]) {
+      if (typeof start?.page !== 'number' || !Number.isInteger(start.page) || typeof start.offset !== 'number') continue;
+      if (start.offset > offset) break;
+      found = start.page;
+    }
+  }
+  return found ?? pageOf(metadata);
+}
+
 /** The page a chunk comes from, when its format has pages. */
 export function pageOf(metadata: unknown): number | null {
   const page = (metadata as { page?: unknown } | null)?.page;

@@ -1,4 +1,4 @@
-import type { NumberedPassage } from './answer-model.js';
+import { pageAt, type NumberedPassage } from './answer-model.js';
 import { sentencesOf, topicTerms } from './text.js';
 
 /** A cited passage: where in its chunk the quoted sentence is; `chunk.content.slice(start, end) === quote`. */
@@ -121,8 +121,10 @@ export function sourcesOf(sentences: readonly CheckedSentence[], passages: reado
       const key = `${passage.chunkIndex}:${quote.start}`;
       if (source.seen.has(key)) continue;
       source.seen.add(key);
-      source.passages.push({ citation: number, chunkIndex: passage.chunkIndex, page: passage.page, ...quote });
-      if (passage.page !== null && !source.pages.includes(passage.page)) source.pages.push(passage.page);
+      // The page the quoted sentence is on, for a passage that spans pages.
+      const page = passage.page === null ? null : pageAt(passage.metadata, quote.start);
+      source.passages.push({ citation: number, chunkIndex: passage.chunkIndex, page, ...quote });
+      if (page !== null && !source.pages.includes(page)) source.pages.push(page);
     }
   }
   return [...sources.values()].map(({ seen: _seen, ...source }) => ({ ...source, pages: source.pages.sort((a, b) => a - b) }));

@@ -49,6 +49,16 @@ function expectWellFormed(chunks: DocumentChunk[], chunkTokens: number) {
     const { page, pages } = chunk.metadata;
     expect(pages).toEqual([...new Set(pages)].sort((a, b) => a - b));
     expect(page).toBe(pages[0] ?? null);
+    const starts = chunk.metadata.pageStarts;
+    if (pages.length < 2) expect(starts).toBeUndefined();
+    else {
+      expect(new Set(starts!.map((start) => start.page))).toEqual(new Set(pages));
+      expect(starts![0]!.offset).toBe(0);
+      for (const [index, start] of starts!.entries()) {
+        expect(start.offset).toBeGreaterThanOrEqual(index === 0 ? 0 : starts![index - 1]!.offset + 1);
+        expect(chunk.content.charAt(start.offset)).toMatch(/\S/);
+      }
+    }
   });
 }
 
@@ -217,7 +227,33 @@ describe('pages', () => {
       defaultChunkOptions,
     );
     expect(chunks).toHaveLength(1);
-    expect(chunks[0]!.metadata).toEqual({ page: 1, pages: [1, 2, 4], headings: [] });
+    const content = 'One.\n\nTwo.\n\nAlso two.\n\nFour.';
+    expect(chunks[0]!.content).toBe(content);
+    expect(chunks[0]!.metadata).toEqual({
+      page: 1,
+      pages: [1, 2, 4],
+      headings: [],
+      pageStarts: [
+        { page: 1, offset: 0 },
+        { page: 2, offset: content.indexOf('Two.') },
+        { page: 4, offset: content.indexOf('Four.') },
+      ],
+    });
+  });
+
+  it('says where each page begins in a chunk that spans pages of a real PDF', async () => {
+    const doc = await parseDocument(new Uint8Array(readFileSync(path.join(benchPdfDirectory, 'sample_pdf_2.pdf'))), 'application/pdf');
+    const chunks = chunkDocument(doc, { chunkTokens: 512, overlapTokens: 0 });
+    expectWellFormed(chunks, 512);
+    const spanning = chunks.filter((chunk) => chunk.metadata.pages.length > 1);
+    expect(spanning.length).toBeGreaterThan(0);
+    for (const chunk of spanning) {
+      for (const { page, offset } of chunk.metadata.pageStarts!.slice(1)) {
+        // The text a page starts with in the chunk is that page's text in the parsed document.
+        const opening = chunk.content.slice(offset, offset + 24);
+        expect(doc.blocks.some((block) => block.page === page && block.text.includes(opening))).toBe(true);
+      }
+    }
   });
 
   it('keeps page numbers for a real PDF in reading order', async () => {

@@ -7,8 +7,15 @@ export type DocumentChunk = {
   chunkIndex: number;
   content: string;
   tokenCount: number;
-  metadata: { page: number | null; pages: number[]; headings: string[] };
+  metadata: ChunkMetadata;
 };
+
+/**
+ * Where a chunk comes from. `pageStarts`, for a chunk that spans pages, says where in `content`
+ * each page's text begins (in reading order), so a quote can be given its own page.
+ */
+export type ChunkMetadata = { page: number | null; pages: number[]; headings: string[]; pageStarts?: PageStart[] };
+export type PageStart = { page: number; offset: number };
 
 export const defaultChunkOptions: ChunkOptions = { chunkTokens: 512, overlapTokens: 64 };
 
@@ -94,12 +101,9 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       return;
     }
     const pages = [...new Set(current.map((piece) => piece.page).filter((page) => page !== null))].sort((a, b) => a - b);
-    chunks.push({
-      chunkIndex: chunks.length,
-      content,
-      tokenCount,
-      metadata: { page: pages[0] ?? null, pages, headings: [...current[0]!.headingPath] },
-    });
+    const metadata: ChunkMetadata = { page: pages[0] ?? null, pages, headings: [...current[0]!.headingPath] };
+    if (pages.length > 1) metadata.pageStarts = pageStartsOf(current);
+    chunks.push({ chunkIndex: chunks.length, content, tokenCount, metadata });
     current = withOverlap && overlapTokens > 0 ? overlapFrom(current, overlapTokens) : [];
     recount();
     pushFront(returned);
@@ -210,6 +214,22 @@ function blockPiece(block: ParsedBlock, headerLimit: number): Piece {
 /** A table's header, repeated at the start of a chunk that continues the table. */
 function tableHeaderPiece(header: string, row: Piece): Piece {
   return { ...row, text: header, joiner: '', granularity: 'line', isOverlap: true, tableHeader: header, isTableHeader: true };
+}
+
+/** Where each page's text begins in `joinPieces(pieces)`: an entry wherever the page changes. */
+function pageStartsOf(pieces: Piece[]): PageStart[] {
+  const parts = pieces.map((piece, index) => (index === 0 ? piece.text : piece.joiner + piece.text));
+  const joined = parts.join('');
+  const trimmed = joined.length - joined.trimStart().length;
+  const starts: PageStart[] = [];
+  let offset = 0;
+  pieces.forEach((piece, index) => {
+    const textStart = offset + (index === 0 ? 0 : piece.joiner.length) + (piece.text.length - piece.text.trimStart().length);
+    offset += parts[index]!.length;
+    if (piece.page === null || piece.page === starts.at(-1)?.page) return;
+    starts.push({ page: piece.page, offset: Math.max(0, textStart - trimmed) });
+  });
+  return starts;
 }
 
 function joinPieces(pieces: Piece[]): string {
