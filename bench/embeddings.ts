@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { defaultModelsDir } from '../src/config.js';
 import type { Embedder } from '../src/modules/embeddings/embedder.js';
-import { BGE_QUERY_PREFIX, createOnnxEmbedder } from '../src/modules/embeddings/onnx-embedder.js';
+import { createOnnxEmbedder } from '../src/modules/embeddings/onnx-embedder.js';
 import { encode, loadTokenizer } from '../src/modules/embeddings/tokenize.js';
 
 type ModelName = 'bge-small-en-v1.5-q' | 'bge-small-en-v1.5';
@@ -61,7 +61,7 @@ for (const model of models) {
   const modelsDir = defaultModelsDir;
   const { tokenizer, sepId } = loadTokenizer(await readFile(path.join(modelsDir, model, 'tokenizer.json'), 'utf8'));
   const tokens = passages.reduce((sum, text) => sum + encode(tokenizer, sepId, text).length, 0);
-  const queryTokens = queries.reduce((sum, text) => sum + encode(tokenizer, sepId, BGE_QUERY_PREFIX + text).length, 0) / queries.length;
+  const queryTokens = queries.reduce((sum, text) => sum + encode(tokenizer, sepId, text).length, 0) / queries.length;
   for (const workers of [threads, 1]) {
     const layout = `${workers} worker x ${Math.floor(threads / workers)} thread`;
     process.stderr.write(`${model}, ${layout}...\n`);

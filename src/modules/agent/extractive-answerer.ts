@@ -292,11 +292,14 @@ export function askedThing(question: string): string | null {
  * Ended December 28, 2019", a page's running header "Acme 2021 Annual Report on Form 10-K").
  */
 export function isTitle(text: string): boolean {
-  if (/[.!?:;]["'”’)\]]*$/u.test(text)) return false;
+  // A company's abbreviated form ends a heading without ending a sentence ("... ACME FOODS, INC.").
+  if (/[.!?:;]["'”’)\]]*$/u.test(text.replace(companyForm, ''))) return false;
   const words = text.match(/\p{L}[\p{L}'’-]{3,}/gu) ?? [];
   if (words.length === 0) return false;
   return words.filter((word) => /^\p{Lu}/u.test(word)).length >= 0.6 * words.length;
 }
+
+const companyForm = /,?\s*\b(?:inc|corp|co|ltd|llc|plc|l\.p|n\.a|s\.a)\.$/i;
 
 /** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */
 const pronounSubject = /^(he|she|they|his|her|their)\b/i;

@@ -64,6 +64,8 @@ describe('table rows in answers', () => {
     expect(isTitle('Acme Reports First-Quarter 2023 Results; Raises Full-Year')).toBe(true);
     expect(isTitle('Ward Cunningham invented the wiki in 1994')).toBe(false);
     expect(isTitle('The Acme Company Reported Record Revenue.')).toBe(false);
+    expect(isTitle('Notes to Consolidated Financial Statements ACME FOODS, INC.')).toBe(true);
+    expect(isTitle('The notes were issued by Acme Foods, Inc.')).toBe(false);
     expect(isTitle('中文标题没有大写')).toBe(false);
   });
 

@@ -1,4 +1,4 @@
-/** Queries and passages are embedded differently by some models (bge prefixes queries). */
+/** Some models embed queries and passages differently (e5 prefixes each); the embedded bge model does not. */
 export type EmbeddingPurpose = 'query' | 'passage';
 
 /** Turns texts into unit-length vectors. One is chosen from configuration at start. */
