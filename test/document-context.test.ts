@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { readBack } from '../src/modules/retrieval/service.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 // Filings of two companies over three years, written from one template: what tells them apart
@@ -40,6 +41,9 @@ beforeAll(async () => {
 
 afterAll(() => server?.close());
 
+const chunkIdOf = async (documentId: string, chunkIndex: number) =>
+  (await server.app.db.prisma.chunk.findFirstOrThrow({ where: { documentId, chunkIndex }, select: { id: true } })).id;
+
 describe("a chunk's document context", () => {
   it('puts the filing a question names by company and fiscal year first (hybrid and keyword; vector alone: the company)', async () => {
     for (const mode of ['hybrid', 'keyword', 'vector']) {
@@ -73,6 +77,14 @@ describe("a chunk's document context", () => {
       expect(response.body.results[0].filename, mode).toBe('QUILLSTONE_2021_10K.md');
       expect(response.body.results[0].content, mode).toMatch(/^Cash flow statement/);
     }
+  });
+
+  it("gives the ranking's document prior the file name's words as the text spells them, not the title", async () => {
+    const search = await server.request('POST', '/v1/kb/query', { key: user.key, json: { workspace_id: workspaceId, query: 'Harbor Light Freight 2020 dividends', top_k: 1 } });
+    expect(search.body.results[0].filename).toBe('HARBORLIGHTFREIGHT_2020_10K.md');
+    const [read] = await readBack(server.app.db.query, workspaceId, [await chunkIdOf(search.body.results[0].document_id, search.body.results[0].chunk_index)]);
+    expect(read!.documentName).toBe('Harbor Light Freight 2020 10K');
+    expect(search.body.results[0].metadata.title).toBe('Annual report');
   });
 
   it("shows the document's title (here its first heading) in results' metadata, and filters on it", async () => {

@@ -185,10 +185,11 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
         UPDATE documents d
            SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
                error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now(),
-               title = r.title, index_context = r.index_context
+               title = r.title, index_context = r.index_context, name_words = r.name_words
           FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
                       ${parsed.map(({ chunks }) => chunks.length)}::integer[], ${parsed.map(({ title }) => title)}::text[],
-                      ${parsed.map(({ context }) => context)}::text[]) AS r(id, text, page_count, chunk_count, title, index_context)
+                      ${parsed.map(({ context }) => context)}::text[], ${parsed.map(({ nameWords }) => nameWords)}::text[])
+                      AS r(id, text, page_count, chunk_count, title, index_context, name_words)
          WHERE d.id = r.id`,
       prisma.$executeRaw`
         UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now(),

@@ -12,7 +12,7 @@ export type ParseTask = {
 };
 
 export type ParseTaskResult =
-  | { ok: true; text: string; pageCount: number | null; title: string; context: string; chunks: ReturnType<typeof chunkDocument> }
+  | { ok: true; text: string; pageCount: number | null; title: string; nameWords: string; context: string; chunks: ReturnType<typeof chunkDocument> }
   | { ok: false; error: string };
 
 /** Does nothing: run once per thread when the pool starts, it makes the thread load this module and the parsers. */
@@ -34,6 +34,7 @@ export default async function runParseTask(task: ParseTask): Promise<ParseTaskRe
       text: parsed.text,
       pageCount: parsed.pageCount,
       title,
+      nameWords: fileNameWords,
       context: documentContext(fileNameWords, title),
       chunks: chunkDocument(parsed, task.chunkOptions),
     };

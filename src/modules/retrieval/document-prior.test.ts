@@ -4,9 +4,9 @@ import { withDocumentPrior, type CandidateDocument } from './document-prior.js';
 import type { IndexHit } from './vector-index.js';
 
 const documents: Record<string, CandidateDocument> = {
-  acme2018: { documentId: 'acme2018', documentContext: 'Acme 2018 10-K' },
-  acme2019: { documentId: 'acme2019', documentContext: 'Acme 2019 10-K' },
-  globex2018: { documentId: 'globex2018', documentContext: 'Globex 2018 10-K' },
+  acme2018: { documentId: 'acme2018', documentName: 'Acme 2018 10-K' },
+  acme2019: { documentId: 'acme2019', documentName: 'Acme 2019 10-K' },
+  globex2018: { documentId: 'globex2018', documentName: 'Globex 2018 10-K' },
 };
 const documentOfChunk = (chunkId: string) => documents[chunkId.split('#')[0]!];
 const rank = (hits: IndexHit[], question: string) => withDocumentPrior(hits, (hit) => documentOfChunk(hit.chunkId), queryTerms(question, 32));

@@ -1,8 +1,8 @@
 import { analyze } from './analyzer.js';
 import type { IndexHit } from './vector-index.js';
 
-/** A candidate chunk's document as the ranking sees it: its id and the words that name it. */
-export type CandidateDocument = { documentId: string; documentContext: string };
+/** A candidate chunk's document as the ranking sees it: its id and its file name's words. */
+export type CandidateDocument = { documentId: string; documentName: string };
 
 /** Best fused hits the prior reorders: read back with their documents in the statement that reads the results. */
 export const documentPriorPool = 30;
@@ -19,9 +19,12 @@ const evidenceChunks = 3;
  * filing discusses the same line items. Two document-level signals are added to each chunk's
  * fused score:
  *
- * - name: how much of the query the document's name and title (its context) covers, each query
- *   term weighted by how rare it is among the candidates' names (BM25's idf), so that words every
- *   candidate is named with count for nothing and "3M" with "FY2018" picks 3M's 2018 filing;
+ * - name: how much of the query the document's file name covers, each query term weighted by how
+ *   rare it is among the candidates' names (BM25's idf), so that words every candidate is named
+ *   with count for nothing and "3M" with "FY2018" picks 3M's 2018 filing. The file name, not the
+ *   title: a name is what tells a company's filings apart, while a title is the document's own
+ *   words, which each chunk is already indexed with (`indexedText`); counting a paper's title
+ *   again here let topical words outweigh the passages (SciFact, docs/retrieval.md);
  * - evidence: the mean fused score of the document's best three chunks, relative to the best
  *   document's: a document with several good passages outranks one lucky passage elsewhere.
  *
@@ -35,7 +38,7 @@ export function withDocumentPrior(fused: readonly IndexHit[], documentOf: (hit: 
     if (!document) continue;
     let entry = byDocument.get(document.documentId);
     if (!entry) {
-      entry = { terms: new Set(analyze(document.documentContext)), scores: [] };
+      entry = { terms: new Set(analyze(document.documentName)), scores: [] };
       byDocument.set(document.documentId, entry);
     }
     entry.scores.push(hit.score);

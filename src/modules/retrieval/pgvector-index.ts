@@ -337,10 +337,10 @@ class PgvectorIndex implements VectorIndex {
     const rows = await this.prisma.$queryRaw<(StoredChunk & { score: number | null })[]>`
       WITH nearest AS MATERIALIZED (${nearest})
       SELECT n.chunk_id::text AS id, n.score, NULL::uuid::text AS "documentId", NULL::integer AS "chunkIndex", NULL::text AS content, NULL::jsonb AS metadata, NULL::text AS filename,
-             NULL::text AS "documentContext"
+             NULL::text AS "documentName"
         FROM nearest n
       UNION ALL
-      SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename, r."documentContext"
+      SELECT r.id, NULL, r."documentId", r."chunkIndex", r.content, r.metadata, r.filename, r."documentName"
         FROM (${readyChunks(Prisma.sql`ARRAY(SELECT chunk_id FROM nearest ORDER BY score DESC LIMIT ${readTop})`, request.workspaceIds)}) AS r`;
     const hits: IndexHit[] = [];
     const chunks = new Map<string, StoredChunk>();

@@ -13,7 +13,8 @@ export function withTitle(metadata: Prisma.Sql): Prisma.Sql {
 export function readyChunks(chunkIds: Prisma.Sql, workspaceIds: readonly string[]): Prisma.Sql {
   return Prisma.sql`
     SELECT c.id::text AS id, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content,
-           ${withTitle(Prisma.sql`c.metadata`)} AS metadata, d.filename, COALESCE(d.index_context, d.filename) AS "documentContext"
+           ${withTitle(Prisma.sql`c.metadata`)} AS metadata, d.filename,
+           COALESCE(d.name_words, d.index_context, d.filename) AS "documentName"
       FROM chunks c JOIN documents d ON d.id = c.document_id
      WHERE c.id = ANY(${chunkIds}) AND d.workspace_id = ANY(${[...workspaceIds]}::uuid[]) AND d.status = 'ready'`;
 }

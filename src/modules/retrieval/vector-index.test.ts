@@ -182,7 +182,7 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     expect(readContents(keywordOnly)).toEqual(['zircon five', 'zircon zircon six']);
     expect(both.chunks).toBeUndefined();
     expect(vectorOnly.chunks!.get(vectorOnly.vector[0]!.chunkId)).toEqual({
-      id: vectorOnly.vector[0]!.chunkId, documentId: documentIds[0], chunkIndex: 0, content: 'alpha one', metadata: {}, filename: '0.txt', documentContext: '0.txt',
+      id: vectorOnly.vector[0]!.chunkId, documentId: documentIds[0], chunkIndex: 0, content: 'alpha one', metadata: {}, filename: '0.txt', documentName: '0.txt',
     });
     // Without readTop nothing is read.
     expect((await index.search({ ...base, readTop: undefined, vector: unit(200) })).chunks).toBeUndefined();

@@ -19,8 +19,8 @@ export type StoredChunk = {
   content: string;
   metadata: unknown;
   filename: string;
-  /** The words that name its document (its indexed context, or its file name): the ranking's document prior reads them. */
-  documentContext: string;
+  /** The words of its document's file name (see `documents.name_words`): the ranking's document prior reads them. */
+  documentName: string;
 };
 
 export type IndexSearch = {
