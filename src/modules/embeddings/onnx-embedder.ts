@@ -3,7 +3,6 @@ import { modelPaths, verifyModel, type ModelName } from '../../../scripts/models
 import { EmbedderError, ModelUnavailableError, type Embedder, type EmbeddingPurpose } from './embedder.js';
 import type { OnnxTask, OnnxTaskResult, OnnxWorkerData } from './onnx-worker.js';
 
-
 export type OnnxEmbedderOptions = {
   /** Where `kb models pull` puts models: the files are `<modelsDir>/<model>/{model.onnx,tokenizer.json}`. */
   modelsDir: string;
