@@ -99,10 +99,15 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       picked.add(candidate);
     }
     const shortlist = [...picked].slice(0, Math.max(extractiveSettings.embeddedSentences, passages.length * extractiveSettings.sentencesPerPassageShortlist));
+    // A sentence is embedded with its document's name, as chunks are indexed with theirs, when the
+    // passages come from documents of different names: "She was born in Ghent" is about the
+    // document "Ilse Marant". Among passages of one document the name tells no sentence apart.
+    const nameOf = new Map(passages.map((passage) => [passage, documentNameOf(passage)]));
+    const namesTellApart = new Set(nameOf.values()).size > 1;
     const [[questionVector], sentenceVectors] = await Promise.all([
       embedder.embed([question], 'query', signal),
       embedder.embed(
-        shortlist.map((candidate) => candidate.about),
+        shortlist.map((candidate) => (namesTellApart && nameOf.get(candidate.passage) ? `${nameOf.get(candidate.passage)}\n${candidate.about}` : candidate.about)),
         'passage',
         signal,
       ),
@@ -312,6 +317,18 @@ export function holdsKind(sentence: string, question: string, kind: AnswerKind):
   if (kind === 'date') return [...sentence.matchAll(yearPattern)].some(([year]) => !question.includes(year)) || monthPattern.test(sentence);
   const asked = new Set(question.match(/\d[\d,.]*/g) ?? []);
   return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
+}
+
+/** A passage's document name: its file name without its extension and underscores, unless it holds no letters. */
+function documentNameOf(passage: NumberedPassage): string {
+  let filename = passage.filename;
+  try {
+    filename = decodeURIComponent(filename);
+  } catch {
+    // A name that is not percent-encoded is read as it is.
+  }
+  const name = filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '').replace(/[_]+/g, ' ');
+  return /\p{L}{2,}/u.test(name) ? name : '';
 }
 
 /** The topic terms of a passage's document name: its file name's words and its title. */

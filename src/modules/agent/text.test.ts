@@ -190,4 +190,20 @@ describe("the extractive answerer's words", () => {
     const other = await answerer.scoreSentences('What were the purchases of equipment?', passages, AbortSignal.timeout(1000));
     expect(other[0]!.passage.filename).toBe('GLOBEX_2019_10K.pdf');
   });
+
+  it("embeds each sentence with its document's name when the passages come from documents of different names", async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const embedded: string[] = [];
+    const recording = { embed: async (texts: readonly string[]) => (embedded.push(...texts), texts.map(() => Float32Array.of(1))), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(recording);
+    const marant = { ...passage(1, 'She was born in Ghent in 1961.', 'marant'), filename: 'Ilse%20Marant.txt' };
+    const other = { ...passage(2, 'He was born in Paris in 1950.', 'other'), filename: 'Jan_Peeters.txt' };
+    await answerer.scoreSentences('Where was Ilse Marant born?', [marant, other], AbortSignal.timeout(1000));
+    expect(embedded).toEqual(expect.arrayContaining(['Ilse Marant\nShe was born in Ghent in 1961.', 'Jan Peeters\nHe was born in Paris in 1950.']));
+    // Passages of one document: the name would be the same words in front of every sentence.
+    embedded.length = 0;
+    const sameDocument = { ...passage(3, 'Her first design was a reactor.', 'marant'), filename: 'Ilse%20Marant.txt' };
+    await answerer.scoreSentences('Where was Ilse Marant born?', [marant, sameDocument], AbortSignal.timeout(1000));
+    expect(embedded).toEqual(expect.arrayContaining(['She was born in Ghent in 1961.', 'Her first design was a reactor.']));
+  });
 });
