@@ -319,28 +319,27 @@ export function holdsKind(sentence: string, question: string, kind: AnswerKind):
   return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
 }
 
-/** A passage's document name: its file name without its extension and underscores, unless it holds no letters. */
-function documentNameOf(passage: NumberedPassage): string {
+/** A passage's file name without its extension, decoded when it is percent-encoded. */
+function fileStem(passage: NumberedPassage): string {
   let filename = passage.filename;
   try {
     filename = decodeURIComponent(filename);
   } catch {
     // A name that is not percent-encoded is read as it is.
   }
-  const name = filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '').replace(/[_]+/g, ' ');
+  return filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '');
+}
+
+/** A passage's document name as it is embedded with its sentences: its file stem, unless that holds no word. */
+function documentNameOf(passage: NumberedPassage): string {
+  const name = fileStem(passage).replace(/_+/g, ' ');
   return /\p{L}{2,}/u.test(name) ? name : '';
 }
 
 /** The topic terms of a passage's document name: its file name's words and its title. */
 function nameTermsOf(passage: NumberedPassage): string[] {
-  let filename = passage.filename;
-  try {
-    filename = decodeURIComponent(filename);
-  } catch {
-    // A name that is not percent-encoded is read as it is.
-  }
   const title = (passage.metadata as Record<string, unknown> | null)?.title;
-  return topicTerms(`${filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '')} ${typeof title === 'string' ? title : ''}`);
+  return topicTerms(`${fileStem(passage)} ${typeof title === 'string' ? title : ''}`);
 }
 
 /** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */
