@@ -1,5 +1,6 @@
 import type { Embedder } from '../embeddings/embedder.js';
 import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
+import { decodedName } from '../ingestion/document-name.js';
 import { isTableRow, rowCells, yearsOf } from '../ingestion/table-rows.js';
 import { focusOf, yearPattern } from '../retrieval/query-focus.js';
 import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
@@ -321,13 +322,7 @@ export function holdsKind(sentence: string, question: string, kind: AnswerKind):
 
 /** A passage's file name without its extension, decoded when it is percent-encoded. */
 function fileStem(passage: NumberedPassage): string {
-  let filename = passage.filename;
-  try {
-    filename = decodeURIComponent(filename);
-  } catch {
-    // A name that is not percent-encoded is read as it is.
-  }
-  return filename.replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '');
+  return decodedName(passage.filename).replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '');
 }
 
 /** A passage's document name as it is embedded with its sentences: its file stem, unless that holds no word. */

@@ -30,7 +30,7 @@ export function nameWords(filename: string, text: string): string {
 }
 
 /** A name saved percent-encoded (`Ward%20Cunningham.txt`, as browsers and URLs write them) is read decoded. */
-function decodedName(filename: string): string {
+export function decodedName(filename: string): string {
   if (!/%[0-9A-Fa-f]{2}/.test(filename)) return filename;
   try {
     return decodeURIComponent(filename);
