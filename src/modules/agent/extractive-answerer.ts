@@ -1,6 +1,6 @@
 import type { Embedder } from '../embeddings/embedder.js';
 import { notFoundAnswer, type AnswerModel, type AnswerRequest, type NumberedPassage, type Turn } from './answer-model.js';
-import { decodedName } from '../ingestion/document-name.js';
+import { fileStem } from '../ingestion/document-name.js';
 import { isTableRow, rowCells, yearsOf } from '../ingestion/table-rows.js';
 import { focusOf, yearPattern } from '../retrieval/query-focus.js';
 import { namesIn, sentencesOf, topicTerms, type Sentence } from './text.js';
@@ -320,21 +320,16 @@ export function holdsKind(sentence: string, question: string, kind: AnswerKind):
   return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
 }
 
-/** A passage's file name without its extension, decoded when it is percent-encoded. */
-function fileStem(passage: NumberedPassage): string {
-  return decodedName(passage.filename).replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '');
-}
-
 /** A passage's document name as it is embedded with its sentences: its file stem, unless that holds no word. */
 function documentNameOf(passage: NumberedPassage): string {
-  const name = fileStem(passage).replace(/_+/g, ' ');
+  const name = fileStem(passage.filename).replace(/_+/g, ' ');
   return /\p{L}{2,}/u.test(name) ? name : '';
 }
 
 /** The topic terms of a passage's document name: its file name's words and its title. */
 function nameTermsOf(passage: NumberedPassage): string[] {
   const title = (passage.metadata as Record<string, unknown> | null)?.title;
-  return topicTerms(`${fileStem(passage)} ${typeof title === 'string' ? title : ''}`);
+  return topicTerms(`${fileStem(passage.filename)} ${typeof title === 'string' ? title : ''}`);
 }
 
 /** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */

@@ -9,6 +9,9 @@ describe('file name words', () => {
     expect(nameWords('PEPSICO_2023_8K_dated-2023-05-05.pdf', '')).toBe('PEPSICO 2023 8K dated 2023 05 05');
     expect(nameWords('Ward%20Cunningham.txt', '')).toBe('Ward Cunningham');
     expect(nameWords('100%25_sure.txt', '')).toBe('100% sure');
+    expect(nameWords('report.2019.pdf', '')).toBe('report 2019');
+    expect(nameWords('results.2019', '')).toBe('results 2019');
+    expect(nameWords('notes.v2.txt', '')).toBe('notes v2');
   });
 
   it('gives a run-together name as the words the document writes it with', () => {

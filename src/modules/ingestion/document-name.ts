@@ -20,13 +20,20 @@ const isShort = (text: string) => text.length <= maxTitleCharacters && text.spli
  * "American Water Works Company" is "American Water Works".
  */
 export function nameWords(filename: string, text: string): string {
-  const stem = decodedName(filename).replace(/\.[A-Za-z0-9]{1,8}$/, '');
-  const tokens = stem
+  const tokens = fileStem(filename)
     .replace(/([\p{Ll}])(\p{Lu})/gu, '$1 $2')
     .split(/[\s_.\-+,;()[\]{}]+/u)
     .filter((token) => token !== '');
   const words = textWords(text);
   return tokens.map((token) => (/^\p{L}{6,}$/u.test(token) ? (splitByText(token, words) ?? token) : token)).join(' ');
+}
+
+/**
+ * A file name without its extension, decoded when it is percent-encoded. An extension starts with
+ * a letter, so a final year or version stays part of the name (`report.2019`, `notes.v2.txt`).
+ */
+export function fileStem(filename: string): string {
+  return decodedName(filename).replace(/\.[A-Za-z][A-Za-z0-9]{0,7}$/, '');
 }
 
 /** A name saved percent-encoded (`Ward%20Cunningham.txt`, as browsers and URLs write them) is read decoded. */
