@@ -334,7 +334,8 @@ function nameTermsOf(passage: NumberedPassage): string[] {
 
 /** The title of the table a row belongs to: the lines of the passage before the row that are not rows. */
 function tableTitle(content: string, rowStart: number): string {
-  const lines = content.slice(0, rowStart).split('\n');
+  // The last piece is the row's own line up to the row: not a line before it.
+  const lines = content.slice(0, rowStart).split('\n').slice(0, -1);
   const title: string[] = [];
   for (let index = lines.length - 1; index >= 0 && title.length < 6; index--) {
     const line = lines[index]!.trim();

@@ -206,4 +206,18 @@ describe("the extractive answerer's words", () => {
     await answerer.scoreSentences('Where was Ilse Marant born?', [marant, sameDocument], AbortSignal.timeout(1000));
     expect(embedded).toEqual(expect.arrayContaining(['She was born in Ghent in 1961.', 'Her first design was a reactor.']));
   });
+
+  it("judges a table row by its table's title and its label, not by its figures", async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const embedded: string[] = [];
+    const recording = { embed: async (texts: readonly string[]) => (embedded.push(...texts), texts.map(() => Float32Array.of(1))), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(recording);
+    const content = `Sales grew in every region.\n\n${statement}`;
+    const scored = await answerer.scoreSentences('What was the cost of sales in 2017?', [passage(1, content)], AbortSignal.timeout(1000));
+    const title = 'CONSOLIDATED STATEMENTS OF OPERATIONS (in millions, except per share data) Year Ended December 31, 2015 2016 2017';
+    expect(scored.find((sentence) => sentence.text.startsWith('Cost of sales'))!.about).toBe(`${title} Cost of sales`);
+    expect(embedded).toContain(`${title} Total net sales`);
+    // The paragraph before the blank line is not the table's title.
+    expect(embedded.some((text) => text.includes('Sales grew') && text.includes('Net income'))).toBe(false);
+  });
 });
