@@ -62,12 +62,13 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: true });
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
-    const metrics = createMetrics(db.prisma);
+    const metrics = createMetrics(db.prisma, db.backgroundWork);
     const embedder = meteredEmbedder(await createEmbedder(config), metrics);
     const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
       await embedder.close();
       throw error;
     });
+    if (index.graphBacklog) metrics.watchGraphBacklog(index.graphBacklog.bind(index));
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const mismatch = modelMismatch({ embedder, index });
@@ -88,7 +89,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
-    const graphMerge = startGraphMerge({ index, activity: ingestion, log });
+    const graphMerge = startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork });
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };

@@ -79,4 +79,33 @@ describe('GET /metrics', () => {
     expect(sample(text, 'kb_agent_runs_total', { mode: 'fast', outcome: 'done' })).toBe(1);
     expect(sample(text, 'kb_credits_charged_total', { mode: 'fast' })).toBe(1);
   });
+
+  it("times the work the service does on the store of its own accord, and counts the chunks waiting for the vector graph", async () => {
+    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'background work' } })).body.id;
+    const uploaded = await upload(server, user.key, workspaceId, [{ name: 'pump.md', bytes: 'The Orvik tidal pump moves brine through titanium pipes at night.' }]);
+    await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
+    expect((await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'tidal pump', workspace_id: workspaceId } })).status).toBe(200);
+    const scrape = async () => (await server.request('GET', '/metrics', { headers: { authorization: `Bearer ${metricsToken}` } })).text;
+    let text = await scrape();
+    // The new chunk is merged into the graph once ingestion has been idle a second.
+    for (let waited = 0; sample(text, 'kb_index_graph_backlog_chunks', {}) !== 0 && waited < 30_000; waited += 200) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      text = await scrape();
+    }
+    expect(sample(text, 'kb_index_graph_backlog_chunks', {})).toBe(0);
+    for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
+    const seconds = (task: string) => sample(text, 'kb_store_background_seconds_total', { task }) ?? -1;
+    if (server.config.elasticsearchUrl) {
+      // Elasticsearch builds its own graph and ranks keywords itself.
+      expect(seconds('graph_merge')).toBe(0);
+      expect(seconds('keyword_load')).toBe(0);
+    } else {
+      expect(seconds('graph_merge')).toBeGreaterThan(0);
+      // The first keyword search of a workspace reads its postings from the store.
+      expect(seconds('keyword_load')).toBeGreaterThan(0);
+    }
+    // Only the embedded store analyses its own tables (PostgreSQL's autovacuum does it there); new tables at once.
+    if (server.app.db.kind === 'pglite') expect(seconds('analyze')).toBeGreaterThan(0);
+    else expect(seconds('analyze')).toBe(0);
+  });
 });

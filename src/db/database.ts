@@ -7,6 +7,7 @@ import lockfile from 'proper-lockfile';
 import type { Config } from '../config.js';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import type { Logger } from '../logger.js';
+import { BackgroundWork } from '../observability/background-work.js';
 import { maintainOnce, startEmbeddedMaintenance } from './embedded-maintenance.js';
 import { EmbeddedStoreThread } from './embedded-store-thread.js';
 import { applyMigrations, type SqlRunner } from './migrations.js';
@@ -35,6 +36,8 @@ export interface Database {
    * seconds by itself; PostgreSQL's autovacuum does it there, so this does nothing.
    */
   maintain(): Promise<{ analyzed: string[]; vacuumed: string[] }>;
+  /** What the service does on this store of its own accord, timed by kind (graph merges, ANALYZE, ...). */
+  readonly backgroundWork: BackgroundWork;
   close(): Promise<void>;
 }
 
@@ -106,10 +109,12 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
       await store.close();
       await release();
     });
-    const maintenance = startEmbeddedMaintenance(pool, maintenanceCheckMs, (error) => logger?.error('embedded store maintenance (ANALYZE, VACUUM) failed', error));
+    const maintenance = startEmbeddedMaintenance(pool, database.backgroundWork, maintenanceCheckMs, (error) =>
+      logger?.error('embedded store maintenance (ANALYZE, VACUUM) failed', error),
+    );
     return {
       ...database,
-      maintain: () => maintainOnce(pool),
+      maintain: () => maintainOnce(pool, database.backgroundWork),
       close: async () => {
         await maintenance.stop();
         await database.close();
@@ -183,6 +188,7 @@ async function openWithPool(
     },
     ping: async () => void (await pool.query('SELECT 1')),
     maintain: async () => ({ analyzed: [], vacuumed: [] }),
+    backgroundWork: new BackgroundWork(),
     close: async () => {
       await prisma.$disconnect();
       await pool.end();

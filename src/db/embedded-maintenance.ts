@@ -1,3 +1,5 @@
+import type { BackgroundWork } from '../observability/background-work.js';
+
 /** What maintenance needs of a connection pool (pg.Pool has it). */
 export type Queryable = { query<Row>(sql: string): Promise<{ rows: Row[] }> };
 
@@ -50,12 +52,12 @@ export async function tablesDue(pool: Queryable): Promise<{ analyze: string[]; v
 const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 /** Runs what is due once; returns what it did, for the log. */
-export async function maintainOnce(pool: Queryable): Promise<{ analyzed: string[]; vacuumed: string[] }> {
+export async function maintainOnce(pool: Queryable, work: BackgroundWork): Promise<{ analyzed: string[]; vacuumed: string[] }> {
   const due = await tablesDue(pool);
   // VACUUM (ANALYZE) does both; a table only due for analysis gets the cheaper ANALYZE.
-  for (const name of due.vacuum) await pool.query(`VACUUM (ANALYZE) ${quoted(name)}`);
+  for (const name of due.vacuum) await work.time('vacuum', () => pool.query(`VACUUM (ANALYZE) ${quoted(name)}`));
   const analyzeOnly = due.analyze.filter((name) => !due.vacuum.includes(name));
-  if (analyzeOnly.length > 0) await pool.query(`ANALYZE ${analyzeOnly.map(quoted).join(', ')}`);
+  if (analyzeOnly.length > 0) await work.time('analyze', () => pool.query(`ANALYZE ${analyzeOnly.map(quoted).join(', ')}`));
   return { analyzed: due.analyze, vacuumed: due.vacuum };
 }
 
@@ -63,12 +65,12 @@ export async function maintainOnce(pool: Queryable): Promise<{ analyzed: string[
  * Checks at once and then every `intervalMs` (one cheap query), and maintains what is due. The
  * timer does not keep the process alive; `stop` waits for a run in progress.
  */
-export function startEmbeddedMaintenance(pool: Queryable, intervalMs: number, onError: (error: unknown) => void) {
+export function startEmbeddedMaintenance(pool: Queryable, work: BackgroundWork, intervalMs: number, onError: (error: unknown) => void) {
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
   const tick = () => {
     if (stopped) return;
-    running = maintainOnce(pool).catch(onError);
+    running = maintainOnce(pool, work).catch(onError);
   };
   const timer = setInterval(tick, intervalMs);
   timer.unref();

@@ -2,13 +2,17 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PrismaClient } from '../generated/prisma/client.js';
 import type { Embedder } from '../modules/embeddings/embedder.js';
 import type { JobHandler } from '../modules/jobs/queue.js';
+import type { BackgroundWork } from './background-work.js';
 
 /**
  * The service's Prometheus series, in a registry of their own (one per running app: tests run
  * several in one process). Served at GET /metrics; docs/observability.md lists them.
  */
-export function createMetrics(prisma: PrismaClient) {
+export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWork) {
   const registry = new Registry();
+  let graphBacklog: (() => Promise<number>) | undefined;
+  // Seconds already added to the counter, per task: a scrape adds what was done since.
+  const reportedSeconds = new Map<string, number>();
   const seconds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
   const metrics = {
     registry,
@@ -63,6 +67,40 @@ export function createMetrics(prisma: PrismaClient) {
       labelNames: ['mode', 'outcome'],
       registers: [registry],
     }),
+    backgroundSeconds: new Counter({
+      name: 'kb_store_background_seconds_total',
+      help: 'Seconds of work the service did on the store of its own accord, by task (graph_merge, analyze, vacuum, keyword_load); counted when a run ends.',
+      labelNames: ['task'],
+      registers: [registry],
+      collect() {
+        for (const state of backgroundWork.states()) {
+          const added = state.seconds - (reportedSeconds.get(state.task) ?? 0);
+          reportedSeconds.set(state.task, state.seconds);
+          this.inc({ task: state.task }, added);
+        }
+      },
+    }),
+    backgroundRunning: new Gauge({
+      name: 'kb_store_background_running',
+      help: 'Runs of each background task in progress on the store at the scrape.',
+      labelNames: ['task'],
+      registers: [registry],
+      collect() {
+        for (const state of backgroundWork.states()) this.set({ task: state.task }, state.running);
+      },
+    }),
+    graphBacklog: new Gauge({
+      name: 'kb_index_graph_backlog_chunks',
+      help: "Chunks searchable but not yet merged into the vector index's graph (pgvector; each search compares them one by one).",
+      registers: [registry],
+      async collect() {
+        if (graphBacklog) this.set(await graphBacklog());
+      },
+    }),
+    /** Where the graph backlog gauge reads from, once the index is open. */
+    watchGraphBacklog(source: () => Promise<number>) {
+      graphBacklog = source;
+    },
     creditsCharged: new Counter({
       name: 'kb_credits_charged_total',
       help: 'Credits charged for agent runs, by mode.',

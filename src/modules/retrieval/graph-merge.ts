@@ -1,4 +1,5 @@
 import type { Logger } from '../../logger.js';
+import type { BackgroundWork } from '../../observability/background-work.js';
 import type { VectorIndex } from './vector-index.js';
 
 /** What the merge needs to know of ingestion: how long no job has been running. */
@@ -39,7 +40,7 @@ export type GraphMerge = {
  * own).
  */
 export function startGraphMerge(
-  dependencies: { index: VectorIndex; activity: IngestionActivity; log: Logger },
+  dependencies: { index: VectorIndex; activity: IngestionActivity; log: Logger; backgroundWork?: BackgroundWork },
   options: GraphMergeOptions = defaultGraphMergeOptions,
 ): GraphMerge | undefined {
   const { activity, log } = dependencies;
@@ -64,7 +65,8 @@ export function startGraphMerge(
     const started = performance.now();
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
-      const moved = await index.mergeIntoGraph(options.sliceRows);
+      const slice = () => index.mergeIntoGraph(options.sliceRows);
+      const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
 import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
 import { readyChunks } from './stored-chunks.js';
@@ -29,6 +30,8 @@ const logCleanupEveryMs = 10 * 60_000;
 export type PgvectorIndexOptions = {
   /** Memory the keyword side may hold across workspaces before it drops the least recently searched. */
   keywordMemoryBytes: number;
+  /** Where loading a workspace's keyword postings is timed (it reads every chunk's terms from the store). */
+  backgroundWork?: BackgroundWork;
 };
 
 export class PgvectorMissingError extends Error {
@@ -182,7 +185,7 @@ class PgvectorIndex implements VectorIndex {
     options: PgvectorIndexOptions,
   ) {
     this.#builtWith = builtWith;
-    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes);
+    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes, options.backgroundWork);
   }
 
   get builtWith() {

@@ -1,4 +1,5 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import type { BackgroundWork } from '../../observability/background-work.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -104,6 +105,7 @@ export class StoreTermMirror {
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
+    private readonly backgroundWork?: BackgroundWork,
   ) {
     // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
     // of it and its next search needs no reload.
@@ -159,7 +161,7 @@ export class StoreTermMirror {
     const workspace = held;
     const turn = workspace.turn
       .catch(() => undefined)
-      .then(() => (workspace.syncedAt === 0 ? this.#load(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
+      .then(() => (workspace.syncedAt === 0 ? this.#timedLoad(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
     workspace.turn = turn;
     try {
       await turn;
@@ -168,6 +170,10 @@ export class StoreTermMirror {
       throw error;
     }
     return workspace.postings;
+  }
+
+  #timedLoad(workspaceId: string, held: HeldWorkspace) {
+    return this.backgroundWork ? this.backgroundWork.time('keyword_load', () => this.#load(workspaceId, held)) : this.#load(workspaceId, held);
   }
 
   /**

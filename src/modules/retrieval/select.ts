@@ -23,5 +23,5 @@ export async function openVectorIndex(config: Config, db: Database, embedder: Pi
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
     return openElasticsearchIndex(config.elasticsearchUrl, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
-  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
+  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes, backgroundWork: db.backgroundWork });
 }

@@ -1,0 +1,34 @@
+/**
+ * Work the service does on the store of its own accord, not for a request: merging chunks into
+ * the vector graph, the embedded store's ANALYZE and VACUUM, and loading a workspace's keyword
+ * postings. On the embedded store each holds its one connection while it runs, and searches wait
+ * behind it; the time each kind took is what /metrics reports (docs/observability.md) and what
+ * `bench:search --timeline` charts beside the searches' latency.
+ */
+export const backgroundTasks = ['graph_merge', 'analyze', 'vacuum', 'keyword_load'] as const;
+export type BackgroundTask = (typeof backgroundTasks)[number];
+
+export type BackgroundWorkState = { task: BackgroundTask; seconds: number; runs: number; running: number };
+
+export class BackgroundWork {
+  readonly #states = new Map<BackgroundTask, BackgroundWorkState>(backgroundTasks.map((task) => [task, { task, seconds: 0, runs: 0, running: 0 }]));
+
+  /** Runs `work`, counting its time against `task` whether it succeeds or fails. */
+  async time<T>(task: BackgroundTask, work: () => Promise<T>): Promise<T> {
+    const state = this.#states.get(task)!;
+    const started = performance.now();
+    state.running += 1;
+    try {
+      return await work();
+    } finally {
+      state.running -= 1;
+      state.runs += 1;
+      state.seconds += (performance.now() - started) / 1000;
+    }
+  }
+
+  /** Seconds and runs so far (finished runs only), and how many of each are in progress. */
+  states(): BackgroundWorkState[] {
+    return [...this.#states.values()].map((state) => ({ ...state }));
+  }
+}
