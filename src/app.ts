@@ -90,7 +90,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
     const graphMerge = startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork });
-    const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000 };
+    const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
     const agentRuns = new AgentRuns(db.prisma, config.agent.leaseSeconds * 1000, log);

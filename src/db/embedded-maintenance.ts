@@ -55,9 +55,15 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
 export async function maintainOnce(pool: Queryable, work: BackgroundWork): Promise<{ analyzed: string[]; vacuumed: string[] }> {
   const due = await tablesDue(pool);
   // VACUUM (ANALYZE) does both; a table only due for analysis gets the cheaper ANALYZE.
-  for (const name of due.vacuum) await work.time('vacuum', () => pool.query(`VACUUM (ANALYZE) ${quoted(name)}`));
-  const analyzeOnly = due.analyze.filter((name) => !due.vacuum.includes(name));
-  if (analyzeOnly.length > 0) await work.time('analyze', () => pool.query(`ANALYZE ${analyzeOnly.map(quoted).join(', ')}`));
+  // One table per statement, each after the searches in progress: a search waits for one at most.
+  for (const name of due.vacuum) {
+    await work.turn();
+    await work.time('vacuum', () => pool.query(`VACUUM (ANALYZE) ${quoted(name)}`));
+  }
+  for (const name of due.analyze.filter((table) => !due.vacuum.includes(table))) {
+    await work.turn();
+    await work.time('analyze', () => pool.query(`ANALYZE ${quoted(name)}`));
+  }
   return { analyzed: due.analyze, vacuumed: due.vacuum };
 }
 

@@ -10,8 +10,45 @@ export type BackgroundTask = (typeof backgroundTasks)[number];
 
 export type BackgroundWorkState = { task: BackgroundTask; seconds: number; runs: number; running: number };
 
+/**
+ * Longest a step of background work waits for searches to end before it runs all the same: under
+ * searches without pause it still gets a turn now and then, so merges and statistics never stop.
+ */
+export const longestYieldMs = 1_000;
+
 export class BackgroundWork {
   readonly #states = new Map<BackgroundTask, BackgroundWorkState>(backgroundTasks.map((task) => [task, { task, seconds: 0, runs: 0, running: 0 }]));
+  #foreground = 0;
+  #waiting: (() => void)[] = [];
+
+  /**
+   * Runs work a request waits for (a search). Background work starts its next step only once no
+   * such work is in progress (see `turn`): a search then waits for at most the step under way,
+   * not for every step queued for the store's one connection before its next statement.
+   */
+  async foreground<T>(work: () => Promise<T>): Promise<T> {
+    this.#foreground += 1;
+    try {
+      return await work();
+    } finally {
+      this.#foreground -= 1;
+      if (this.#foreground === 0) for (const wake of this.#waiting.splice(0)) wake();
+    }
+  }
+
+  /** Resolves when no request's work is in progress, or after `longestYieldMs` all the same. */
+  async turn(): Promise<void> {
+    if (this.#foreground === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, longestYieldMs);
+      timer.unref();
+      this.#waiting.push(done);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  }
 
   /** Runs `work`, counting its time against `task` whether it succeeds or fails. */
   async time<T>(task: BackgroundTask, work: () => Promise<T>): Promise<T> {

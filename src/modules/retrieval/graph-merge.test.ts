@@ -6,6 +6,7 @@ import { createOwnDatabase } from '../../../test/support/server.js';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
+import { BackgroundWork, longestYieldMs } from '../../observability/background-work.js';
 import { analyze } from './analyzer.js';
 import { startGraphMerge } from './graph-merge.js';
 import { openPgvectorIndex } from './pgvector-index.js';
@@ -93,6 +94,36 @@ describe('merging into the vector graph', () => {
       const { vector } = await index.search({ workspaceIds: [workspaceId], vector: (() => { const v = new Float32Array(dimensions); v[7] = 1; return v; })(), limit: 70, excludeDocumentIds: [] });
       expect(vector).toHaveLength(70);
       expect(vector[0]!.score).toBeCloseTo(1, 5);
+    } finally {
+      await merge.stop();
+    }
+  });
+
+  it('lets a search in progress go first: no slice starts until it ends, and none waits longer than the yield limit', async () => {
+    const backgroundWork = new BackgroundWork();
+    const activity = { idleForMs: () => 60_000 };
+    let release!: () => void;
+    const searching = backgroundWork.foreground(() => new Promise<void>((resolve) => (release = resolve)));
+    await write(12);
+    const waiting = await index.graphBacklog!();
+    expect(waiting).toBeGreaterThanOrEqual(12);
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, longestYieldMs / 2));
+      expect(await index.graphBacklog!()).toBe(waiting);
+      release();
+      await searching;
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+      expect(backgroundWork.states().find((state) => state.task === 'graph_merge')!.runs).toBe(Math.ceil(waiting / 4));
+
+      // A search that never ends holds each slice back for the yield limit, not for ever.
+      await write(4);
+      const holding = backgroundWork.foreground(() => new Promise<void>((resolve) => setTimeout(resolve, 3 * longestYieldMs)));
+      const started = performance.now();
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(longestYieldMs * 0.9);
+      expect(performance.now() - started).toBeLessThan(3 * longestYieldMs);
+      await holding;
     } finally {
       await merge.stop();
     }

@@ -65,6 +65,8 @@ export function startGraphMerge(
     const started = performance.now();
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
+      // A search in progress goes first: its next statement would otherwise queue behind this slice.
+      await dependencies.backgroundWork?.turn();
       const slice = () => index.mergeIntoGraph(options.sliceRows);
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       if (moved === 0) break;

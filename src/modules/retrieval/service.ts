@@ -3,6 +3,7 @@ import { requireUuid } from '../../ids.js';
 import { checkJson, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
+import type { BackgroundWork } from '../../observability/background-work.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
 import { queryTerms } from './analyzer.js';
@@ -56,7 +57,11 @@ export type RetrievalDependencies = {
   index: VectorIndex;
   /** A search whose embedder or index does not answer in time is a 503. */
   timeoutMs: number;
+  /** Searches run as foreground work: the service's own work on the store waits for them (see BackgroundWork). */
+  storeWork?: Pick<BackgroundWork, 'foreground'>;
 };
+
+const asForeground = <T>(dependencies: RetrievalDependencies, work: () => Promise<T>) => (dependencies.storeWork ? dependencies.storeWork.foreground(work) : work());
 
 /** Why the index cannot be searched with the configured model, or null when it can. */
 export function modelMismatch({ embedder, index }: Pick<RetrievalDependencies, 'embedder' | 'index'>): string | null {
@@ -174,7 +179,11 @@ async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promis
  * best first, with the fused score (hybrid), the cosine similarity (vector) or the BM25 score
  * (keyword).
  */
-export async function search(
+export function search(dependencies: RetrievalDependencies, viewer: Access, input: SearchInput, signal?: AbortSignal): Promise<SearchResult[]> {
+  return asForeground(dependencies, () => searchNow(dependencies, viewer, input, signal));
+}
+
+async function searchNow(
   dependencies: RetrievalDependencies,
   viewer: Access,
   input: SearchInput,
@@ -279,7 +288,15 @@ export type Passage = SearchResult & { chunkId: string };
  * checks them once, before its stream opens). `exclude` drops chunks found by earlier hops. Same ranking
  * as `search`; the query is used as given (the agent bounds it).
  */
-export async function searchPassages(
+export function searchPassages(
+  dependencies: RetrievalDependencies,
+  request: { query: string; workspaceIds: readonly string[]; topK: number; exclude?: ReadonlySet<string> },
+  signal?: AbortSignal,
+): Promise<Passage[]> {
+  return asForeground(dependencies, () => searchPassagesNow(dependencies, request, signal));
+}
+
+async function searchPassagesNow(
   dependencies: RetrievalDependencies,
   request: { query: string; workspaceIds: readonly string[]; topK: number; exclude?: ReadonlySet<string> },
   signal?: AbortSignal,
