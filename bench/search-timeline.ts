@@ -211,7 +211,7 @@ export async function timeline(argv: readonly string[]) {
   log(`search timeline on ${machine}; ${storeLabel}; load average ${loadNow()}`);
   const app = await startApp(config);
   const embedder = await createEmbedder(config);
-  const index = await openVectorIndex(config, app.db, embedder);
+  const index = await openVectorIndex(config, app.db, embedder, { loadAhead: false });
   const made: string[] = [];
   let key = '';
   const cleanUp = async () => {

@@ -207,7 +207,7 @@ async function main() {
     // service's (which are not exposed): same model and threads, same store connection or
     // Elasticsearch server. The service's embedder is idle while this one is measured.
     embedder = await createEmbedder(config);
-    index = await openVectorIndex(config, app.db, embedder);
+    index = await openVectorIndex(config, app.db, embedder, { loadAhead: false });
 
     if (manifest) {
       const ok = await new ServiceClient(app.url, manifest.key).json('GET', '/v1/kb/workspaces').then(

@@ -37,7 +37,7 @@ export async function reindex(
   const parsePool = createParsePool(1, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });
   let queue: JobQueue | undefined;
   try {
-    const index = await openVectorIndex(config, db, embedder);
+    const index = await openVectorIndex(config, db, embedder, { loadAhead: false });
     const previous = index.builtWith;
     await index.reset({ model: embedder.modelId, dimensions: embedder.dimensions });
     const prisma = db.prisma;

@@ -72,7 +72,7 @@ describe('merging into the vector graph', () => {
     let busy = true;
     let idleSince = 0;
     const activity = { idleForMs: () => (busy ? 0 : performance.now() - idleSince) };
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, sliceMs: 60_000, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
     try {
       await write(20);
       await new Promise((resolve) => setTimeout(resolve, 400));
@@ -107,7 +107,7 @@ describe('merging into the vector graph', () => {
     await write(12);
     const waiting = await index.graphBacklog!();
     expect(waiting).toBeGreaterThanOrEqual(12);
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
     try {
       await new Promise((resolve) => setTimeout(resolve, longestYieldMs / 2));
       expect(await index.graphBacklog!()).toBe(waiting);
@@ -127,6 +127,29 @@ describe('merging into the vector graph', () => {
     } finally {
       await merge.stop();
     }
+  });
+
+  it('moves fewer rows per slice when slices take longer than they should, so a search never waits long behind one', async () => {
+    await write(40);
+    // The store's own work, made slow as a large graph makes it: 40 ms a slice whatever its size.
+    const asked: number[] = [];
+    const slow = Object.assign(Object.create(index) as VectorIndex, {
+      graphBacklog: () => index.graphBacklog!(),
+      mergeIntoGraph: async (maxRows: number) => {
+        asked.push(maxRows);
+        await new Promise((resolve) => setTimeout(resolve, 40));
+        return index.mergeIntoGraph!(maxRows);
+      },
+    });
+    const merge = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent') }, { sliceRows: 16, sliceMs: 10, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    try {
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+    } finally {
+      await merge.stop();
+    }
+    expect(asked[0]).toBe(16);
+    expect(asked[1]).toBeLessThanOrEqual(4);
+    expect(new Set(asked.slice(2))).toEqual(new Set([1]));
   });
 
   it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {

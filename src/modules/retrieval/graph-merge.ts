@@ -9,8 +9,13 @@ export type IngestionActivity = {
 };
 
 export type GraphMergeOptions = {
-  /** Rows moved per statement. The embedded store answers one statement at a time: a search waits for at most one slice. */
+  /** Most rows moved per statement. The embedded store answers one statement at a time: a search waits for at most one slice. */
   sliceRows: number;
+  /**
+   * What a slice should take: fewer rows go in the next one when a slice took longer (a larger
+   * graph costs more per row), more (up to `sliceRows`) when it took less.
+   */
+  sliceMs: number;
   /** Ingestion must have been idle this long before a merge starts. */
   idleMs: number;
   /** Beyond this many rows outside the graph, merging goes on during ingestion too: every search compares them all. */
@@ -24,7 +29,7 @@ export type GraphMergeOptions = {
  * 13 ms (p50; 73 ms p95) with 20,000 chunks in the graph, and a workspace's 20,000 unmerged
  * chunks added 15 ms to its vector search (5,000: 3.7 ms).
  */
-export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
+export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 25, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
 
 export type GraphMerge = {
   /** Stops after the slice in progress. */
@@ -61,14 +66,19 @@ export function startGraphMerge(
       wakeUp = done;
     });
 
+  let sliceRows = options.sliceRows;
+
   async function mergeWhileAllowed(backlog: number) {
     const started = performance.now();
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
       // A search in progress goes first: its next statement would otherwise queue behind this slice.
       await dependencies.backgroundWork?.turn();
-      const slice = () => index.mergeIntoGraph(options.sliceRows);
+      const slice = () => index.mergeIntoGraph(sliceRows);
+      const sliceStarted = performance.now();
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
+      const took = Math.max(performance.now() - sliceStarted, 1);
+      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;

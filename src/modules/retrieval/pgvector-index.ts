@@ -32,11 +32,15 @@ export type PgvectorIndexOptions = {
   keywordMemoryBytes: number;
   /** Where loading a workspace's keyword postings is timed (it reads every chunk's terms from the store). */
   backgroundWork?: BackgroundWork;
+  /** Whether workspaces that change are loaded or synced before a search asks (a serving process: yes; a tool's second view of the store: no). */
+  loadAhead?: boolean;
 };
 
 export class PgvectorMissingError extends Error {
   override name = 'PgvectorMissingError';
 }
+
+const firstUuid = '00000000-0000-0000-0000-000000000000';
 
 const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).join(',')}]`;
 
@@ -177,6 +181,8 @@ class PgvectorIndex implements VectorIndex {
 
   #builtWith: IndexModel;
   readonly #keywords: StoreTermMirror;
+  /** The last chunk id this process merged into the graph (see mergeIntoGraph). */
+  #mergeCursor = firstUuid;
   #logCleanedAt = 0;
 
   constructor(
@@ -185,7 +191,7 @@ class PgvectorIndex implements VectorIndex {
     options: PgvectorIndexOptions,
   ) {
     this.#builtWith = builtWith;
-    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes, options.backgroundWork);
+    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
   }
 
   get builtWith() {
@@ -264,11 +270,24 @@ class PgvectorIndex implements VectorIndex {
    * block it. The chunk rows are held too, as the foreign key check would hold them, and skipped
    * as well when a deletion holds them: a merge that waited there while holding the fresh row the
    * deletion's cascade needs would deadlock with it. A deletion that comes later waits for the merge.
+   *
+   * Rows are taken in chunk id order from where the last merge of this process stopped, through
+   * the table's key: the rows merged before are deleted but stay in the table until a vacuum, and
+   * a scan from the table's start read past every one of them, so each slice of a 100,000-chunk
+   * backlog took longer than the one before. At the end of the ids the next merge starts over.
    */
-  async mergeIntoGraph(maxRows: number) {
-    const [row] = await this.prisma.$queryRaw<{ moved: number }[]>`
+  async mergeIntoGraph(maxRows: number): Promise<number> {
+    const moved = await this.#mergeFrom(this.#mergeCursor, maxRows);
+    if (moved > 0 || this.#mergeCursor === firstUuid) return moved;
+    this.#mergeCursor = firstUuid;
+    return this.#mergeFrom(firstUuid, maxRows);
+  }
+
+  async #mergeFrom(after: string, maxRows: number): Promise<number> {
+    const [row] = await this.prisma.$queryRaw<{ moved: number; last: string | null }[]>`
       WITH picked AS (
-        SELECT f.chunk_id FROM chunks c JOIN chunk_index_fresh f ON f.chunk_id = c.id
+        SELECT f.chunk_id FROM chunk_index_fresh f JOIN chunks c ON c.id = f.chunk_id
+         WHERE f.chunk_id > ${after}::uuid ORDER BY f.chunk_id
          LIMIT ${maxRows} FOR KEY SHARE OF c SKIP LOCKED FOR UPDATE OF f SKIP LOCKED
       ), moved AS (
         DELETE FROM chunk_index_fresh f USING picked WHERE f.chunk_id = picked.chunk_id
@@ -281,10 +300,13 @@ class PgvectorIndex implements VectorIndex {
         ON CONFLICT (chunk_id) DO UPDATE
           SET document_id = EXCLUDED.document_id, workspace_id = EXCLUDED.workspace_id, embedding = EXCLUDED.embedding,
               terms = EXCLUDED.terms, freqs = EXCLUDED.freqs, term_count = EXCLUDED.term_count
-        RETURNING 1
+        RETURNING chunk_id
       )
-      SELECT count(*)::int AS moved FROM inserted`;
-    return row?.moved ?? 0;
+      SELECT count(*)::int AS moved, max(chunk_id::text) AS last FROM inserted`;
+    const moved = row?.moved ?? 0;
+    // Fewer than asked: the end of the ids is reached, and the next merge starts over.
+    this.#mergeCursor = moved < maxRows || !row?.last ? firstUuid : row.last;
+    return moved;
   }
 
   /**

@@ -53,6 +53,12 @@ const logRetentionHours = 24;
 const retention = `${logRetentionHours} hours`;
 /** Workspaces held in memory and not searched for this long are synced in the background. */
 const refreshIdleAfterMs = 60 * 60_000;
+/**
+ * How often the log is read for workspaces that changed, so that their keyword sides are brought
+ * up to date (or loaded, when memory allows) before a search needs them: after a bulk load the
+ * first search would otherwise read every chunk's terms while its user waits.
+ */
+const followLogEveryMs = 5_000;
 /** Chunks read per statement when a workspace is loaded through the index. */
 const loadPageSize = 5_000;
 /** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
@@ -101,21 +107,76 @@ type HeldWorkspace = {
 export class StoreTermMirror {
   readonly #held = new Map<string, HeldWorkspace>();
   readonly #refresher: NodeJS.Timeout;
+  readonly #follower: NodeJS.Timeout;
+  private readonly backgroundWork: BackgroundWork | undefined;
+  /** The last log row read by `#followLog`; undefined until its first reading. */
+  #followedSeq: string | undefined;
+  #following = false;
 
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
-    private readonly backgroundWork?: BackgroundWork,
+    options: { backgroundWork?: BackgroundWork; loadAhead: boolean },
   ) {
+    this.backgroundWork = options.backgroundWork;
     // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
     // of it and its next search needs no reload.
     this.#refresher = setInterval(() => this.#refreshIdle(), refreshIdleAfterMs / 4);
     this.#refresher.unref();
+    this.#follower = setInterval(() => void (options.loadAhead && this.#followLog()), followLogEveryMs);
+    this.#follower.unref();
   }
 
   /** Stops the background syncs. */
   close() {
     clearInterval(this.#refresher);
+    clearInterval(this.#follower);
+  }
+
+  /**
+   * Brings the workspaces that changed since the last reading up to date in the background: a
+   * held one is synced, one not held is loaded while the memory budget allows. Each waits for
+   * the searches in progress (BackgroundWork.turn), and a load yields to them between its pages.
+   */
+  async #followLog() {
+    if (this.#following) return;
+    this.#following = true;
+    try {
+      if (this.#followedSeq === undefined) {
+        // The first reading only marks where the log stands: what was written before, a search or `warm` loads.
+        const [row] = await this.prisma.$queryRaw<{ last: string | null }[]>`SELECT max(seq)::text AS last FROM chunk_index_log`;
+        this.#followedSeq = row?.last ?? '0';
+        return;
+      }
+      const changed = await this.prisma.$queryRaw<{ workspace_id: string; last: string }[]>`
+        SELECT workspace_id::text, max(seq)::text AS last FROM chunk_index_log WHERE seq > ${this.#followedSeq}::bigint GROUP BY workspace_id`;
+      for (const { workspace_id: workspaceId, last } of changed) {
+        if (BigInt(last) > BigInt(this.#followedSeq)) this.#followedSeq = last;
+        let held = this.#held.get(workspaceId);
+        if (!held) {
+          if (this.approximateBytes >= this.budgetBytes) continue;
+          held = { postings: new TermPostings(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() };
+          this.#held.set(workspaceId, held);
+        }
+        const workspace = held;
+        const sync = workspace.turn
+          .catch(() => undefined)
+          .then(async () => {
+            await this.backgroundWork?.turn();
+            await (workspace.syncedAt === 0 ? this.#timedLoad(workspaceId, workspace, { yieldToSearches: true }) : this.#catchUp(workspaceId, workspace));
+          });
+        workspace.turn = sync;
+        await sync.catch(() => {
+          // Not loaded: a search loads it, as it would have without the follower.
+          if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
+        });
+      }
+      this.#evictBeyondBudget(new Set());
+    } catch {
+      // The next reading tries again; searches sync for themselves meanwhile.
+    } finally {
+      this.#following = false;
+    }
   }
 
   #refreshIdle() {
@@ -172,8 +233,9 @@ export class StoreTermMirror {
     return workspace.postings;
   }
 
-  #timedLoad(workspaceId: string, held: HeldWorkspace) {
-    return this.backgroundWork ? this.backgroundWork.time('keyword_load', () => this.#load(workspaceId, held)) : this.#load(workspaceId, held);
+  #timedLoad(workspaceId: string, held: HeldWorkspace, options: { yieldToSearches?: boolean } = {}) {
+    const load = () => this.#load(workspaceId, held, options);
+    return this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load();
   }
 
   /**
@@ -183,7 +245,11 @@ export class StoreTermMirror {
    * (measured at 100,000 chunks: 4 s in block ranges against over 20 s through the index). A
    * smaller one is read through the index, in chunk id order.
    */
-  async #load(workspaceId: string, held: HeldWorkspace) {
+  async #load(workspaceId: string, held: HeldWorkspace, options: { yieldToSearches?: boolean } = {}) {
+    // Loading ahead of searches, not for one: each page waits for the searches in progress.
+    const page = async () => {
+      if (options.yieldToSearches) await this.backgroundWork?.turn();
+    };
     const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string; rows: number; total: number; blocks: number }[]>`
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
              (SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)::float8 AS rows,
@@ -199,6 +265,7 @@ export class StoreTermMirror {
     if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
       // Rows written after the size was read are in the log above the horizon.
       for (let block = 0; block < mark!.blocks; block += loadPageBlocks) {
+        await page();
         take(
           await this.prisma.$queryRaw<ChunkRow[]>`
             SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
@@ -209,6 +276,7 @@ export class StoreTermMirror {
     } else if (mark!.rows > 0) {
       let after = '00000000-0000-0000-0000-000000000000';
       for (;;) {
+        await page();
         const rows = await this.prisma.$queryRaw<ChunkRow[]>`
           SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
             FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
@@ -218,12 +286,17 @@ export class StoreTermMirror {
         after = rows.at(-1)!.chunk_id;
       }
     }
-    // Chunks not merged into the graph yet: few, through their own index.
-    take(
-      await this.prisma.$queryRaw<ChunkRow[]>`
+    // Chunks not merged into the graph yet: few, except after a bulk load, so a page at a time too.
+    for (let after = '00000000-0000-0000-0000-000000000000'; ; ) {
+      await page();
+      const rows = await this.prisma.$queryRaw<ChunkRow[]>`
         SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
-          FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid`,
-    );
+          FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
+         ORDER BY chunk_id LIMIT ${loadPageSize}`;
+      take(rows);
+      if (rows.length < loadPageSize) break;
+      after = rows.at(-1)!.chunk_id;
+    }
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
     Object.assign(held, { postings, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
   }

@@ -9,7 +9,12 @@ import type { VectorIndex } from './vector-index.js';
  * pgvector in the store. A new index records the configured model; an existing one keeps the
  * model it was built with (compared at start: see modelMismatch).
  */
-export async function openVectorIndex(config: Config, db: Database, embedder: Pick<Embedder, 'modelId' | 'dimensions'>): Promise<VectorIndex> {
+export async function openVectorIndex(
+  config: Config,
+  db: Database,
+  embedder: Pick<Embedder, 'modelId' | 'dimensions'>,
+  options: { loadAhead?: boolean } = {},
+): Promise<VectorIndex> {
   const model = { model: embedder.modelId, dimensions: embedder.dimensions };
   // Every search lists its workspace's documents that are not ready; without this it reads every
   // document of the workspace (3 ms at 10,000 documents). Prisma's schema cannot declare a
@@ -23,5 +28,5 @@ export async function openVectorIndex(config: Config, db: Database, embedder: Pi
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
     return openElasticsearchIndex(config.elasticsearchUrl, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
-  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes, backgroundWork: db.backgroundWork });
+  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes, backgroundWork: db.backgroundWork, loadAhead: options.loadAhead });
 }

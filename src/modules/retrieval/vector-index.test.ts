@@ -10,6 +10,7 @@ import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { bm25, openPgvectorIndex } from './pgvector-index.js';
 import { cleanChangeLog } from './pgvector-keywords.js';
 import type { VectorIndex } from './vector-index.js';
+import { BackgroundWork } from '../../observability/background-work.js';
 
 // The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus
 // statistics are this test's alone), or pgvector in the store: PostgreSQL when the leg has one
@@ -217,6 +218,30 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     if (index.kind === 'elasticsearch') await index.deleteWorkspace(workspaceId);
     expect((await index.countByDocument(workspaceId)).size).toBe(0);
   });
+  if (!elasticsearchUrl) {
+    it("loads a workspace's keyword side ahead of its first search once chunks are written to it", async () => {
+      const backgroundWork = new BackgroundWork();
+      const ahead = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork });
+      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!.runs;
+      try {
+        // The follower's first reading marks where the log stands; what is written after it is followed.
+        await new Promise((resolve) => setTimeout(resolve, 5_500));
+        const { workspaceId } = await workspaceWith('ahead', [{ texts: ['lighthouse keepers log storms', 'lighthouse lamps turn'], vectors: [unit(80), unit(81)] }]);
+        for (let waited = 0; loads() === 0 && waited < 15_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(loads()).toBe(1);
+        // The first search finds the postings loaded: no load of its own.
+        expect((await keywordTexts(ahead, workspaceId, 'lighthouse')).sort()).toEqual(['lighthouse keepers log storms', 'lighthouse lamps turn']);
+        expect(loads()).toBe(1);
+        // Chunks written later are synced ahead too, and found.
+        await addDocuments(workspaceId, [{ texts: ['lighthouse foghorn'], vectors: [unit(82)] }]);
+        expect(await keywordTexts(ahead, workspaceId, 'foghorn')).toEqual(['lighthouse foghorn']);
+        expect(loads()).toBe(1);
+      } finally {
+        await ahead.close();
+      }
+    }, 40_000);
+  }
+
   it('keeps another process current: chunks one adds or deletes are found or gone in the other', async () => {
     const other = await openIndex();
     try {
