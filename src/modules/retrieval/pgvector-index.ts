@@ -272,9 +272,9 @@ class PgvectorIndex implements VectorIndex {
    * deletion's cascade needs would deadlock with it. A deletion that comes later waits for the merge.
    *
    * Rows are taken in chunk id order from where the last merge of this process stopped, through
-   * the table's key: the rows merged before are deleted but stay in the table until a vacuum, and
-   * a scan from the table's start read past every one of them, so each slice of a 100,000-chunk
-   * backlog took longer than the one before. At the end of the ids the next merge starts over.
+   * the table's key: the rows merged before are deleted but stay in the table until a vacuum
+   * (which comes once a fifth of it is dead), and a scan from the table's start read past all of
+   * them. At the end of the ids the next merge starts over.
    */
   async mergeIntoGraph(maxRows: number): Promise<number> {
     const moved = await this.#mergeFrom(this.#mergeCursor, maxRows);
