@@ -172,6 +172,17 @@ describe('merging into the vector graph', () => {
     expect(asked[0]).toBe(16);
     expect(asked[1]).toBeLessThanOrEqual(4);
     expect(new Set(asked.slice(2))).toEqual(new Set([1]));
+
+    // Over the backlog limit slices keep their full size, however long they take.
+    asked.length = 0;
+    await write(40);
+    const draining = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent') }, { sliceRows: 16, sliceMs: 10, idleMs: 0, backlogLimit: 8, pollMs: 20 })!;
+    try {
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+    } finally {
+      await draining.stop();
+    }
+    expect(asked.slice(0, 2)).toEqual([16, 16]);
   });
 
   it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {

@@ -76,12 +76,16 @@ export function startGraphMerge(
       // slice. Not while the backlog is over its limit: then every search compares all of it one
       // by one, and merging it is what makes searches fast again (measured after a bulk load of
       // 100,000 chunks: yielding to searches of 600 ms each left the backlog draining too slowly).
-      if (backlog <= options.backlogLimit) await dependencies.backgroundWork?.turn();
-      const slice = () => index.mergeIntoGraph(sliceRows);
+      const overLimit = backlog > options.backlogLimit;
+      if (!overLimit) await dependencies.backgroundWork?.turn();
+      // Over the limit slices keep their full size: their time then includes waiting behind
+      // searches' statements, and shrinking them would slow the draining that matters most.
+      const rows = overLimit ? options.sliceRows : sliceRows;
+      const slice = () => index.mergeIntoGraph(rows);
       const sliceStarted = performance.now();
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       const took = Math.max(performance.now() - sliceStarted, 1);
-      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
+      if (!overLimit) sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;
