@@ -14,7 +14,7 @@ import type { VectorIndex } from '../src/modules/retrieval/vector-index.js';
 import { elapsedSeconds, loadNow, log, progressBar, resultsDir, ServiceClient } from './helpers.js';
 
 export const benchData = path.resolve(import.meta.dirname, '../../shared/bench-data');
-export const scifactDir = path.join(benchData, 'scifact');
+const scifactDir = path.join(benchData, 'scifact');
 export const cacheDir = path.join(resultsDir, '.cache');
 
 /** Per-dimension standard deviation of the noise added to a chunk's mixed vector (its norm is about 0.1). */

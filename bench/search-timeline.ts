@@ -23,7 +23,7 @@
  * `--store postgres` runs on DATABASE_URL (pgvector) instead of a new embedded store; the
  * workspaces it made are deleted at the end.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type RunningApp } from '../src/app.js';
@@ -34,7 +34,7 @@ import { openVectorIndex } from '../src/modules/retrieval/select.js';
 import type { VectorIndex } from '../src/modules/retrieval/vector-index.js';
 import { backgroundTasks, type BackgroundTask } from '../src/observability/background-work.js';
 import { BenchClient, ingest } from './in-process-service.js';
-import { abstractVectors, readAbstracts, readQueries, scifactDir, seed, type Plan } from './search-seed.js';
+import { abstractVectors, readAbstracts, readQueries, seed, type Plan } from './search-seed.js';
 import {
   cleanUpOnInterrupt,
   escapeHtml,
@@ -254,11 +254,8 @@ export async function timeline(argv: readonly string[]) {
     let ingestResult: Awaited<ReturnType<typeof ingest>> | undefined;
     let ingesting: { from: number; to: number } | undefined;
     if (abstractCount > 0) {
-      const corpus = (await readFile(path.join(scifactDir, 'corpus.jsonl'), 'utf8')).split('\n').filter((line) => line.trim() !== '').slice(0, abstractCount);
-      const files = corpus.map((line) => {
-        const record = JSON.parse(line) as { _id: string; title: string; text: string };
-        return { name: `${record._id}.txt`, bytes: `${record.title}\n\n${record.text}` };
-      });
+      // As bench:scifact uploads them: the title, a blank line, the text.
+      const files = abstracts.slice(0, abstractCount).map((abstract) => ({ name: `${abstract.id}.txt`, bytes: abstract.text }));
       const ingestWorkspace = await client.workspace('search timeline: ingest');
       made.push(ingestWorkspace);
       log(`ingesting ${files.length} SciFact abstracts through the API while searching every second`);
