@@ -18,7 +18,7 @@ export type GraphMergeOptions = {
   sliceMs: number;
   /** Ingestion must have been idle this long before a merge starts. */
   idleMs: number;
-  /** Beyond this many rows outside the graph, merging goes on during ingestion too: every search compares them all. */
+  /** Beyond this many rows outside the graph, merging goes on during ingestion too: they cost every search a little, and the graph must not fall far behind. */
   backlogLimit: number;
   /** How often the backlog is looked at while there is nothing to do. */
   pollMs: number;
@@ -72,20 +72,14 @@ export function startGraphMerge(
     const started = performance.now();
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
-      // A search in progress goes first: its next statement would otherwise queue behind this
-      // slice. Not while the backlog is over its limit: then every search compares all of it one
-      // by one, and merging it is what makes searches fast again (measured after a bulk load of
-      // 100,000 chunks: yielding to searches of 600 ms each left the backlog draining too slowly).
-      const overLimit = backlog > options.backlogLimit;
-      if (!overLimit) await dependencies.backgroundWork?.turn();
-      // Over the limit slices keep their full size: their time then includes waiting behind
-      // searches' statements, and shrinking them would slow the draining that matters most.
-      const rows = overLimit ? options.sliceRows : sliceRows;
+      // A search in progress goes first: its next statement would otherwise queue behind this slice.
+      await dependencies.backgroundWork?.turn();
+      const rows = sliceRows;
       const slice = () => index.mergeIntoGraph(rows);
       const sliceStarted = performance.now();
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       const took = Math.max(performance.now() - sliceStarted, 1);
-      if (!overLimit) sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
+      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;

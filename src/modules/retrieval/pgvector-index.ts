@@ -2,9 +2,10 @@ import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
-import { changeLogStatements, cleanChangeLog, StoreTermMirror } from './pgvector-keywords.js';
+import { closestBySketch } from './fresh-sketches.js';
+import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
 import { readyChunks } from './stored-chunks.js';
-import { rankBm25, type TermPostings } from './term-postings.js';
+import { rankBm25 } from './term-postings.js';
 import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, IndexSearchResult, StoredChunk, VectorIndex } from './vector-index.js';
 
 /**
@@ -20,6 +21,14 @@ export const bm25 = { k1: 0.9, b: 0.4 };
  * go is pgvector's `hnsw.max_scan_tuples` (20,000 by default): that bounds a search's work.
  */
 const efSearch = 200;
+
+/**
+ * Chunks outside the graph whose exact distance a search asks of the store, per hit wanted: those
+ * whose sketches score highest (fresh-sketches.ts). Measured with SciFact's queries over its 5,183
+ * abstracts (docs/retrieval.md): 8 per hit held 96 % of the exact 10 nearest and 99 % of the 100
+ * nearest (4 per hit: 91 % and 95 %).
+ */
+const freshCandidatesPerHit = 8;
 
 /** Chunks written per transaction by `upsert`. */
 const upsertSliceRows = 100;
@@ -113,27 +122,41 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     `CREATE TABLE IF NOT EXISTS chunk_index_fresh (${rowColumns})`,
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_workspace ON chunk_index_fresh (workspace_id)',
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_document ON chunk_index_fresh (document_id)',
+    // Fresh rows keep their vector in the row (not out of line, as for a wide row by default):
+    // a search reads the vectors of the candidates its sketches chose by key (see #nearest).
+    'ALTER TABLE chunk_index_fresh ALTER COLUMN embedding SET STORAGE MAIN',
+    'DROP FUNCTION IF EXISTS chunk_index_nearest(uuid[], vector, integer, uuid[], uuid[])',
     // The vector side in one statement: the function's own settings hold while it runs. A
     // transaction setting them first took four round trips to the store, each waiting for
     // this process's thread (busy ranking the keyword side meanwhile). The query is planned on
     // each call with its values, as a statement of its own would be.
-    `CREATE OR REPLACE FUNCTION chunk_index_nearest(workspace_ids uuid[], query vector, wanted integer, only_documents uuid[], excluded_documents uuid[])
+    //
+    // Chunks not merged into the graph yet are compared exactly: those named by `fresh_candidates`
+    // (the closest by sketch, chosen in memory), or, when it is NULL, all of the workspaces'.
+    `CREATE OR REPLACE FUNCTION chunk_index_nearest(workspace_ids uuid[], query vector, wanted integer, only_documents uuid[], excluded_documents uuid[],
+                                                    fresh_candidates uuid[])
        RETURNS TABLE (chunk_id uuid, score float8) LANGUAGE plpgsql STABLE
        SET hnsw.iterative_scan = 'relaxed_order' SET hnsw.ef_search = ${efSearch}
      AS $nearest$
      DECLARE
        filter text := 'c.workspace_id = ANY($1)';
        graph text;
+       fresh text;
      BEGIN
        IF only_documents IS NOT NULL THEN filter := filter || ' AND c.document_id = ANY($4)'; END IF;
        IF cardinality(excluded_documents) > 0 THEN filter := filter || ' AND NOT (c.document_id = ANY($5))'; END IF;
        graph := 'SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index c WHERE ' || filter || ' ORDER BY c.embedding <=> $2 LIMIT $3';
-       -- Chunks not merged into the graph yet, compared one by one; none most of the time.
-       IF EXISTS (SELECT 1 FROM chunk_index_fresh c WHERE c.workspace_id = ANY(workspace_ids)) THEN
-         graph := 'SELECT n.chunk_id, n.distance FROM ((' || graph || ') UNION ALL (SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index_fresh c WHERE '
-           || filter || ' ORDER BY 2 LIMIT $3)) AS n ORDER BY n.distance LIMIT $3';
+       IF fresh_candidates IS NOT NULL THEN
+         IF cardinality(fresh_candidates) > 0 THEN fresh := 'c.chunk_id = ANY($6) AND ' || filter; END IF;
+       ELSIF EXISTS (SELECT 1 FROM chunk_index_fresh c WHERE c.workspace_id = ANY(workspace_ids)) THEN
+         fresh := filter;
        END IF;
-       RETURN QUERY EXECUTE 'SELECT g.chunk_id, 1 - g.distance FROM (' || graph || ') AS g' USING workspace_ids, query, wanted, only_documents, excluded_documents;
+       IF fresh IS NOT NULL THEN
+         graph := 'SELECT n.chunk_id, n.distance FROM ((' || graph || ') UNION ALL (SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index_fresh c WHERE '
+           || fresh || ' ORDER BY 2 LIMIT $3)) AS n ORDER BY n.distance LIMIT $3';
+       END IF;
+       RETURN QUERY EXECUTE 'SELECT g.chunk_id, 1 - g.distance FROM (' || graph || ') AS g'
+         USING workspace_ids, query, wanted, only_documents, excluded_documents, fresh_candidates;
      END
      $nearest$`,
     // Per-workspace totals for BM25 were kept here by triggers; the in-memory keyword side counts them now.
@@ -180,7 +203,7 @@ class PgvectorIndex implements VectorIndex {
   readonly kind = 'pgvector' as const;
 
   #builtWith: IndexModel;
-  readonly #keywords: StoreTermMirror;
+  readonly #mirror: StoreIndexMirror;
   /** The last chunk id this process merged into the graph (see mergeIntoGraph). */
   #mergeCursor = firstUuid;
   #logCleanedAt = 0;
@@ -191,7 +214,7 @@ class PgvectorIndex implements VectorIndex {
     options: PgvectorIndexOptions,
   ) {
     this.#builtWith = builtWith;
-    this.#keywords = new StoreTermMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
+    this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
   }
 
   get builtWith() {
@@ -311,49 +334,76 @@ class PgvectorIndex implements VectorIndex {
 
   /**
    * The store answers one statement at a time (PGlite has one connection), and the keyword side
-   * ranks in this thread from postings in memory. So the keyword sync goes first (one short
-   * statement, sent while the query is still being embedded), then the vector statement, and the
-   * keywords are ranked while the store works on it. Ranked earlier, beside the embedding, they
-   * slowed it by about as much as the overlap gained, on two cores (measured in docs/retrieval.md).
-   * One side alone reads its best `readTop` chunks along.
+   * ranks in this thread from postings in memory. So the sync of what is held in memory goes
+   * first (one short statement, sent while the query is still being embedded), then the vector
+   * statement, and the keywords are ranked while the store works on it. Ranked earlier, beside the
+   * embedding, they slowed it by about as much as the overlap gained, on two cores (measured in
+   * docs/retrieval.md). One side alone reads its best `readTop` chunks along.
+   *
+   * A vector-only search uses the sketches held in memory when its workspaces are held already,
+   * and compares every chunk outside the graph in the store otherwise (it loads nothing).
    */
   async search(request: IndexSearch): Promise<IndexSearchResult> {
     const terms = [...new Set(request.terms ?? [])];
     const readTop = Math.min(request.readTop ?? 0, request.limit);
-    const postings = terms.length > 0 ? this.#keywords.postingsFor([...request.workspaceIds]) : undefined;
+    const workspaceIds = [...request.workspaceIds];
+    const mirrored = terms.length > 0 ? this.#mirror.mirrored(workspaceIds) : request.vector ? this.#mirror.mirroredIfHeld(workspaceIds) : undefined;
     // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
-    postings?.catch(() => undefined);
+    mirrored?.catch(() => undefined);
     Promise.resolve(request.vector).catch(() => undefined);
-    const held = await postings;
-    const rank = (postings: TermPostings[]) =>
-      rankBm25(postings, terms, request.limit, bm25, {
-        only: request.documentIds ? new Set(request.documentIds) : undefined,
-        excluded: new Set(request.excludeDocumentIds),
-      });
+    const held = await mirrored;
+    const filter = { only: request.documentIds ? new Set(request.documentIds) : undefined, excluded: new Set(request.excludeDocumentIds) };
+    const rank = (held: MirroredWorkspace[]) =>
+      rankBm25(
+        held.map((workspace) => workspace.postings),
+        terms,
+        request.limit,
+        bm25,
+        filter,
+      );
+    const keywordSide = held && terms.length > 0 ? held : undefined;
     if (!request.vector) {
-      const keyword = held ? rank(held) : [];
+      const keyword = keywordSide ? rank(keywordSide) : [];
       const best = keyword.slice(0, readTop).map((hit) => hit.chunkId);
       const chunks = best.length > 0 ? await this.prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${best}::uuid[]`, request.workspaceIds)) : undefined;
       return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
     }
-    const nearest = this.#nearest(request, await request.vector, held ? 0 : readTop);
+    const query = await request.vector;
+    const freshCandidates = held
+      ? closestBySketch(
+          held.map((workspace) => workspace.fresh),
+          query,
+          freshCandidatesPerHit * request.limit,
+          filter,
+        )
+      : undefined;
+    const nearest = this.#nearest(request, query, freshCandidates, keywordSide ? 0 : readTop);
     nearest.catch(() => undefined);
     let keyword: IndexHit[] = [];
-    if (held) {
+    if (keywordSide) {
       // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
       await new Promise((resolve) => setImmediate(resolve));
-      keyword = rank(held);
+      keyword = rank(keywordSide);
     }
     const found = await nearest;
     return { vector: found.hits, keyword, ...(found.chunks && { chunks: found.chunks }) };
   }
 
-  /** The nearest chunks, and the stored chunks of the best `readTop` of them. */
-  async #nearest(request: IndexSearch, query: Float32Array, readTop: number): Promise<{ hits: IndexHit[]; chunks?: Map<string, StoredChunk> }> {
+  /**
+   * The nearest chunks, and the stored chunks of the best `readTop` of them. Of the chunks outside
+   * the graph, those in `freshCandidates` are compared, or all when it is undefined.
+   */
+  async #nearest(
+    request: IndexSearch,
+    query: Float32Array,
+    freshCandidates: string[] | undefined,
+    readTop: number,
+  ): Promise<{ hits: IndexHit[]; chunks?: Map<string, StoredChunk> }> {
     const nearest = Prisma.sql`
       SELECT chunk_id, score
         FROM chunk_index_nearest(${[...request.workspaceIds]}::uuid[], ${vectorLiteral(query)}::vector, ${request.limit}::integer,
-                                 ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[])`;
+                                 ${request.documentIds ? [...request.documentIds] : null}::uuid[], ${[...request.excludeDocumentIds]}::uuid[],
+                                 ${freshCandidates ?? null}::uuid[])`;
     if (readTop === 0) {
       const rows = await this.prisma.$queryRaw<IndexHit[]>`SELECT chunk_id::text AS "chunkId", score FROM (${nearest}) AS nearest ORDER BY score DESC`;
       return { hits: rows.map(toHit) };
@@ -396,12 +446,12 @@ class PgvectorIndex implements VectorIndex {
       this.prisma.$executeRaw`UPDATE chunk_index_model SET model = ${model.model}, dimensions = ${model.dimensions}, created_at = clock_timestamp()`,
     ]);
     await createTables(this.prisma, model.dimensions);
-    this.#keywords.clear();
+    this.#mirror.clear();
     this.#builtWith = model;
   }
 
   warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
-    return this.#keywords.warm(signal, onLoaded);
+    return this.#mirror.warm(signal, onLoaded);
   }
 
   async ping() {
@@ -409,7 +459,7 @@ class PgvectorIndex implements VectorIndex {
   }
 
   async close() {
-    this.#keywords.close();
+    this.#mirror.close();
   }
 }
 

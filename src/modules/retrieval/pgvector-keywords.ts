@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
+import { FreshSketches, parseSketch } from './fresh-sketches.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -44,9 +45,10 @@ export const changeLogStatements = [
   ]),
 ];
 
-/** A chunk's row in either table, as the keyword side reads it. */
-const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count FROM chunk_index
-                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count FROM chunk_index_fresh)`;
+/** A chunk's row in either table, as the in-memory side reads it, with its sketch when it waits outside the graph. */
+const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, NULL::text AS sketch FROM chunk_index
+                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, binary_quantize(embedding)::text
+                                 FROM chunk_index_fresh)`;
 
 /** How long log rows are kept after a cleanup marks them as old. */
 const logRetentionHours = 24;
@@ -64,7 +66,7 @@ const loadPageSize = 5_000;
 /** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
 const loadPageBlocks = 1_024;
 
-type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null };
+type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null; sketch?: string | null };
 
 /** A chunk row as the in-memory side takes it; terms and counts come space-separated (analysed terms hold no spaces). */
 function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
@@ -78,8 +80,10 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
   };
 }
 
-type HeldWorkspace = {
-  postings: TermPostings;
+/** What is held of a workspace: its keyword postings, and the sketches of its chunks outside the graph. */
+export type MirroredWorkspace = { postings: TermPostings; fresh: FreshSketches };
+
+type HeldWorkspace = MirroredWorkspace & {
   /** Every transaction older than this had finished when the workspace was last synced. */
   horizon: string;
   /** The index's creation stamp at that sync: `kb reindex` makes a new index. */
@@ -89,14 +93,18 @@ type HeldWorkspace = {
   turn: Promise<unknown>;
 };
 
+const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: new FreshSketches(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() });
+
 /**
- * The keyword side of the pgvector index, held in this process's memory per workspace and kept
- * equal to `chunk_index` through its change log, so that several processes sharing a PostgreSQL
+ * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
+ * sketches of its chunks waiting outside the HNSW graph (fresh-sketches.ts). Both are kept equal to
+ * the index tables through their change log, so that several processes sharing a PostgreSQL
  * database each see every change.
  *
  * A sync reads the log rows of transactions that may not have been finished at the previous sync
  * (transaction id at or above that sync's horizon: the oldest transaction then running), and sets
- * each chunk they name to what `chunk_index` holds now: present with its terms, or absent. Setting
+ * each chunk they name to what the tables hold now: present with its terms, and its sketch while
+ * it waits outside the graph, or absent. Setting
  * a chunk to its current state can be repeated in any order with the same result, so rows read
  * twice do no harm, and a transaction that commits late is read at a later sync because its id
  * stays at or above every horizon taken while it ran.
@@ -104,7 +112,7 @@ type HeldWorkspace = {
  * Workspaces are loaded on first search and dropped, least recently searched first, when the
  * whole exceeds the memory budget.
  */
-export class StoreTermMirror {
+export class StoreIndexMirror {
   readonly #held = new Map<string, HeldWorkspace>();
   readonly #refresher: NodeJS.Timeout;
   readonly #follower: NodeJS.Timeout;
@@ -155,7 +163,7 @@ export class StoreTermMirror {
         let held = this.#held.get(workspaceId);
         if (!held) {
           if (this.approximateBytes >= this.budgetBytes) continue;
-          held = { postings: new TermPostings(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() };
+          held = unloaded();
           this.#held.set(workspaceId, held);
         }
         const workspace = held;
@@ -190,12 +198,18 @@ export class StoreTermMirror {
     }
   }
 
-  /** The workspaces' keyword sides, synced with the store. */
-  async postingsFor(workspaceIds: readonly string[]): Promise<TermPostings[]> {
-    const postings: TermPostings[] = [];
-    for (const workspaceId of workspaceIds) postings.push(await this.#synced(workspaceId));
+  /** The workspaces as held in memory, loaded when they are not, and synced with the store. */
+  async mirrored(workspaceIds: readonly string[]): Promise<MirroredWorkspace[]> {
+    const held: MirroredWorkspace[] = [];
+    for (const workspaceId of workspaceIds) held.push(await this.#synced(workspaceId));
     this.#evictBeyondBudget(new Set(workspaceIds));
-    return postings;
+    return held;
+  }
+
+  /** As `mirrored`, when every one of the workspaces is held already; undefined, and nothing loaded, otherwise. */
+  async mirroredIfHeld(workspaceIds: readonly string[]): Promise<MirroredWorkspace[] | undefined> {
+    if (!workspaceIds.every((workspaceId) => this.#held.get(workspaceId)?.syncedAt)) return undefined;
+    return this.mirrored(workspaceIds);
   }
 
   /** Forgets everything held: the index was emptied in this process. */
@@ -206,17 +220,17 @@ export class StoreTermMirror {
   /** Bytes held across workspaces, roughly. */
   get approximateBytes() {
     let bytes = 0;
-    for (const held of this.#held.values()) bytes += held.postings.approximateBytes;
+    for (const held of this.#held.values()) bytes += held.postings.approximateBytes + held.fresh.approximateBytes;
     return bytes;
   }
 
-  async #synced(workspaceId: string): Promise<TermPostings> {
+  async #synced(workspaceId: string): Promise<MirroredWorkspace> {
     let held = this.#held.get(workspaceId);
     if (held) {
       // Most recently searched last, for eviction.
       this.#held.delete(workspaceId);
     } else {
-      held = { postings: new TermPostings(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() };
+      held = unloaded();
     }
     this.#held.set(workspaceId, held);
     const workspace = held;
@@ -230,7 +244,7 @@ export class StoreTermMirror {
       if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
       throw error;
     }
-    return workspace.postings;
+    return workspace;
   }
 
   #timedLoad(workspaceId: string, held: HeldWorkspace, options: { yieldToSearches?: boolean } = {}) {
@@ -256,10 +270,13 @@ export class StoreTermMirror {
              (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
              (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
     const postings = new TermPostings();
+    const fresh = new FreshSketches();
     const take = (rows: ChunkRow[]) => {
       for (const row of rows) {
         const chunk = chunkTerms(row);
-        if (chunk) postings.add(chunk);
+        if (!chunk) continue;
+        postings.add(chunk);
+        if (row.sketch) fresh.set(chunk.chunkId, chunk.documentId, parseSketch(row.sketch));
       }
     };
     if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
@@ -290,7 +307,8 @@ export class StoreTermMirror {
     for (let after = '00000000-0000-0000-0000-000000000000'; ; ) {
       await page();
       const rows = await this.prisma.$queryRaw<ChunkRow[]>`
-        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
+        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count,
+               binary_quantize(embedding)::text AS sketch
           FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
          ORDER BY chunk_id LIMIT ${loadPageSize}`;
       take(rows);
@@ -298,7 +316,7 @@ export class StoreTermMirror {
       after = rows.at(-1)!.chunk_id;
     }
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
-    Object.assign(held, { postings, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
+    Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
   }
 
   /**
@@ -311,7 +329,7 @@ export class StoreTermMirror {
     for (const { workspace_id: workspaceId, chunks } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
-      await this.postingsFor([workspaceId]);
+      await this.mirrored([workspaceId]);
       onLoaded?.(workspaceId, chunks, performance.now() - started);
     }
   }
@@ -328,7 +346,7 @@ export class StoreTermMirror {
         SELECT DISTINCT chunk_id FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8
       )
       SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
-             array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count
+             array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.sketch
         FROM mark LEFT JOIN changed ON true LEFT JOIN ${bothTables} c ON c.chunk_id = changed.chunk_id`;
     const [first] = rows;
     if (!first) throw new Error('the keyword sync read no horizon');
@@ -342,7 +360,12 @@ export class StoreTermMirror {
       // Held already: moved by a merge, or read by the load as well as logged (terms never change).
       if (chunk) {
         if (!held.postings.has(chunk.chunkId)) held.postings.add(chunk);
-      } else held.postings.remove(row.logged);
+        if (row.sketch) held.fresh.set(chunk.chunkId, chunk.documentId, parseSketch(row.sketch));
+        else held.fresh.delete(chunk.chunkId);
+      } else {
+        held.postings.remove(row.logged);
+        held.fresh.delete(row.logged);
+      }
     }
     held.horizon = first.horizon;
     held.syncedAt = Date.now();
@@ -353,7 +376,7 @@ export class StoreTermMirror {
     for (const [workspaceId, held] of this.#held) {
       if (bytes <= this.budgetBytes) break;
       if (inUse.has(workspaceId)) continue;
-      bytes -= held.postings.approximateBytes;
+      bytes -= held.postings.approximateBytes + held.fresh.approximateBytes;
       this.#held.delete(workspaceId);
     }
   }

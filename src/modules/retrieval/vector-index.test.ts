@@ -10,6 +10,7 @@ import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { bm25, openPgvectorIndex } from './pgvector-index.js';
 import { cleanChangeLog } from './pgvector-keywords.js';
 import type { VectorIndex } from './vector-index.js';
+import { parseSketch, sketchOf } from './fresh-sketches.js';
 import { BackgroundWork } from '../../observability/background-work.js';
 
 // The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus
@@ -33,6 +34,17 @@ function unit(axis: number, tilt = 0): Float32Array {
   vector[axis] = Math.cos(tilt);
   vector[(axis + 1) % dimensions] = Math.sin(tilt);
   return vector;
+}
+
+/** mulberry32: the same numbers on every run. */
+function seeded(seed: number) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 /** Every text indexed so far: Elasticsearch's BM25 statistics cover the whole index. */
@@ -366,6 +378,58 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       } finally {
         await reader.close();
       }
+    });
+
+    it('finds the nearest of many chunks outside the graph by comparing only those closest by sketch', async () => {
+      const graph = index as VectorIndex & Required<Pick<VectorIndex, 'graphBacklog' | 'mergeIntoGraph'>>;
+      while ((await graph.mergeIntoGraph(500)) > 0);
+      // 40 clusters of 50 chunks around random centres: far more chunks than the 8 per hit compared exactly.
+      const next = seeded(26);
+      const gaussian = () => Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next());
+      const normalised = (vector: Float32Array) => {
+        const norm = Math.hypot(...vector);
+        return vector.map((value) => value / norm);
+      };
+      const around = (centre: Float32Array, spread: number) => normalised(centre.map((value) => value + spread * gaussian()));
+      const centres = Array.from({ length: 40 }, () => normalised(Float32Array.from({ length: dimensions }, gaussian)));
+      const vectors = centres.flatMap((centre) => Array.from({ length: 50 }, () => around(centre, 0.04)));
+      const texts = vectors.map((_, i) => `sketch ${i}`);
+      const { workspaceId, documentIds } = await workspaceWith('sketches', [
+        { texts: texts.slice(0, 1000), vectors: vectors.slice(0, 1000) },
+        { texts: texts.slice(1000), vectors: vectors.slice(1000) },
+      ]);
+      expect(await graph.graphBacklog()).toBe(2000);
+      const chunks = await db.prisma.chunk.findMany({ where: { documentId: { in: documentIds } }, select: { id: true, documentId: true, chunkIndex: true } });
+      const vectorOf = new Map(chunks.map((chunk) => [chunk.id, vectors[(chunk.documentId === documentIds[0] ? 0 : 1000) + chunk.chunkIndex]!]));
+      const cosine = (a: Float32Array, b: Float32Array) => a.reduce((sum, value, i) => sum + value * b[i]!, 0);
+      const [stored] = await db.prisma.$queryRawUnsafe<{ chunk_id: string; sketch: string }[]>(
+        'SELECT chunk_id::text, binary_quantize(embedding)::text AS sketch FROM chunk_index_fresh WHERE workspace_id = $1::uuid LIMIT 1',
+        workspaceId,
+      );
+      expect(parseSketch(stored!.sketch)).toEqual(sketchOf(vectorOf.get(stored!.chunk_id)!));
+
+      for (const [target, onlySecond] of [[17, false], [1234, false], [1702, true]] as const) {
+        const query = around(vectors[target]!, 0.01);
+        const allowed = chunks.filter((chunk) => !onlySecond || chunk.documentId === documentIds[1]);
+        const exact = allowed
+          .map((chunk) => ({ chunkId: chunk.id, score: cosine(query, vectorOf.get(chunk.id)!) }))
+          .sort((a, b) => b.score - a.score)
+          .slice(0, 10);
+        const searches = [
+          index.search({ workspaceIds: [workspaceId], vector: query, terms: analyze('sketch'), limit: 10, excludeDocumentIds: [], ...(onlySecond && { documentIds: [documentIds[1]!] }) }),
+          // Vector only: the workspace is held in memory by now, and its sketches serve this one too.
+          index.search({ workspaceIds: [workspaceId], vector: query, limit: 10, excludeDocumentIds: onlySecond ? [documentIds[0]!] : [] }),
+        ];
+        for (const { vector } of await Promise.all(searches)) {
+          expect(vector).toHaveLength(10);
+          expect(vector[0]!.chunkId).toBe(exact[0]!.chunkId);
+          const found = vector.filter((hit) => exact.some((best) => best.chunkId === hit.chunkId));
+          expect(found.length).toBeGreaterThanOrEqual(9);
+          for (const hit of vector) expect(hit.score).toBeCloseTo(cosine(query, vectorOf.get(hit.chunkId)!), 5);
+        }
+      }
+      while ((await graph.mergeIntoGraph(500)) > 0);
+      await db.prisma.workspace.delete({ where: { id: workspaceId } });
     });
 
     it('answers the same under a memory budget too small to keep any workspace in memory', async () => {

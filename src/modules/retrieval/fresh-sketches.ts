@@ -1,0 +1,169 @@
+import type { DocumentFilter } from './term-postings.js';
+
+/**
+ * A vector's sign bits, one per dimension, set where the component is above zero (as pgvector's
+ * `binary_quantize`), packed 32 to a word: dimension i is bit (i % 32) of word i / 32.
+ */
+export function sketchOf(vector: Float32Array): Uint32Array {
+  const words = new Uint32Array(Math.ceil(vector.length / 32));
+  for (let i = 0; i < vector.length; i += 1) if (vector[i]! > 0) words[i >>> 5]! |= 1 << (i & 31);
+  return words;
+}
+
+/** A sketch from the text of pgvector's `bit` type ('0110…', dimension 0 first). */
+export function parseSketch(bits: string): Uint32Array {
+  const words = new Uint32Array(Math.ceil(bits.length / 32));
+  for (let i = 0; i < bits.length; i += 1) if (bits.charCodeAt(i) === 49) words[i >>> 5]! |= 1 << (i & 31);
+  return words;
+}
+
+/**
+ * How a query scores sketches: per byte of a sketch (8 dimensions), for each of its 256 values,
+ * the sum of the query's components at those dimensions, added where the bit is set and taken
+ * away where it is not. A sketch's score is then one look-up per byte: the query's dot product
+ * with the sketch read as +1 and -1. Scoring the sketches against the query's own values, not its
+ * sketch, finds more of the nearest (docs/retrieval.md).
+ */
+function scoreTables(vector: Float32Array, words: number): Float32Array {
+  const tables = new Float32Array(words * 4 * 256);
+  for (let byte = 0; byte < words * 4; byte += 1) {
+    const table = tables.subarray(byte * 256, (byte + 1) * 256);
+    for (let bit = 0; bit < 8; bit += 1) table[0]! -= vector[byte * 8 + bit] ?? 0;
+    for (let value = 1; value < 256; value += 1) {
+      const lowest = 31 - Math.clz32(value & -value);
+      table[value] = table[value & (value - 1)]! + 2 * (vector[byte * 8 + lowest] ?? 0);
+    }
+  }
+  return tables;
+}
+
+/**
+ * The sketches of one workspace's chunks not yet merged into the HNSW graph, held beside its
+ * keyword postings. A search compares the query's sketch with every one of them (a few
+ * milliseconds for 100,000) and has the store compute exact distances for the closest only:
+ * compared one by one in the store, 90,000 waiting chunks took about 430 ms a search (measured in
+ * docs/retrieval.md).
+ *
+ * Rows are kept dense: a removed chunk's place takes the last chunk's.
+ */
+export class FreshSketches {
+  #words = 0;
+  #chunkIds: string[] = [];
+  #documentIds: string[] = [];
+  #slotOf = new Map<string, number>();
+  #bits = new Uint32Array(0);
+
+  get size() {
+    return this.#chunkIds.length;
+  }
+
+  /** Bytes held, roughly: the packed bits and each chunk's two ids with the map entry. */
+  get approximateBytes() {
+    return this.#bits.byteLength + this.size * 200;
+  }
+
+  has(chunkId: string) {
+    return this.#slotOf.has(chunkId);
+  }
+
+  set(chunkId: string, documentId: string, sketch: Uint32Array) {
+    if (this.#words === 0) this.#words = sketch.length;
+    else if (sketch.length !== this.#words) throw new Error(`a sketch of ${sketch.length} words cannot join sketches of ${this.#words}`);
+    let slot = this.#slotOf.get(chunkId);
+    if (slot === undefined) {
+      slot = this.#chunkIds.length;
+      this.#chunkIds.push(chunkId);
+      this.#documentIds.push(documentId);
+      this.#slotOf.set(chunkId, slot);
+      if (this.#bits.length < (slot + 1) * this.#words) {
+        const larger = new Uint32Array(Math.max(64, 2 * (slot + 1)) * this.#words);
+        larger.set(this.#bits);
+        this.#bits = larger;
+      }
+    } else this.#documentIds[slot] = documentId;
+    this.#bits.set(sketch, slot * this.#words);
+  }
+
+  delete(chunkId: string) {
+    const slot = this.#slotOf.get(chunkId);
+    if (slot === undefined) return;
+    const last = this.#chunkIds.length - 1;
+    if (slot !== last) {
+      const moved = this.#chunkIds[last]!;
+      this.#chunkIds[slot] = moved;
+      this.#documentIds[slot] = this.#documentIds[last]!;
+      this.#slotOf.set(moved, slot);
+      this.#bits.copyWithin(slot * this.#words, last * this.#words, (last + 1) * this.#words);
+    }
+    this.#chunkIds.pop();
+    this.#documentIds.pop();
+    this.#slotOf.delete(chunkId);
+  }
+
+  /**
+   * Each held sketch's score against the query (see scoreTables; higher is nearer), NaN for those
+   * the filter leaves out, in slot order, with the ids of those slots.
+   */
+  scores(tables: Float32Array, filter: DocumentFilter): { chunkIds: readonly string[]; scores: Float32Array } {
+    const count = this.size;
+    const words = this.#words;
+    const scores = new Float32Array(count);
+    if (count > 0 && tables.length !== words * 4 * 256) throw new Error(`a query of ${tables.length / 1024} words cannot be compared with sketches of ${words}`);
+    const bits = this.#bits;
+    const filtering = filter.only !== undefined || (filter.excluded?.size ?? 0) > 0;
+    for (let slot = 0, offset = 0; slot < count; slot += 1, offset += words) {
+      const documentId = filtering ? this.#documentIds[slot]! : '';
+      if (filtering && ((filter.only && !filter.only.has(documentId)) || filter.excluded?.has(documentId))) {
+        scores[slot] = Number.NaN;
+        continue;
+      }
+      let score = 0;
+      for (let word = 0, table = 0; word < words; word += 1, table += 1024) {
+        const value = bits[offset + word]!;
+        score += tables[table + (value & 255)]! + tables[table + 256 + ((value >>> 8) & 255)]! + tables[table + 512 + ((value >>> 16) & 255)]! + tables[table + 768 + (value >>> 24)]!;
+      }
+      scores[slot] = score;
+    }
+    return { chunkIds: this.#chunkIds, scores };
+  }
+}
+
+/** Score bins of the selection in closestBySketch: the chunks of one bin score within 1/4096 of the range of one another. */
+const scoreBins = 4096;
+
+/**
+ * The ids of the `count` chunks whose sketches score highest against the vector, across
+ * workspaces' held sketches, in no particular order; within the lowest score bin taken, in slot
+ * order. Linear in the chunks held: a histogram of the scores finds the cut.
+ */
+export function closestBySketch(held: readonly FreshSketches[], vector: Float32Array, count: number, filter: DocumentFilter): string[] {
+  const tables = scoreTables(vector, Math.ceil(vector.length / 32));
+  const scored = held.filter((sketches) => sketches.size > 0).map((sketches) => sketches.scores(tables, filter));
+  let lowest = Infinity;
+  let highest = -Infinity;
+  for (const { scores } of scored) {
+    for (const score of scores) {
+      if (score < lowest) lowest = score;
+      if (score > highest) highest = score;
+    }
+  }
+  if (lowest === Infinity) return [];
+  const width = (highest - lowest) / scoreBins || 1;
+  const binOf = (score: number) => Math.min(scoreBins - 1, Math.floor((highest - score) / width));
+  const histogram = new Int32Array(scoreBins);
+  for (const { scores } of scored) for (const score of scores) if (!Number.isNaN(score)) histogram[binOf(score)]! += 1;
+  let cut = -1;
+  for (let taken = 0; cut < scoreBins - 1 && taken < count; ) taken += histogram[++cut]!;
+  const closest: string[] = [];
+  const atCut: string[] = [];
+  for (const { chunkIds, scores } of scored) {
+    for (let slot = 0; slot < scores.length; slot += 1) {
+      const score = scores[slot]!;
+      if (Number.isNaN(score)) continue;
+      const bin = binOf(score);
+      if (bin < cut) closest.push(chunkIds[slot]!);
+      else if (bin === cut) atCut.push(chunkIds[slot]!);
+    }
+  }
+  return closest.concat(atCut.slice(0, Math.max(0, count - closest.length)));
+}
