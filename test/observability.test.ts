@@ -108,4 +108,49 @@ describe('GET /metrics', () => {
     if (server.app.db.kind === 'pglite') expect(seconds('analyze')).toBeGreaterThan(0);
     else expect(seconds('analyze')).toBe(0);
   });
+
+  it('holds the service\'s own work on the store back while a request is in progress, not while a response streams', async () => {
+    const work = server.app.db.backgroundWork;
+    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'requests first' } })).body.id;
+    // An upload whose body arrives slowly: the request is in progress until its last byte.
+    const boundary = 'requests-first-boundary';
+    const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.md"\r\nContent-Type: text/markdown\r\n\r\nThe slow upload `;
+    let finish!: () => void;
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode(head));
+        await new Promise<void>((resolve) => (finish = resolve));
+        controller.enqueue(new TextEncoder().encode(`ends here.\r\n--${boundary}--\r\n`));
+        controller.close();
+      },
+    });
+    const uploading = fetch(`${server.url}/v1/kb/workspaces/${workspaceId}/documents`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    await vi.waitFor(() => expect(finish).toBeTypeOf('function'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    let turned = false;
+    const turn = work.turn().then(() => (turned = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(turned).toBe(false);
+    finish();
+    expect((await uploading).status).toBe(202);
+    await turn;
+    expect(turned).toBe(true);
+
+    // An agent answer streams for as long as it runs, but its request is done once the stream starts.
+    const streaming = await fetch(`${server.url}/agent/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ message: 'What does the slow upload say?', workspaceIds: [workspaceId] }),
+    });
+    expect(streaming.status).toBe(200);
+    const started = performance.now();
+    await work.turn();
+    expect(performance.now() - started).toBeLessThan(500);
+    await streaming.body?.cancel();
+  });
 });

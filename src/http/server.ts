@@ -19,7 +19,8 @@ import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
  * `X-Request-Id` (the caller's, when it sent a usable one), every request is timed into
  * `kb_http_request_duration_seconds` by its route pattern and written as one JSON access line.
  * A request the server refused for its Host header or its target (see createHttpServer) is
- * answered 400 here, and logged and counted by the path of its request line.
+ * answered 400 here, and logged and counted by the path of its request line. Every request runs
+ * as foreground work of the store (see BackgroundWork) until its response starts.
  */
 export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
   const handle = routeRequest(app, yoga, log);
@@ -29,7 +30,10 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       const started = performance.now();
       const pathname = refusal?.target ?? new URL(request.url).pathname;
       const match = matchRoute(request.method, pathname);
-      const answer = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await handle(request, match);
+      // The service's own work on the store (graph merges, statistics) waits for requests in
+      // progress, their statements before and after a search included; a streamed body is not
+      // waited for (BackgroundWork.turn).
+      const answer = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await app.db.backgroundWork.foreground(() => handle(request, match));
       const response = withHeader(withReasonPhrase(answer), 'x-request-id', requestId);
       const seconds = (performance.now() - started) / 1000;
       const route = routeLabel(pathname, match);

@@ -18,7 +18,7 @@ export type GraphMergeOptions = {
   sliceMs: number;
   /** Ingestion must have been idle this long before a merge starts. */
   idleMs: number;
-  /** Beyond this many rows outside the graph, merging goes on during ingestion too: they cost every search a little, and the graph must not fall far behind. */
+  /** Beyond this many rows outside the graph, merging goes on during ingestion too, in full slices that do not wait for requests: the graph must not fall far behind. */
   backlogLimit: number;
   /** How often the backlog is looked at while there is nothing to do. */
   pollMs: number;
@@ -72,14 +72,19 @@ export function startGraphMerge(
     const started = performance.now();
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
-      // A search in progress goes first: its next statement would otherwise queue behind this slice.
-      await dependencies.backgroundWork?.turn();
-      const rows = sliceRows;
+      // A request in progress goes first: its next statement would otherwise queue behind this
+      // slice. Not while the backlog is over its limit: after a bulk load of 100,000 chunks,
+      // slices that waited for searches, and shrank to one row as each took longer than
+      // `sliceMs`, moved 5 rows a second, where full slices that do not wait moved 92
+      // (docs/benchmarks.md, "Search latency over time").
+      const overLimit = backlog > options.backlogLimit;
+      if (!overLimit) await dependencies.backgroundWork?.turn();
+      const rows = overLimit ? options.sliceRows : sliceRows;
       const slice = () => index.mergeIntoGraph(rows);
       const sliceStarted = performance.now();
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       const took = Math.max(performance.now() - sliceStarted, 1);
-      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
+      if (!overLimit) sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;
