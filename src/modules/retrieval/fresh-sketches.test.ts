@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { closestBySketch, FreshSketches, parseSketch, sketchOf } from './fresh-sketches.js';
+import { closestBySketch as closestSlots, FreshSketches, nearestFresh, parseSketch, parseVector, sketchOf } from './fresh-sketches.js';
 import type { DocumentFilter } from './term-postings.js';
+
+const closestBySketch = (...args: Parameters<typeof closestSlots>) => closestSlots(...args).map((candidate) => candidate.chunkId);
 
 /** A 64-dimensional vector positive exactly at the given dimensions. */
 function positiveAt(...dimensions: number[]) {
@@ -21,11 +23,11 @@ describe('fresh sketches', () => {
   it("takes the sketches that score highest against the query's values, ties in the order held, across workspaces and within the filter", () => {
     const first = new FreshSketches();
     const second = new FreshSketches();
-    first.set('a', 'doc1', sketchOf(positiveAt(1, 2, 3)));
-    first.set('b', 'doc1', sketchOf(positiveAt(1, 2)));
-    first.set('c', 'doc2', sketchOf(positiveAt(40, 41, 42, 43)));
-    second.set('d', 'doc3', sketchOf(positiveAt(1, 2, 3, 4)));
-    second.set('e', 'doc3', sketchOf(positiveAt(1, 2, 3)));
+    first.set('a', 'doc1', (positiveAt(1, 2, 3)));
+    first.set('b', 'doc1', (positiveAt(1, 2)));
+    first.set('c', 'doc2', (positiveAt(40, 41, 42, 43)));
+    second.set('d', 'doc3', (positiveAt(1, 2, 3, 4)));
+    second.set('e', 'doc3', (positiveAt(1, 2, 3)));
     const query = positiveAt(1, 2, 3);
     const closest = (count: number, filter: DocumentFilter = {}) => closestBySketch([first, second], query, count, filter).sort();
     expect(closest(2)).toEqual(['a', 'e']);
@@ -43,17 +45,39 @@ describe('fresh sketches', () => {
 
   it('keeps every other chunk findable when one is removed or written again', () => {
     const sketches = new FreshSketches();
-    for (let i = 0; i < 100; i += 1) sketches.set(`c${i}`, 'doc', sketchOf(positiveAt(i % 64)));
+    for (let i = 0; i < 100; i += 1) sketches.set(`c${i}`, 'doc', (positiveAt(i % 64)));
     sketches.delete('c0');
     sketches.delete('c50');
     sketches.delete('missing');
-    sketches.set('c10', 'doc', sketchOf(positiveAt(63)));
+    sketches.set('c10', 'doc', (positiveAt(63)));
     expect(sketches.size).toBe(98);
     expect(sketches.has('c0') || sketches.has('c50')).toBe(false);
     // c99 took c0's place, and c98 took c50's; each is still found by its own sketch.
     expect(closestBySketch([sketches], positiveAt(99 % 64), 2, {}).sort()).toEqual(['c35', 'c99']);
     expect(closestBySketch([sketches], positiveAt(63), 2, {}).sort()).toEqual(['c10', 'c63']);
     expect(closestBySketch([sketches], positiveAt(98 % 64), 2, {}).sort()).toEqual(['c34', 'c98']);
-    expect(() => sketches.set('x', 'doc', new Uint32Array(5))).toThrow(/5 words/);
+    expect(() => sketches.set('x', 'doc', new Float32Array(5))).toThrow(/5 dimensions/);
+  });
+
+  it('reads a vector from its binary form, and ranks the candidates by their exact cosine', () => {
+    const bytes = new Uint8Array(4 + 4 * 3);
+    const view = new DataView(bytes.buffer);
+    view.setInt16(0, 3);
+    [0.5, -1.25, 3].forEach((value, i) => view.setFloat32(4 + 4 * i, value));
+    expect(Array.from(parseVector(bytes))).toEqual([0.5, -1.25, 3]);
+    expect(() => parseVector(bytes.subarray(0, 12))).toThrow(/3 dimensions/);
+
+    // Same sketch, different angles: the sketch cannot order them, the vectors can.
+    const sketches = new FreshSketches();
+    const tilted = (angle: number) => {
+      const vector = new Float32Array(64).fill(0.01);
+      vector[0] = Math.cos(angle);
+      vector[1] = Math.sin(angle);
+      return vector;
+    };
+    [0.6, 0.2, 0.4, 0.1, 0.5].forEach((angle, i) => sketches.set(`t${i}`, 'doc', tilted(angle)));
+    sketches.set('far', 'doc', positiveAt(40));
+    expect(nearestFresh([sketches], tilted(0), 3, 10, {})).toEqual(['t3', 't1', 't2']);
+    expect(nearestFresh([sketches], tilted(0), 2, 10, { excluded: new Set(['doc']) })).toEqual([]);
   });
 });

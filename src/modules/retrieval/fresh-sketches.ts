@@ -10,6 +10,19 @@ export function sketchOf(vector: Float32Array): Uint32Array {
   return words;
 }
 
+/**
+ * A vector from pgvector's binary form (`vector_send`): the dimensions as a 16-bit integer, 16
+ * unused bits, then each component as a big-endian 32-bit float.
+ */
+export function parseVector(bytes: Uint8Array): Float32Array {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const dimensions = view.getInt16(0);
+  if (bytes.byteLength !== 4 + 4 * dimensions) throw new Error(`a vector of ${dimensions} dimensions cannot take ${bytes.byteLength} bytes`);
+  const vector = new Float32Array(dimensions);
+  for (let i = 0; i < dimensions; i += 1) vector[i] = view.getFloat32(4 + 4 * i);
+  return vector;
+}
+
 /** A sketch from the text of pgvector's `bit` type ('0110…', dimension 0 first). */
 export function parseSketch(bits: string): Uint32Array {
   const words = new Uint32Array(Math.ceil(bits.length / 32));
@@ -38,16 +51,19 @@ function scoreTables(vector: Float32Array, words: number): Float32Array {
 }
 
 /**
- * The sketches of one workspace's chunks not yet merged into the HNSW graph, held beside its
- * keyword postings. A search compares the query's sketch with every one of them (a few
- * milliseconds for 100,000) and has the store compute exact distances for the closest only:
- * compared one by one in the store, 90,000 waiting chunks took about 430 ms a search (measured in
- * docs/retrieval.md).
+ * The vectors of one workspace's chunks not yet merged into the HNSW graph, with their sketches,
+ * held beside its keyword postings. A search scores every sketch (a few milliseconds for
+ * 100,000), compares the best with the query exactly here, and has the store compute the
+ * distances it returns for the nearest few only: compared one by one in the store, 90,000
+ * waiting chunks took about 430 ms a search, and reading 800 candidates by key pushed the
+ * graph's pages out of the store's page cache (docs/retrieval.md).
  *
  * Rows are kept dense: a removed chunk's place takes the last chunk's.
  */
 export class FreshSketches {
   #words = 0;
+  #dimensions = 0;
+  #vectors = new Float32Array(0);
   #chunkIds: string[] = [];
   #documentIds: string[] = [];
   #slotOf = new Map<string, number>();
@@ -57,18 +73,21 @@ export class FreshSketches {
     return this.#chunkIds.length;
   }
 
-  /** Bytes held, roughly: the packed bits and each chunk's two ids with the map entry. */
+  /** Bytes held, roughly: the vectors, the packed bits, and each chunk's two ids with the map entry. */
   get approximateBytes() {
-    return this.#bits.byteLength + this.size * 200;
+    return this.#vectors.byteLength + this.#bits.byteLength + this.size * 200;
   }
 
   has(chunkId: string) {
     return this.#slotOf.has(chunkId);
   }
 
-  set(chunkId: string, documentId: string, sketch: Uint32Array) {
-    if (this.#words === 0) this.#words = sketch.length;
-    else if (sketch.length !== this.#words) throw new Error(`a sketch of ${sketch.length} words cannot join sketches of ${this.#words}`);
+  set(chunkId: string, documentId: string, vector: Float32Array) {
+    const sketch = sketchOf(vector);
+    if (this.#dimensions === 0) {
+      this.#dimensions = vector.length;
+      this.#words = sketch.length;
+    } else if (vector.length !== this.#dimensions) throw new Error(`a vector of ${vector.length} dimensions cannot join vectors of ${this.#dimensions}`);
     let slot = this.#slotOf.get(chunkId);
     if (slot === undefined) {
       slot = this.#chunkIds.length;
@@ -76,12 +95,17 @@ export class FreshSketches {
       this.#documentIds.push(documentId);
       this.#slotOf.set(chunkId, slot);
       if (this.#bits.length < (slot + 1) * this.#words) {
-        const larger = new Uint32Array(Math.max(64, 2 * (slot + 1)) * this.#words);
-        larger.set(this.#bits);
-        this.#bits = larger;
+        const capacity = Math.max(64, 2 * (slot + 1));
+        const bits = new Uint32Array(capacity * this.#words);
+        bits.set(this.#bits);
+        this.#bits = bits;
+        const vectors = new Float32Array(capacity * this.#dimensions);
+        vectors.set(this.#vectors);
+        this.#vectors = vectors;
       }
     } else this.#documentIds[slot] = documentId;
     this.#bits.set(sketch, slot * this.#words);
+    this.#vectors.set(vector, slot * this.#dimensions);
   }
 
   delete(chunkId: string) {
@@ -94,10 +118,23 @@ export class FreshSketches {
       this.#documentIds[slot] = this.#documentIds[last]!;
       this.#slotOf.set(moved, slot);
       this.#bits.copyWithin(slot * this.#words, last * this.#words, (last + 1) * this.#words);
+      this.#vectors.copyWithin(slot * this.#dimensions, last * this.#dimensions, (last + 1) * this.#dimensions);
     }
     this.#chunkIds.pop();
     this.#documentIds.pop();
     this.#slotOf.delete(chunkId);
+  }
+
+  /** The cosine similarity of the query with the held vector in `slot`. */
+  cosine(slot: number, query: Float32Array, queryNorm: number): number {
+    const vectors = this.#vectors;
+    let dot = 0;
+    let norm = 0;
+    for (let i = 0, offset = slot * this.#dimensions; i < this.#dimensions; i += 1, offset += 1) {
+      dot += vectors[offset]! * query[i]!;
+      norm += vectors[offset]! * vectors[offset]!;
+    }
+    return norm === 0 || queryNorm === 0 ? 0 : dot / Math.sqrt(norm * queryNorm);
   }
 
   /**
@@ -132,13 +169,13 @@ export class FreshSketches {
 const scoreBins = 4096;
 
 /**
- * The ids of the `count` chunks whose sketches score highest against the vector, across
- * workspaces' held sketches, in no particular order; within the lowest score bin taken, in slot
- * order. Linear in the chunks held: a histogram of the scores finds the cut.
+ * The `count` chunks whose sketches score highest against the vector, across workspaces' held
+ * sketches, in no particular order; within the lowest score bin taken, in slot order. Linear in
+ * the chunks held: a histogram of the scores finds the cut.
  */
-export function closestBySketch(held: readonly FreshSketches[], vector: Float32Array, count: number, filter: DocumentFilter): string[] {
+export function closestBySketch(held: readonly FreshSketches[], vector: Float32Array, count: number, filter: DocumentFilter): { held: FreshSketches; slot: number; chunkId: string }[] {
   const tables = scoreTables(vector, Math.ceil(vector.length / 32));
-  const scored = held.filter((sketches) => sketches.size > 0).map((sketches) => sketches.scores(tables, filter));
+  const scored = held.filter((sketches) => sketches.size > 0).map((sketches) => ({ sketches, ...sketches.scores(tables, filter) }));
   let lowest = Infinity;
   let highest = -Infinity;
   for (const { scores } of scored) {
@@ -154,16 +191,30 @@ export function closestBySketch(held: readonly FreshSketches[], vector: Float32A
   for (const { scores } of scored) for (const score of scores) if (!Number.isNaN(score)) histogram[binOf(score)]! += 1;
   let cut = -1;
   for (let taken = 0; cut < scoreBins - 1 && taken < count; ) taken += histogram[++cut]!;
-  const closest: string[] = [];
-  const atCut: string[] = [];
-  for (const { chunkIds, scores } of scored) {
+  const closest: { held: FreshSketches; slot: number; chunkId: string }[] = [];
+  const atCut: typeof closest = [];
+  for (const { sketches, chunkIds, scores } of scored) {
     for (let slot = 0; slot < scores.length; slot += 1) {
       const score = scores[slot]!;
       if (Number.isNaN(score)) continue;
       const bin = binOf(score);
-      if (bin < cut) closest.push(chunkIds[slot]!);
-      else if (bin === cut) atCut.push(chunkIds[slot]!);
+      if (bin < cut) closest.push({ held: sketches, slot, chunkId: chunkIds[slot]! });
+      else if (bin === cut) atCut.push({ held: sketches, slot, chunkId: chunkIds[slot]! });
     }
   }
   return closest.concat(atCut.slice(0, Math.max(0, count - closest.length)));
+}
+
+/**
+ * The ids of the `count` held chunks nearest the vector by cosine, best first, found among the
+ * `candidates` whose sketches score highest.
+ */
+export function nearestFresh(held: readonly FreshSketches[], vector: Float32Array, count: number, candidates: number, filter: DocumentFilter): string[] {
+  let queryNorm = 0;
+  for (const value of vector) queryNorm += value * value;
+  return closestBySketch(held, vector, Math.max(count, candidates), filter)
+    .map((candidate) => ({ chunkId: candidate.chunkId, similarity: candidate.held.cosine(candidate.slot, vector, queryNorm) }))
+    .sort((a, b) => b.similarity - a.similarity)
+    .slice(0, count)
+    .map((candidate) => candidate.chunkId);
 }

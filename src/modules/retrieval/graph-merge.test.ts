@@ -132,25 +132,6 @@ describe('merging into the vector graph', () => {
     }
   });
 
-  it('does not hold a merge back for searches while the backlog is over its limit, so the backlog drains as fast as the store allows', async () => {
-    const backgroundWork = new BackgroundWork();
-    await write(24);
-    const waiting = await index.graphBacklog!();
-    const holding = backgroundWork.foreground(() => new Promise<void>((resolve) => setTimeout(resolve, 3 * longestYieldMs)));
-    const merge = startGraphMerge({ index, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, idleMs: 0, backlogLimit: 8, pollMs: 20 })!;
-    try {
-      const started = performance.now();
-      // Down to the limit at once; the rest waits for the search (up to the yield limit a slice).
-      expect(await eventually(async () => (await index.graphBacklog!()) <= 8)).toBe(true);
-      expect(performance.now() - started).toBeLessThan(longestYieldMs / 2);
-      expect(waiting).toBeGreaterThan(8);
-      expect(await index.graphBacklog!()).toBeGreaterThan(0);
-    } finally {
-      await merge.stop();
-      await holding;
-    }
-  });
-
   it('moves fewer rows per slice when slices take longer than they should, so a search never waits long behind one', async () => {
     await write(40);
     // The store's own work, made slow as a large graph makes it: 40 ms a slice whatever its size.

@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
-import { FreshSketches, parseSketch } from './fresh-sketches.js';
+import { FreshSketches, parseVector } from './fresh-sketches.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -45,9 +45,9 @@ export const changeLogStatements = [
   ]),
 ];
 
-/** A chunk's row in either table, as the in-memory side reads it, with its sketch when it waits outside the graph. */
-const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, NULL::text AS sketch FROM chunk_index
-                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, binary_quantize(embedding)::text
+/** A chunk's row in either table, as the in-memory side reads it, with its vector (binary) when it waits outside the graph. */
+const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, NULL::bytea AS vector FROM chunk_index
+                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding)
                                  FROM chunk_index_fresh)`;
 
 /** How long log rows are kept after a cleanup marks them as old. */
@@ -66,7 +66,7 @@ const loadPageSize = 5_000;
 /** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
 const loadPageBlocks = 1_024;
 
-type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null; sketch?: string | null };
+type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null; vector?: Uint8Array | null };
 
 /** A chunk row as the in-memory side takes it; terms and counts come space-separated (analysed terms hold no spaces). */
 function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
@@ -80,7 +80,7 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
   };
 }
 
-/** What is held of a workspace: its keyword postings, and the sketches of its chunks outside the graph. */
+/** What is held of a workspace: its keyword postings, and the vectors and sketches of its chunks outside the graph. */
 export type MirroredWorkspace = { postings: TermPostings; fresh: FreshSketches };
 
 type HeldWorkspace = MirroredWorkspace & {
@@ -97,13 +97,13 @@ const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: ne
 
 /**
  * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
- * sketches of its chunks waiting outside the HNSW graph (fresh-sketches.ts). Both are kept equal to
+ * vectors of its chunks waiting outside the HNSW graph, with their sketches (fresh-sketches.ts). Both are kept equal to
  * the index tables through their change log, so that several processes sharing a PostgreSQL
  * database each see every change.
  *
  * A sync reads the log rows of transactions that may not have been finished at the previous sync
  * (transaction id at or above that sync's horizon: the oldest transaction then running), and sets
- * each chunk they name to what the tables hold now: present with its terms, and its sketch while
+ * each chunk they name to what the tables hold now: present with its terms, and its vector while
  * it waits outside the graph, or absent. Setting
  * a chunk to its current state can be repeated in any order with the same result, so rows read
  * twice do no harm, and a transaction that commits late is read at a later sync because its id
@@ -276,7 +276,7 @@ export class StoreIndexMirror {
         const chunk = chunkTerms(row);
         if (!chunk) continue;
         postings.add(chunk);
-        if (row.sketch) fresh.set(chunk.chunkId, chunk.documentId, parseSketch(row.sketch));
+        if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
       }
     };
     if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
@@ -308,7 +308,7 @@ export class StoreIndexMirror {
       await page();
       const rows = await this.prisma.$queryRaw<ChunkRow[]>`
         SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count,
-               binary_quantize(embedding)::text AS sketch
+               vector_send(embedding) AS vector
           FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
          ORDER BY chunk_id LIMIT ${loadPageSize}`;
       take(rows);
@@ -346,7 +346,7 @@ export class StoreIndexMirror {
         SELECT DISTINCT chunk_id FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8
       )
       SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
-             array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.sketch
+             array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector
         FROM mark LEFT JOIN changed ON true LEFT JOIN ${bothTables} c ON c.chunk_id = changed.chunk_id`;
     const [first] = rows;
     if (!first) throw new Error('the keyword sync read no horizon');
@@ -360,7 +360,7 @@ export class StoreIndexMirror {
       // Held already: moved by a merge, or read by the load as well as logged (terms never change).
       if (chunk) {
         if (!held.postings.has(chunk.chunkId)) held.postings.add(chunk);
-        if (row.sketch) held.fresh.set(chunk.chunkId, chunk.documentId, parseSketch(row.sketch));
+        if (row.vector) held.fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
         else held.fresh.delete(chunk.chunkId);
       } else {
         held.postings.remove(row.logged);
