@@ -74,7 +74,7 @@ export async function reindex(
     await queue.stop();
     queue = undefined;
     // A server merges new chunks into the vector graph when idle; merged here, the first searches
-    // after a reindex need not compare every chunk one by one.
+    // after a reindex find every chunk in the graph.
     const backlog = (await index.graphBacklog?.()) ?? 0;
     if (backlog > 0) {
       log.info(`merging ${backlog} chunks into the vector graph`);

@@ -91,7 +91,7 @@ export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWo
     }),
     graphBacklog: new Gauge({
       name: 'kb_index_graph_backlog_chunks',
-      help: "Chunks searchable but not yet merged into the vector index's graph (pgvector; each search compares them one by one).",
+      help: "Chunks searchable but not yet merged into the vector index's graph (pgvector; searches choose among them by sketch until they are merged).",
       registers: [registry],
       async collect() {
         if (graphBacklog) this.set(await graphBacklog());

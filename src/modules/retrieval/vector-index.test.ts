@@ -117,7 +117,7 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     // 300 vectors almost on the query's axis elsewhere, 20 further off in the workspace searched.
     await workspaceWith('crowd', [{ texts: Array.from({ length: 300 }, (_, i) => `crowd ${i}`), vectors: Array.from({ length: 300 }, (_, i) => unit(0, 0.001 * i)) }]);
     const small = await workspaceWith('small', [{ texts: Array.from({ length: 20 }, (_, i) => `small ${i}`), vectors: Array.from({ length: 20 }, (_, i) => unit(0, 0.5 + 0.01 * i)) }]);
-    // pgvector: first outside the graph (compared one by one), then merged into it.
+    // pgvector: first outside the graph (chosen by sketch, compared exactly), then merged into it.
     for (const round of [0, 1]) {
       if (round === 1) while (((await index.mergeIntoGraph?.(500)) ?? 0) > 0);
       const { vector } = await index.search({ workspaceIds: [small.workspaceId], vector: unit(0), limit: 10, excludeDocumentIds: [] });
