@@ -123,7 +123,7 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_workspace ON chunk_index_fresh (workspace_id)',
     'CREATE INDEX IF NOT EXISTS chunk_index_fresh_document ON chunk_index_fresh (document_id)',
     // Fresh rows keep their vector in the row (not out of line, as for a wide row by default):
-    // a search reads the vectors of the candidates its sketches chose by key (see #nearest).
+    // a search reads the nearest of them by key (see #nearest).
     'ALTER TABLE chunk_index_fresh ALTER COLUMN embedding SET STORAGE MAIN',
     'DROP FUNCTION IF EXISTS chunk_index_nearest(uuid[], vector, integer, uuid[], uuid[])',
     // The vector side in one statement: the function's own settings hold while it runs. A
@@ -131,8 +131,8 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
     // this process's thread (busy ranking the keyword side meanwhile). The query is planned on
     // each call with its values, as a statement of its own would be.
     //
-    // Chunks not merged into the graph yet are compared exactly: those named by `fresh_candidates`
-    // (the closest by sketch, chosen in memory), or, when it is NULL, all of the workspaces'.
+    // Chunks not merged into the graph yet: those named by `fresh_candidates` (the nearest, found
+    // in memory), or, when it is NULL, all of the workspaces', compared one by one.
     `CREATE OR REPLACE FUNCTION chunk_index_nearest(workspace_ids uuid[], query vector, wanted integer, only_documents uuid[], excluded_documents uuid[],
                                                     fresh_candidates uuid[])
        RETURNS TABLE (chunk_id uuid, score float8) LANGUAGE plpgsql STABLE
