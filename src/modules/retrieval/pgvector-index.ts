@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
-import { nearestFresh } from './fresh-sketches.js';
+import { nearestFresh } from './fresh-vectors.js';
 import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
 import { readyChunks } from './stored-chunks.js';
 import { rankBm25 } from './term-postings.js';
@@ -24,7 +24,7 @@ const efSearch = 200;
 
 /**
  * Chunks outside the graph compared exactly (in memory) per hit wanted: those whose sketches
- * score highest (fresh-sketches.ts). Measured with SciFact's queries over its 5,183 abstracts
+ * score highest (fresh-vectors.ts). Measured with SciFact's queries over its 5,183 abstracts
  * (docs/retrieval.md): 8 per hit held 96 % of the exact 10 nearest and 99 % of the 100 nearest
  * (4 per hit: 91 % and 95 %). The nearest `limit` of them go to the store for their distances.
  */

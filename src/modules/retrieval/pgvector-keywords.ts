@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
-import { FreshSketches, parseVector } from './fresh-sketches.js';
+import { FreshVectors, parseVector } from './fresh-vectors.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -81,7 +81,7 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
 }
 
 /** What is held of a workspace: its keyword postings, and the vectors and sketches of its chunks outside the graph. */
-export type MirroredWorkspace = { postings: TermPostings; fresh: FreshSketches };
+export type MirroredWorkspace = { postings: TermPostings; fresh: FreshVectors };
 
 type HeldWorkspace = MirroredWorkspace & {
   /** Every transaction older than this had finished when the workspace was last synced. */
@@ -93,11 +93,11 @@ type HeldWorkspace = MirroredWorkspace & {
   turn: Promise<unknown>;
 };
 
-const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: new FreshSketches(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() });
+const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: new FreshVectors(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() });
 
 /**
  * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
- * vectors of its chunks waiting outside the HNSW graph, with their sketches (fresh-sketches.ts). Both are kept equal to
+ * vectors of its chunks waiting outside the HNSW graph, with their sketches (fresh-vectors.ts). Both are kept equal to
  * the index tables through their change log, so that several processes sharing a PostgreSQL
  * database each see every change.
  *
@@ -270,7 +270,7 @@ export class StoreIndexMirror {
              (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
              (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
     const postings = new TermPostings();
-    const fresh = new FreshSketches();
+    const fresh = new FreshVectors();
     const take = (rows: ChunkRow[]) => {
       for (const row of rows) {
         const chunk = chunkTerms(row);

@@ -10,7 +10,7 @@ import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { bm25, openPgvectorIndex } from './pgvector-index.js';
 import { cleanChangeLog } from './pgvector-keywords.js';
 import type { VectorIndex } from './vector-index.js';
-import { parseSketch, sketchOf } from './fresh-sketches.js';
+import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { BackgroundWork } from '../../observability/background-work.js';
 
 // The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus

@@ -60,7 +60,7 @@ function scoreTables(vector: Float32Array, words: number): Float32Array {
  *
  * Rows are kept dense: a removed chunk's place takes the last chunk's.
  */
-export class FreshSketches {
+export class FreshVectors {
   #words = 0;
   #dimensions = 0;
   #vectors = new Float32Array(0);
@@ -173,7 +173,7 @@ const scoreBins = 4096;
  * sketches, in no particular order; within the lowest score bin taken, in slot order. Linear in
  * the chunks held: a histogram of the scores finds the cut.
  */
-export function closestBySketch(held: readonly FreshSketches[], vector: Float32Array, count: number, filter: DocumentFilter): { held: FreshSketches; slot: number; chunkId: string }[] {
+export function closestBySketch(held: readonly FreshVectors[], vector: Float32Array, count: number, filter: DocumentFilter): { held: FreshVectors; slot: number; chunkId: string }[] {
   const tables = scoreTables(vector, Math.ceil(vector.length / 32));
   const scored = held.filter((sketches) => sketches.size > 0).map((sketches) => ({ sketches, ...sketches.scores(tables, filter) }));
   let lowest = Infinity;
@@ -191,7 +191,7 @@ export function closestBySketch(held: readonly FreshSketches[], vector: Float32A
   for (const { scores } of scored) for (const score of scores) if (!Number.isNaN(score)) histogram[binOf(score)]! += 1;
   let cut = -1;
   for (let taken = 0; cut < scoreBins - 1 && taken < count; ) taken += histogram[++cut]!;
-  const closest: { held: FreshSketches; slot: number; chunkId: string }[] = [];
+  const closest: { held: FreshVectors; slot: number; chunkId: string }[] = [];
   const atCut: typeof closest = [];
   for (const { sketches, chunkIds, scores } of scored) {
     for (let slot = 0; slot < scores.length; slot += 1) {
@@ -209,7 +209,7 @@ export function closestBySketch(held: readonly FreshSketches[], vector: Float32A
  * The ids of the `count` held chunks nearest the vector by cosine, best first, found among the
  * `candidates` whose sketches score highest.
  */
-export function nearestFresh(held: readonly FreshSketches[], vector: Float32Array, count: number, candidates: number, filter: DocumentFilter): string[] {
+export function nearestFresh(held: readonly FreshVectors[], vector: Float32Array, count: number, candidates: number, filter: DocumentFilter): string[] {
   let queryNorm = 0;
   for (const value of vector) queryNorm += value * value;
   return closestBySketch(held, vector, Math.max(count, candidates), filter)

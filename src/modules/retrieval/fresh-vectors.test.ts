@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { closestBySketch as closestSlots, FreshSketches, nearestFresh, parseSketch, parseVector, sketchOf } from './fresh-sketches.js';
+import { closestBySketch as closestSlots, FreshVectors, nearestFresh, parseSketch, parseVector, sketchOf } from './fresh-vectors.js';
 import type { DocumentFilter } from './term-postings.js';
 
 const closestBySketch = (...args: Parameters<typeof closestSlots>) => closestSlots(...args).map((candidate) => candidate.chunkId);
@@ -11,7 +11,7 @@ function positiveAt(...dimensions: number[]) {
   return vector;
 }
 
-describe('fresh sketches', () => {
+describe('fresh vectors', () => {
   it('sets a bit per dimension above zero, as the text of a bit string gives it', () => {
     const vector = positiveAt(0, 5, 31, 32, 63);
     vector[7] = 0;
@@ -21,8 +21,8 @@ describe('fresh sketches', () => {
   });
 
   it("takes the sketches that score highest against the query's values, ties in the order held, across workspaces and within the filter", () => {
-    const first = new FreshSketches();
-    const second = new FreshSketches();
+    const first = new FreshVectors();
+    const second = new FreshVectors();
     first.set('a', 'doc1', (positiveAt(1, 2, 3)));
     first.set('b', 'doc1', (positiveAt(1, 2)));
     first.set('c', 'doc2', (positiveAt(40, 41, 42, 43)));
@@ -40,11 +40,11 @@ describe('fresh sketches', () => {
     expect(closest(10)).toEqual(['a', 'b', 'c', 'd', 'e']);
     expect(closest(2, { excluded: new Set(['doc1']) })).toEqual(['d', 'e']);
     expect(closest(2, { only: new Set(['doc2']) })).toEqual(['c']);
-    expect(closestBySketch([new FreshSketches()], query, 5, {})).toEqual([]);
+    expect(closestBySketch([new FreshVectors()], query, 5, {})).toEqual([]);
   });
 
   it('keeps every other chunk findable when one is removed or written again', () => {
-    const sketches = new FreshSketches();
+    const sketches = new FreshVectors();
     for (let i = 0; i < 100; i += 1) sketches.set(`c${i}`, 'doc', (positiveAt(i % 64)));
     sketches.delete('c0');
     sketches.delete('c50');
@@ -68,7 +68,7 @@ describe('fresh sketches', () => {
     expect(() => parseVector(bytes.subarray(0, 12))).toThrow(/3 dimensions/);
 
     // Same sketch, different angles: the sketch cannot order them, the vectors can.
-    const sketches = new FreshSketches();
+    const sketches = new FreshVectors();
     const tilted = (angle: number) => {
       const vector = new Float32Array(64).fill(0.01);
       vector[0] = Math.cos(angle);
