@@ -93,21 +93,23 @@ type HeldWorkspace = MirroredWorkspace & {
   turn: Promise<unknown>;
 };
 
+/** Bytes a held workspace takes, roughly. */
+const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes;
+
 const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: new FreshVectors(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() });
 
 /**
  * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
- * vectors of its chunks waiting outside the HNSW graph, with their sketches (fresh-vectors.ts). Both are kept equal to
- * the index tables through their change log, so that several processes sharing a PostgreSQL
- * database each see every change.
+ * vectors of its chunks waiting outside the HNSW graph, with their sketches (fresh-vectors.ts).
+ * Both are kept equal to the index tables through their change log, so that several processes
+ * sharing a PostgreSQL database each see every change.
  *
  * A sync reads the log rows of transactions that may not have been finished at the previous sync
  * (transaction id at or above that sync's horizon: the oldest transaction then running), and sets
  * each chunk they name to what the tables hold now: present with its terms, and its vector while
- * it waits outside the graph, or absent. Setting
- * a chunk to its current state can be repeated in any order with the same result, so rows read
- * twice do no harm, and a transaction that commits late is read at a later sync because its id
- * stays at or above every horizon taken while it ran.
+ * it waits outside the graph, or absent. Setting a chunk to its current state can be repeated in
+ * any order with the same result, so rows read twice do no harm, and a transaction that commits
+ * late is read at a later sync because its id stays at or above every horizon taken while it ran.
  *
  * Workspaces are loaded on first search and dropped, least recently searched first, when the
  * whole exceeds the memory budget.
@@ -220,7 +222,7 @@ export class StoreIndexMirror {
   /** Bytes held across workspaces, roughly. */
   get approximateBytes() {
     let bytes = 0;
-    for (const held of this.#held.values()) bytes += held.postings.approximateBytes + held.fresh.approximateBytes;
+    for (const held of this.#held.values()) bytes += heldBytes(held);
     return bytes;
   }
 
@@ -376,7 +378,7 @@ export class StoreIndexMirror {
     for (const [workspaceId, held] of this.#held) {
       if (bytes <= this.budgetBytes) break;
       if (inUse.has(workspaceId)) continue;
-      bytes -= held.postings.approximateBytes + held.fresh.approximateBytes;
+      bytes -= heldBytes(held);
       this.#held.delete(workspaceId);
     }
   }
