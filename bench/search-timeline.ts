@@ -60,16 +60,31 @@ type Search = { phase: Phase; at: number; ms: number; ok: boolean; error?: strin
 type Second = { phase: Phase; at: number; busy: Record<BackgroundTask, number>; running: BackgroundTask[]; backlog?: number };
 type Phase = 'after load' | 'during ingest';
 
-/** Sends a search every second and reads the background work; `stop` waits for the searches in flight. */
-function startTimeline(app: RunningApp, index: VectorIndex, client: BenchClient, workspaceId: string, queries: readonly string[], phase: Phase, searches: Search[], seconds: Second[]) {
+/**
+ * Sends a search every second and reads the background work; `stop` waits for the searches in
+ * flight. With `forSeconds`, no search is sent once that many seconds have passed, so the last
+ * minute is a whole one.
+ */
+function startTimeline(
+  app: RunningApp,
+  index: VectorIndex,
+  client: BenchClient,
+  workspaceId: string,
+  queries: readonly string[],
+  phase: Phase,
+  searches: Search[],
+  seconds: Second[],
+  forSeconds = Number.POSITIVE_INFINITY,
+) {
   const started = performance.now();
   const at = () => (performance.now() - started) / 1000;
   let sent = 0;
   const inFlight = new Set<Promise<void>>();
   let reported = new Map(app.db.backgroundWork.states().map((state) => [state.task, state.seconds]));
   const tick = () => {
-    const query = queries[sent++ % queries.length]!;
     const sentAt = at();
+    if (sentAt >= forSeconds) return;
+    const query = queries[sent++ % queries.length]!;
     const t0 = performance.now();
     const search = client
       .json('POST', '/v1/kb/query', { query, workspace_id: workspaceId, top_k: TOP_K, mode: 'hybrid' })
@@ -125,7 +140,7 @@ function minutes(searches: readonly Search[], seconds: readonly Second[], phase:
   return rows;
 }
 
-const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1' };
+const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1', cache_resize: '#76b7b2' };
 
 /** Each search's latency over time (log scale), with a band per background task marking the seconds it held the store. */
 function timelineChart(searches: readonly Search[], seconds: readonly Second[], phase: Phase, ingesting?: { from: number; to: number }): string {
@@ -238,7 +253,7 @@ export async function timeline(argv: readonly string[]) {
     log(`seeded ${seeded.chunks} chunks in ${seeded.seconds.toFixed(1)} s; searching every second for ${afterLoadMinutes} minutes`);
     const client = new BenchClient(app.url, seeded.key);
 
-    const afterLoad = startTimeline(app, index, client, seeded.mainWorkspaceId, queries, 'after load', searches, seconds);
+    const afterLoad = startTimeline(app, index, client, seeded.mainWorkspaceId, queries, 'after load', searches, seconds, afterLoadMinutes * 60);
     let lastReport = 0;
     while (afterLoad.elapsed() < afterLoadMinutes * 60) {
       await sleep(1_000);

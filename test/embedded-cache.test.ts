@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { embeddedCacheMb, embeddedStoreDirectory, openDatabase } from '../src/db/database.js';
+import { embeddedCacheGrowth, embeddedCacheMb, embeddedStoreDirectory, openDatabase } from '../src/db/database.js';
+import { Prisma } from '../src/generated/prisma/client.js';
 
 // The embedded store on every leg of the matrix: PostgreSQL's own cache is its administrator's.
 let dataDir: string;
@@ -44,5 +45,81 @@ describe("the embedded store's page cache", () => {
     await writeFile(grown, '');
     await truncate(grown, 300 * 1024 * 1024);
     expect(await pageCache({ KB_STORE_CACHE_MB: '' })).toBe('384MB');
+  }, 120_000);
+});
+
+describe("the embedded store's page cache as the store grows", () => {
+  it('moves to a larger cache once the tables call for twice the cache, or for the largest', () => {
+    const mb = 1024 * 1024;
+    expect(embeddedCacheGrowth(128, 100 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(128, 150 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(128, 200 * mb)).toBe(256);
+    expect(embeddedCacheGrowth(384, 700 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(384, 900 * mb)).toBe(960);
+    expect(embeddedCacheGrowth(768, 3000 * mb)).toBe(1024);
+    expect(embeddedCacheGrowth(1024, 3000 * mb)).toBeUndefined();
+  });
+
+  it('restarts the open store with it, while requests go on, and loses nothing', async () => {
+    const grownDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-grows-'));
+    const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: grownDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
+    try {
+      const cache = async () => (await db.prisma.$queryRawUnsafe<{ shared_buffers: string }[]>('SHOW shared_buffers'))[0]!.shared_buffers;
+      expect(await cache()).toBe('128MB');
+      expect(db.storeCache?.mb()).toBe(128);
+      await db.prisma.$executeRawUnsafe('CREATE TABLE cache_probe (n int PRIMARY KEY)');
+      await db.prisma.$executeRawUnsafe('INSERT INTO cache_probe SELECT generate_series(1, 1000)');
+
+      const grown = path.join(embeddedStoreDirectory(grownDir), 'base', 'grown');
+      await writeFile(grown, '');
+      await truncate(grown, 600 * 1024 * 1024);
+      // A transaction under way when the growth is noticed, and writes asked while the store restarts.
+      const transaction = db.prisma.$transaction(async (tx) => {
+        await tx.$executeRawUnsafe('INSERT INTO cache_probe VALUES (1001)');
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await tx.$executeRawUnsafe('INSERT INTO cache_probe VALUES (1002)');
+      });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const maintained = db.maintain();
+      const writes = Array.from({ length: 20 }, (_, i) => db.prisma.$executeRawUnsafe(`INSERT INTO cache_probe VALUES (${2000 + i})`));
+      const reads = Array.from({ length: 5 }, () => db.query<{ count: number }>(Prisma.sql`SELECT count(*)::int AS count FROM cache_probe`));
+      await Promise.all([transaction, maintained, ...writes, ...reads]);
+
+      expect(await cache()).toBe('640MB');
+      expect(db.storeCache?.mb()).toBe(640);
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(1);
+      const [{ count } = { count: -1 }] = await db.query<{ count: number }>(Prisma.sql`SELECT count(*)::int AS count FROM cache_probe`);
+      expect(count).toBe(1000 + 2 + 20);
+      // Nothing more to do at the same size.
+      await db.maintain();
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(1);
+    } finally {
+      await db.close();
+    }
+    // What was written reached the files: a new start reads it (and sizes the cache from them).
+    const reopened = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: grownDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
+    try {
+      const [{ count } = { count: -1 }] = await reopened.query<{ count: number }>(Prisma.sql`SELECT count(*)::int AS count FROM cache_probe`);
+      expect(count).toBe(1022);
+    } finally {
+      await reopened.close();
+      await rm(grownDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('stays as KB_STORE_CACHE_MB sets it', async () => {
+    const fixedDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-fixed-'));
+    const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: fixedDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '64' }));
+    try {
+      const grown = path.join(embeddedStoreDirectory(fixedDir), 'base', 'grown');
+      await writeFile(grown, '');
+      await truncate(grown, 600 * 1024 * 1024);
+      await db.maintain();
+      expect(db.storeCache?.mb()).toBe(64);
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(0);
+    } finally {
+      await db.close();
+      await rm(fixedDir, { recursive: true, force: true });
+    }
   }, 120_000);
 });

@@ -32,12 +32,18 @@ export interface Database {
   /** Answers when the store can run a query; used by /readyz. */
   ping(): Promise<void>;
   /**
-   * Analyses and vacuums the tables that are due, now. The embedded store also does it every few
-   * seconds by itself; PostgreSQL's autovacuum does it there, so this does nothing.
+   * Analyses and vacuums the tables that are due, and grows the embedded store's page cache if
+   * its tables outgrew it, now. The embedded store also does it every few seconds by itself;
+   * PostgreSQL's autovacuum does it there, so this does nothing.
    */
   maintain(): Promise<{ analyzed: string[]; vacuumed: string[] }>;
   /** What the service does on this store of its own accord, timed by kind (graph merges, ANALYZE, ...). */
   readonly backgroundWork: BackgroundWork;
+  /**
+   * The embedded store's page cache: its size now, and a restart with another size. It grows by
+   * itself as the store's tables grow, unless KB_STORE_CACHE_MB fixes it. Undefined on PostgreSQL.
+   */
+  readonly storeCache?: { mb(): number; resize(toMb: number): Promise<void> };
   close(): Promise<void>;
 }
 
@@ -84,6 +90,19 @@ export async function bytesUnder(directory: string): Promise<number> {
   return bytes;
 }
 
+/**
+ * The larger page cache an embedded store of `tableBytes` should move to, or undefined to keep
+ * `currentMb`. The cache is taken whole at start, so it is sized from the store when it opens; a
+ * store that grows from empty (a first bulk import) would keep the smallest cache until the next
+ * start. It moves once its tables call for at least twice the cache, or for the largest one:
+ * each move stops the store for a moment (docs/retrieval.md, "The page cache grows with the store").
+ */
+export function embeddedCacheGrowth(currentMb: number, tableBytes: number): number | undefined {
+  const wanted = embeddedCacheMb(tableBytes);
+  if (wanted <= currentMb) return undefined;
+  return wanted >= 2 * currentMb || wanted === embeddedCacheBoundsMb.max ? wanted : undefined;
+}
+
 async function openEmbedded(dataDir: string, configuredCacheMb: number | undefined, logger?: Logger): Promise<Database> {
   const directory = embeddedStoreDirectory(dataDir);
   await mkdir(directory, { recursive: true });
@@ -96,12 +115,14 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
       throw error;
     });
   // Tables and indexes live under base/; the write-ahead log beside it is not cached this way.
-  const cacheMb = configuredCacheMb ?? embeddedCacheMb(await bytesUnder(path.join(directory, 'base')));
-  const store = new EmbeddedStoreThread({ directory, cacheMb });
+  const tableBytes = () => bytesUnder(path.join(directory, 'base'));
+  let cacheMb = configuredCacheMb ?? embeddedCacheMb(await tableBytes());
+  let store = new EmbeddedStoreThread({ directory, cacheMb });
   logger?.info(`embedded store: page cache ${cacheMb} MB${configuredCacheMb === undefined ? ' (sized from its tables; KB_STORE_CACHE_MB sets it)' : ''}`);
   try {
     await store.waitReady;
-    // PGlite serves one connection; the pool keeps it open and queues callers for it.
+    // PGlite serves one connection; the pool keeps it open and queues callers for it. A new
+    // connection goes to the store thread of the moment (see resizeCache).
     const pool = new pg.Pool({ stream: () => store.socket(), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
     // Transactions queue for that one connection, behind a document's chunk writes among others:
     // they may wait longer to start than Prisma's default of 2 s.
@@ -109,12 +130,68 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
       await store.close();
       await release();
     });
-    const maintenance = startEmbeddedMaintenance(pool, database.backgroundWork, maintenanceCheckMs, (error) =>
-      logger?.error('embedded store maintenance (ANALYZE, VACUUM) failed', error),
+
+    /**
+     * Restarts the store with a cache of `toMb`: PostgreSQL sizes its cache only at start. The
+     * one connection is taken first, so every statement and transaction already begun ends
+     * before, and those asked meanwhile wait in the pool's queue and run on the new thread.
+     * Nothing is lost: the old thread writes its cache out as it closes, before the new one
+     * opens the same files. If the new size cannot be had, the store reopens with the old one.
+     */
+    const resizeCache = async (toMb: number) => {
+      await database.backgroundWork.turn();
+      await database.backgroundWork.time('cache_resize', async () => {
+        const connection = await pool.connect();
+        try {
+          await store.close();
+          const started = new EmbeddedStoreThread({ directory, cacheMb: toMb });
+          const failure = await started.waitReady.then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+          if (failure === undefined) {
+            logger?.info(`embedded store: page cache ${cacheMb} MB -> ${toMb} MB, sized from its tables as they grew`);
+            store = started;
+            cacheMb = toMb;
+            return;
+          }
+          logger?.error(`embedded store: a page cache of ${toMb} MB could not be had; it stays at ${cacheMb} MB`, failure);
+          store = new EmbeddedStoreThread({ directory, cacheMb });
+          await store.waitReady;
+        } finally {
+          // Its socket went with the old thread: dropped, so the pool makes a new connection.
+          connection.release(true);
+        }
+      });
+    };
+    // One check at a time (the timer's and maintain()'s), each against the cache the one before left.
+    let growth: Promise<void> = Promise.resolve();
+    const growCacheIfOutgrown = () => {
+      growth = growth
+        .catch(() => {})
+        .then(async () => {
+          if (configuredCacheMb !== undefined) return;
+          const toMb = embeddedCacheGrowth(cacheMb, await tableBytes());
+          if (toMb !== undefined) await resizeCache(toMb);
+        });
+      return growth;
+    };
+
+    const maintenance = startEmbeddedMaintenance(
+      pool,
+      database.backgroundWork,
+      maintenanceCheckMs,
+      (error) => logger?.error('embedded store maintenance (ANALYZE, VACUUM, page cache) failed', error),
+      growCacheIfOutgrown,
     );
     return {
       ...database,
-      maintain: () => maintainOnce(pool, database.backgroundWork),
+      maintain: async () => {
+        const done = await maintainOnce(pool, database.backgroundWork);
+        await growCacheIfOutgrown();
+        return done;
+      },
+      storeCache: { mb: () => cacheMb, resize: resizeCache },
       close: async () => {
         await maintenance.stop();
         await database.close();

@@ -68,15 +68,28 @@ export async function maintainOnce(pool: Queryable, work: BackgroundWork): Promi
 }
 
 /**
- * Checks at once and then every `intervalMs` (one cheap query), and maintains what is due. The
- * timer does not keep the process alive; `stop` waits for a run in progress.
+ * Checks at once and then every `intervalMs` (one cheap query), and maintains what is due, then
+ * runs `alsoEachTime` (the page cache's growth). The timer does not keep the process alive;
+ * `stop` waits for a run in progress.
  */
-export function startEmbeddedMaintenance(pool: Queryable, work: BackgroundWork, intervalMs: number, onError: (error: unknown) => void) {
+export function startEmbeddedMaintenance(
+  pool: Queryable,
+  work: BackgroundWork,
+  intervalMs: number,
+  onError: (error: unknown) => void,
+  alsoEachTime: () => Promise<void> = async () => {},
+) {
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
+  let busy = false;
   const tick = () => {
-    if (stopped) return;
-    running = maintainOnce(pool, work).catch(onError);
+    // A run that outlasts the interval (a long VACUUM, a restart of the store) is not doubled.
+    if (stopped || busy) return;
+    busy = true;
+    running = maintainOnce(pool, work)
+      .then(() => (stopped ? undefined : alsoEachTime()))
+      .catch(onError)
+      .finally(() => (busy = false));
   };
   const timer = setInterval(tick, intervalMs);
   timer.unref();
