@@ -2,8 +2,9 @@
  * `npx tsx bench/embeddings.ts`: speed of the embedded model, for docs/embeddings.md.
  *
  * For each provisioned model (int8 `bge-small-en-v1.5-q`, fp32 `bge-small-en-v1.5`) and each
- * layout of a 2-thread budget (2 workers x 1 intra-op thread, 1 worker x 2), through the real
- * embedder (worker threads, one sequence per run):
+ * layout of a 2-thread budget (2 workers x 1 intra-op thread with and without a thread of its own
+ * for queries while passages run, 1 worker x 2), through the real embedder (worker threads, one
+ * sequence per run):
  *   - passages: tokens/s embedding SciFact abstracts in one call,
  *   - query p50/p90 on an idle embedder (SciFact test queries, one per call),
  *   - query p50/p90 while a call of passages runs (what a search meets during ingestion).
@@ -62,10 +63,14 @@ for (const model of models) {
   const { tokenizer, sepId } = loadTokenizer(await readFile(path.join(modelsDir, model, 'tokenizer.json'), 'utf8'));
   const tokens = passages.reduce((sum, text) => sum + encode(tokenizer, sepId, text).length, 0);
   const queryTokens = queries.reduce((sum, text) => sum + encode(tokenizer, sepId, text).length, 0) / queries.length;
-  for (const workers of [threads, 1]) {
-    const layout = `${workers} worker x ${Math.floor(threads / workers)} thread`;
+  for (const { workers, queryThread } of [
+    { workers: threads, queryThread: true },
+    { workers: threads, queryThread: false },
+    { workers: 1, queryThread: false },
+  ]) {
+    const layout = `${workers} worker x ${Math.floor(threads / workers)} thread${queryThread ? ' + query thread' : ''}`;
     process.stderr.write(`${model}, ${layout}...\n`);
-    const embedder = await createOnnxEmbedder({ modelsDir, model, threads, workers });
+    const embedder = await createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread });
     try {
       const idle = await queryLatencies(embedder);
       const started = performance.now();

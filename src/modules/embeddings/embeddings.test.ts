@@ -117,6 +117,33 @@ describe('the embedded model (bge-small-en-v1.5-q)', () => {
     expect(vector).toHaveLength(384);
     expect(performance.now() - again).toBeLessThan(2_000);
   });
+
+  it('answers a query while passages hold every worker, before any of them ends, with the same vector', async () => {
+    const alone = (await embedder.embed(['what do lanterns light'], 'query'))[0]!;
+    // Two calls of one long passage each: both workers are taken.
+    const settled: string[] = [];
+    const passages = [0, 1].map((index) => embedder.embed([`${index} ${words(500)}`], 'passage').then(() => void settled.push(`passage ${index}`)));
+    const query = embedder.embed(['what do lanterns light'], 'query').then(([vector]) => {
+      settled.push('query');
+      return vector!;
+    });
+    const during = await query;
+    await Promise.all(passages);
+    // Without a thread of its own it would have waited for a worker, i.e. for a passage to end.
+    expect(settled[0]).toBe('query');
+    expect(dot(during, alone)).toBeCloseTo(1, 5);
+
+    const withoutQueryThread = await createOnnxEmbedder({ modelsDir, model, threads: 2, queryThread: false });
+    try {
+      const order: string[] = [];
+      const busy = [0, 1].map((index) => withoutQueryThread.embed([`${index} ${words(500)}`], 'passage').then(() => void order.push(`passage ${index}`)));
+      await withoutQueryThread.embed(['what do lanterns light'], 'query').then(() => void order.push('query'));
+      await Promise.all(busy);
+      expect(order[0]).not.toBe('query');
+    } finally {
+      await withoutQueryThread.close();
+    }
+  });
 });
 
 describe('a missing or corrupt embedded model', () => {

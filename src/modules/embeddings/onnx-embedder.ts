@@ -14,6 +14,11 @@ export type OnnxEmbedderOptions = {
    * `threads / workers` intra-op threads.
    */
   workers?: number;
+  /**
+   * A thread of its own for queries while passages are being embedded (default true), outside
+   * the `threads` budget: see `createOnnxEmbedder`.
+   */
+  queryThread?: boolean;
 };
 
 /**
@@ -43,7 +48,7 @@ function howToGet(modelsDir: string, model: ModelName): string {
  * and rejects with ModelUnavailableError, saying how to get them, before loading anything; then
  * loads a session in every worker, so the first query does not pay for it.
  */
-export async function createOnnxEmbedder({ modelsDir, model, threads, workers }: OnnxEmbedderOptions): Promise<Embedder> {
+export async function createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread = true }: OnnxEmbedderOptions): Promise<Embedder> {
   const problems = await verifyModel(modelsDir, model);
   if (problems.length > 0) {
     throw new ModelUnavailableError(`The embedded model ${model} is not usable: ${problems.join('; ')}. ${howToGet(modelsDir, model)}`);
@@ -52,29 +57,39 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
   const layout = workers
     ? { workers, intraOpThreads: Math.max(1, Math.floor(threads / workers)) }
     : defaultLayout(threads);
-  const workerData: OnnxWorkerData = { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads: layout.intraOpThreads };
-  const pool = new Piscina({
-    // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
-    filename: new URL(import.meta.url.endsWith('.ts') ? './onnx-worker.mjs' : './onnx-worker.js', import.meta.url).href,
-    workerData,
-    // Threads stay up: each holds a loaded session (about 100 MB for the int8 model).
-    minThreads: layout.workers,
-    maxThreads: layout.workers,
-    idleTimeout: Number.MAX_SAFE_INTEGER,
-    // Lets a thread's event loop run between tasks, so it loads its session as soon as it starts.
-    atomics: 'disabled',
-  });
+  const threadPool = (size: number, intraOpThreads: number) =>
+    new Piscina({
+      // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
+      filename: new URL(import.meta.url.endsWith('.ts') ? './onnx-worker.mjs' : './onnx-worker.js', import.meta.url).href,
+      workerData: { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads } satisfies OnnxWorkerData,
+      // Threads stay up: each holds a loaded session (about 100 MB for the int8 model).
+      minThreads: size,
+      maxThreads: size,
+      idleTimeout: Number.MAX_SAFE_INTEGER,
+      // Lets a thread's event loop run between tasks, so it loads its session as soon as it starts.
+      atomics: 'disabled',
+    });
+  const pool = threadPool(layout.workers, layout.intraOpThreads);
+  // While passages keep every worker busy, a query would wait for a passage to end (30-43 ms
+  // at p50 on SciFact abstracts, against 5 ms idle): queries then run on a thread of their own,
+  // which shares the cores with the passages' threads instead of waiting for one of them. With
+  // no passage under way they spread over the workers like any text (docs/embeddings.md).
+  const queryPool = queryThread ? threadPool(1, 1) : undefined;
+  let passagesRunning = 0;
   // Every task until it settles. A worker thread must never be ended while its session runs:
   // onnxruntime-node then aborts the whole process ("terminate called after throwing an
   // instance of 'Napi::Error'"). So aborts only stop a call from starting tasks, and close()
   // waits for the tasks still running before it ends the threads.
   const running = new Set<Promise<unknown>>();
-  const run = (text: string) => {
-    const task = pool.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
-    const tracked: Promise<unknown> = task.then(
-      () => running.delete(tracked),
-      () => running.delete(tracked),
-    );
+  const run = (text: string, purpose: EmbeddingPurpose) => {
+    const passage = purpose === 'passage';
+    const target = !passage && queryPool && passagesRunning > 0 ? queryPool : pool;
+    if (passage) passagesRunning += 1;
+    const task = target.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
+    const tracked: Promise<unknown> = task.finally(() => {
+      running.delete(tracked);
+      if (passage) passagesRunning -= 1;
+    }).catch(() => {});
     running.add(tracked);
     return task;
   };
@@ -83,7 +98,7 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
   const embedder: Embedder = {
     modelId: model,
     dimensions: 384,
-    embed(texts: readonly string[], _purpose: EmbeddingPurpose, signal?: AbortSignal): Promise<Float32Array[]> {
+    embed(texts: readonly string[], purpose: EmbeddingPurpose, signal?: AbortSignal): Promise<Float32Array[]> {
       if (closed) return Promise.reject(new EmbedderError('permanent', 'the embedder is closed'));
       if (signal?.aborted) return Promise.reject(signal.reason);
       // Queries are embedded as they are, without bge's retrieval instruction: measured better
@@ -112,7 +127,7 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
           if (closed) return settle(new EmbedderError('permanent', 'the embedder is closed'));
           if (settled || started >= inputs.length) return;
           const index = started++;
-          run(inputs[index]!).then(
+          run(inputs[index]!, purpose).then(
             (result) => {
               vectors[index] = result.vector;
               if (++finished === inputs.length) settle();
@@ -132,15 +147,15 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers }:
       if (closed) return;
       closed = true;
       while (running.size > 0) await Promise.all(running);
-      await pool.destroy();
+      await Promise.all([pool.destroy(), queryPool?.destroy()]);
     },
   };
 
   try {
     // Loads the session in every worker: as many one-word tasks at once as there are workers.
-    await Promise.all(Array.from({ length: layout.workers }, () => run('warm up')));
+    await Promise.all([...Array.from({ length: layout.workers }, () => pool.run({ text: 'warm up' } satisfies OnnxTask)), queryPool?.run({ text: 'warm up' } satisfies OnnxTask)]);
   } catch (error) {
-    await pool.destroy();
+    await Promise.all([pool.destroy(), queryPool?.destroy()]);
     throw new ModelUnavailableError(
       `The embedded model ${model} in ${paths.directory} could not be loaded: ${error instanceof Error ? error.message : String(error)}. ${howToGet(modelsDir, model)}`,
     );
