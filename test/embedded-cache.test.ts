@@ -49,13 +49,14 @@ describe("the embedded store's page cache", () => {
 });
 
 describe("the embedded store's page cache as the store grows", () => {
-  it('moves to a larger cache once the tables call for twice the cache, or for the largest', () => {
+  it('moves to a larger cache once the tables call for half as much again, or for the largest', () => {
     const mb = 1024 * 1024;
     expect(embeddedCacheGrowth(128, 100 * mb)).toBeUndefined();
-    expect(embeddedCacheGrowth(128, 150 * mb)).toBeUndefined();
-    expect(embeddedCacheGrowth(128, 200 * mb)).toBe(256);
-    expect(embeddedCacheGrowth(384, 700 * mb)).toBeUndefined();
-    expect(embeddedCacheGrowth(384, 900 * mb)).toBe(960);
+    expect(embeddedCacheGrowth(128, 120 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(128, 150 * mb)).toBe(192);
+    expect(embeddedCacheGrowth(192, 220 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(512, 700 * mb)).toBeUndefined();
+    expect(embeddedCacheGrowth(512, 760 * mb)).toBe(768);
     expect(embeddedCacheGrowth(768, 3000 * mb)).toBe(1024);
     expect(embeddedCacheGrowth(1024, 3000 * mb)).toBeUndefined();
   });
@@ -87,12 +88,12 @@ describe("the embedded store's page cache as the store grows", () => {
 
       expect(await cache()).toBe('640MB');
       expect(db.storeCache?.mb()).toBe(640);
-      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(1);
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(2);
       const [{ count } = { count: -1 }] = await db.query<{ count: number }>(Prisma.sql`SELECT count(*)::int AS count FROM cache_probe`);
       expect(count).toBe(1000 + 2 + 20);
       // Nothing more to do at the same size.
       await db.maintain();
-      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(1);
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(2);
     } finally {
       await db.close();
     }

@@ -94,13 +94,13 @@ export async function bytesUnder(directory: string): Promise<number> {
  * The larger page cache an embedded store of `tableBytes` should move to, or undefined to keep
  * `currentMb`. The cache is taken whole at start, so it is sized from the store when it opens; a
  * store that grows from empty (a first bulk import) would keep the smallest cache until the next
- * start. It moves once its tables call for at least twice the cache, or for the largest one:
- * each move stops the store for a moment (docs/retrieval.md, "The page cache grows with the store").
+ * start. It moves once its tables call for half as much again as the cache, or for the largest
+ * one: each move stops the store for a moment (docs/retrieval.md, "The page cache grows with the store").
  */
 export function embeddedCacheGrowth(currentMb: number, tableBytes: number): number | undefined {
   const wanted = embeddedCacheMb(tableBytes);
   if (wanted <= currentMb) return undefined;
-  return wanted >= 2 * currentMb || wanted === embeddedCacheBoundsMb.max ? wanted : undefined;
+  return wanted >= 1.5 * currentMb || wanted === embeddedCacheBoundsMb.max ? wanted : undefined;
 }
 
 async function openEmbedded(dataDir: string, configuredCacheMb: number | undefined, logger?: Logger): Promise<Database> {
@@ -139,6 +139,10 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
      * opens the same files. If the new size cannot be had, the store reopens with the old one.
      */
     const resizeCache = async (toMb: number) => {
+      // Written out first, as a step of its own with searches served before and after it: the
+      // restart then has little left to write, and holds the store for less time.
+      await database.backgroundWork.turn();
+      await database.backgroundWork.time('cache_resize', () => pool.query('CHECKPOINT'));
       await database.backgroundWork.turn();
       await database.backgroundWork.time('cache_resize', async () => {
         const connection = await pool.connect();

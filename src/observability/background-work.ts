@@ -20,6 +20,7 @@ export const longestYieldMs = 1_000;
 export class BackgroundWork {
   readonly #states = new Map<BackgroundTask, BackgroundWorkState>(backgroundTasks.map((task) => [task, { task, seconds: 0, runs: 0, running: 0 }]));
   #foreground = 0;
+  #foregroundEndedAt = Number.NEGATIVE_INFINITY;
   #waiting: (() => void)[] = [];
 
   /**
@@ -33,8 +34,14 @@ export class BackgroundWork {
       return await work();
     } finally {
       this.#foreground -= 1;
+      this.#foregroundEndedAt = performance.now();
       if (this.#foreground === 0) for (const wake of this.#waiting.splice(0)) wake();
     }
+  }
+
+  /** Milliseconds since the last request's work ended: 0 while one is in progress, Infinity before the first. */
+  sinceForegroundMs(): number {
+    return this.#foreground > 0 ? 0 : performance.now() - this.#foregroundEndedAt;
   }
 
   /** Resolves when no request's work is in progress, or after `longestYieldMs` all the same. */

@@ -72,7 +72,7 @@ describe('merging into the vector graph', () => {
     let busy = true;
     let idleSince = 0;
     const activity = { idleForMs: () => (busy ? 0 : performance.now() - idleSince) };
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, sliceMs: 60_000, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, sliceMs: 60_000, quietMs: 1_000, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
     try {
       await write(20);
       await new Promise((resolve) => setTimeout(resolve, 400));
@@ -107,7 +107,7 @@ describe('merging into the vector graph', () => {
     await write(12);
     const waiting = await index.graphBacklog!();
     expect(waiting).toBeGreaterThanOrEqual(12);
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
     try {
       await new Promise((resolve) => setTimeout(resolve, longestYieldMs / 2));
       expect(await index.graphBacklog!()).toBe(waiting);
@@ -132,7 +132,7 @@ describe('merging into the vector graph', () => {
     }
   });
 
-  it('moves fewer rows per slice when slices take longer than they should, so a search never waits long behind one', async () => {
+  it('moves fewer rows per slice while requests come and slices take longer than they should, and full slices when none comes', async () => {
     await write(40);
     // The store's own work, made slow as a large graph makes it: 40 ms a slice whatever its size.
     const asked: number[] = [];
@@ -144,7 +144,11 @@ describe('merging into the vector graph', () => {
         return index.mergeIntoGraph!(maxRows);
       },
     });
-    const merge = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent') }, { sliceRows: 16, sliceMs: 10, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    // A search has just ended: requests come, for the next minute.
+    const searched = new BackgroundWork();
+    await searched.foreground(async () => {});
+    const options = { sliceRows: 16, sliceMs: 10, quietMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 };
+    const merge = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: searched }, options)!;
     try {
       expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
     } finally {
@@ -154,16 +158,18 @@ describe('merging into the vector graph', () => {
     expect(asked[1]).toBeLessThanOrEqual(4);
     expect(new Set(asked.slice(2))).toEqual(new Set([1]));
 
-    // Over the backlog limit slices keep their full size, however long they take.
-    asked.length = 0;
-    await write(40);
-    const draining = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent') }, { sliceRows: 16, sliceMs: 10, idleMs: 0, backlogLimit: 8, pollMs: 20 })!;
-    try {
-      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
-    } finally {
-      await draining.stop();
+    // No request yet: slices stay full however long they take, over the backlog limit or not.
+    for (const backlogLimit of [1_000, 8]) {
+      asked.length = 0;
+      await write(40);
+      const quiet = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: new BackgroundWork() }, { ...options, backlogLimit })!;
+      try {
+        expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+      } finally {
+        await quiet.stop();
+      }
+      expect(asked.slice(0, 2)).toEqual([16, 16]);
     }
-    expect(asked.slice(0, 2)).toEqual([16, 16]);
   });
 
   it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {

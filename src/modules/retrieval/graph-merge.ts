@@ -9,13 +9,18 @@ export type IngestionActivity = {
 };
 
 export type GraphMergeOptions = {
-  /** Most rows moved per statement. The embedded store answers one statement at a time: a search waits for at most one slice. */
+  /**
+   * Most rows moved per statement, and the size of every slice while no request comes: the
+   * embedded store answers one statement at a time, and a search waits for the slice under way.
+   */
   sliceRows: number;
   /**
-   * What a slice should take: fewer rows go in the next one when a slice took longer (a larger
-   * graph costs more per row), more (up to `sliceRows`) when it took less.
+   * What a slice should take while requests come: fewer rows go in the next one when a slice
+   * took longer (a larger graph costs more per row), more (up to `sliceRows`) when it took less.
    */
   sliceMs: number;
+  /** Requests "come" until this long after the last one ended; then slices are full again. */
+  quietMs: number;
   /** Ingestion must have been idle this long before a merge starts. */
   idleMs: number;
   /** Beyond this many rows outside the graph, merging goes on during ingestion too, in full slices: the graph must not fall far behind. */
@@ -26,10 +31,9 @@ export type GraphMergeOptions = {
 
 /**
  * Measured on the 2-core machine, embedded store (docs/retrieval.md): a slice of 16 rows took
- * 13 ms (p50; 73 ms p95) with 20,000 chunks in the graph, and a workspace's 20,000 unmerged
- * chunks added 15 ms to its vector search (5,000: 3.7 ms).
+ * 13 ms (p50; 73 ms p95) with 20,000 chunks in the graph, and about 90 ms with 100,000.
  */
-export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 25, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
+export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 20, quietMs: 5_000, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
 
 export type GraphMerge = {
   /** Stops after the slice in progress. */
@@ -73,17 +77,18 @@ export function startGraphMerge(
     let merged = 0;
     while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
       // A request in progress goes first: its next statement would otherwise queue behind this
-      // slice. Over the backlog limit slices keep their full size: after a bulk load of 100,000
-      // chunks, slices that shrank to one row as each took longer than `sliceMs` moved 5 rows a
-      // second, and full slices 92 (docs/benchmarks.md, "Search latency over time").
-      const overLimit = backlog > options.backlogLimit;
+      // slice. While requests come, a slice takes about `sliceMs`, since the next search waits
+      // for the one under way; with none for `quietMs`, slices are full and the merge goes as
+      // fast as the store allows (docs/retrieval.md, "Merging into the graph").
       await dependencies.backgroundWork?.turn();
-      const rows = overLimit ? options.sliceRows : sliceRows;
+      const requestsCome = (dependencies.backgroundWork?.sinceForegroundMs() ?? Number.POSITIVE_INFINITY) < options.quietMs;
+      const rows = requestsCome ? sliceRows : options.sliceRows;
       const slice = () => index.mergeIntoGraph(rows);
       const sliceStarted = performance.now();
       const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
       const took = Math.max(performance.now() - sliceStarted, 1);
-      if (!overLimit) sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * sliceRows, Math.round((sliceRows * options.sliceMs) / took)));
+      // Every slice, full or not, tells what a row costs now.
+      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * rows, Math.round((rows * options.sliceMs) / took)));
       if (moved === 0) break;
       merged += moved;
       backlog -= moved;
