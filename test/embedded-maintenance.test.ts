@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { openDatabase, type Database } from '../src/db/database.js';
+import { vacuumAfterMergeMs } from '../src/db/embedded-maintenance.js';
 
 // The embedded store on every leg of the matrix: it is the one without autovacuum.
 let dataDir: string;
@@ -49,6 +50,23 @@ describe('the embedded store', () => {
     expect(afterDelete.vacuumed).toContain('chunks');
     expect(await estimatedRows('chunks')).toBe(500);
   });
+
+  it('puts VACUUM off while a graph merge runs, and analyses all the same', async () => {
+    const prisma = db.prisma;
+    await prisma.$executeRawUnsafe('CREATE TABLE drained_rows (id serial PRIMARY KEY, body text)');
+    await prisma.$executeRawUnsafe("INSERT INTO drained_rows (body) SELECT 'row ' || n FROM generate_series(1, 1000) AS n");
+    await db.maintain();
+    await prisma.$executeRawUnsafe('DELETE FROM drained_rows WHERE id > 200');
+    // A merge slice has just ended.
+    await db.backgroundWork.time('graph_merge', async () => {});
+    const during = await db.maintain();
+    expect(during.vacuumed).toEqual([]);
+    expect(during.analyzed).toContain('drained_rows');
+    expect(await estimatedRows('drained_rows')).toBe(200);
+    // The merge over, the VACUUM comes.
+    while (db.backgroundWork.sinceLastRunMs('graph_merge') < vacuumAfterMergeMs) await new Promise((resolve) => setTimeout(resolve, 250));
+    expect((await db.maintain()).vacuumed).toContain('drained_rows');
+  }, 30_000);
 
   it('analyses a table with an HNSW index but never vacuums it (that would hold the store for many seconds)', async () => {
     const prisma = db.prisma;

@@ -22,6 +22,15 @@ export type Queryable = { query<Row>(sql: string): Promise<{ rows: Row[] }> };
  */
 export const maintenanceThresholds = { base: 50, analyzeScale: 0.1, vacuumScale: 0.2 } as const;
 
+/**
+ * VACUUM waits while a graph merge runs (one ran within this many milliseconds). The merge
+ * deletes each row it moves from the table of waiting chunks: after a bulk load of 100,000
+ * chunks that table came due every 1.5-2 minutes, and each VACUUM held the store for about 2 s
+ * (docs/benchmarks.md). A merge that drains the table empties it at its end (TRUNCATE), so the
+ * VACUUM put off has little or nothing left to do.
+ */
+export const vacuumAfterMergeMs = 10_000;
+
 type TableState = { name: string; tuples: number; changed: number; dead: number; pages: number; analyzedPages: number; hnsw: boolean };
 
 /** Tables of the public schema due for ANALYZE and for VACUUM, by the thresholds above. */
@@ -54,17 +63,18 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
 /** Runs what is due once; returns what it did, for the log. */
 export async function maintainOnce(pool: Queryable, work: BackgroundWork): Promise<{ analyzed: string[]; vacuumed: string[] }> {
   const due = await tablesDue(pool);
+  const vacuum = work.sinceLastRunMs('graph_merge') < vacuumAfterMergeMs ? [] : due.vacuum;
   // VACUUM (ANALYZE) does both; a table only due for analysis gets the cheaper ANALYZE.
   // One table per statement, each after the searches in progress: a search waits for one at most.
-  for (const name of due.vacuum) {
+  for (const name of vacuum) {
     await work.turn();
     await work.time('vacuum', () => pool.query(`VACUUM (ANALYZE) ${quoted(name)}`));
   }
-  for (const name of due.analyze.filter((table) => !due.vacuum.includes(table))) {
+  for (const name of due.analyze.filter((table) => !vacuum.includes(table))) {
     await work.turn();
     await work.time('analyze', () => pool.query(`ANALYZE ${quoted(name)}`));
   }
-  return { analyzed: due.analyze, vacuumed: due.vacuum };
+  return { analyzed: due.analyze, vacuumed: vacuum };
 }
 
 /**

@@ -21,6 +21,7 @@ export class BackgroundWork {
   readonly #states = new Map<BackgroundTask, BackgroundWorkState>(backgroundTasks.map((task) => [task, { task, seconds: 0, runs: 0, running: 0 }]));
   #foreground = 0;
   #foregroundEndedAt = Number.NEGATIVE_INFINITY;
+  readonly #endedAt = new Map<BackgroundTask, number>();
   #waiting: (() => void)[] = [];
 
   /**
@@ -69,7 +70,14 @@ export class BackgroundWork {
       state.running -= 1;
       state.runs += 1;
       state.seconds += (performance.now() - started) / 1000;
+      this.#endedAt.set(task, performance.now());
     }
+  }
+
+  /** Milliseconds since a run of `task` last ended: 0 while one runs, Infinity before the first. */
+  sinceLastRunMs(task: BackgroundTask): number {
+    if (this.#states.get(task)!.running > 0) return 0;
+    return performance.now() - (this.#endedAt.get(task) ?? Number.NEGATIVE_INFINITY);
   }
 
   /** Seconds and runs so far (finished runs only), and how many of each are in progress. */

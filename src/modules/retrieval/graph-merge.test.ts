@@ -172,6 +172,30 @@ describe('merging into the vector graph', () => {
     }
   });
 
+  it('gives the space of the merged rows back once it drained them, and keeps every chunk findable', async () => {
+    const freshBytes = async () =>
+      (await db.prisma.$queryRawUnsafe<{ bytes: number }[]>("SELECT pg_relation_size('chunk_index_fresh')::float8 AS bytes"))[0]!.bytes;
+    await write(300);
+    expect(await freshBytes()).toBeGreaterThan(0);
+    const backgroundWork = new BackgroundWork();
+    const merge = startGraphMerge({ index, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork }, { sliceRows: 64, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    try {
+      expect(await eventually(async () => (await freshBytes()) === 0)).toBe(true);
+    } finally {
+      await merge.stop();
+    }
+    expect(await index.graphBacklog!()).toBe(0);
+    const probe = new Float32Array(dimensions);
+    probe[(written - 1) % dimensions] = 1;
+    const { vector } = await index.search({ workspaceIds: [workspaceId], vector: probe, limit: 5, excludeDocumentIds: [] });
+    expect(vector[0]!.score).toBeCloseTo(1, 5);
+
+    // Not while a row waits: the table is left as it is.
+    await write(3);
+    expect(await (index as Required<VectorIndex>).releaseMergedSpace()).toBe(false);
+    expect(await index.graphBacklog!()).toBe(3);
+  });
+
   it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {
     const others = await Promise.all([1, 2].map(() => openPgvectorIndex(db.prisma, { model: 'bge-small-en-v1.5-q', dimensions }, { keywordMemoryBytes: 16 * 1024 * 1024 })));
     try {

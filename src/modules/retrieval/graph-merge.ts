@@ -55,7 +55,11 @@ export function startGraphMerge(
   const { activity, log } = dependencies;
   const { graphBacklog, mergeIntoGraph } = dependencies.index;
   if (!graphBacklog || !mergeIntoGraph) return undefined;
-  const index = { graphBacklog: graphBacklog.bind(dependencies.index), mergeIntoGraph: mergeIntoGraph.bind(dependencies.index) };
+  const index = {
+    graphBacklog: graphBacklog.bind(dependencies.index),
+    mergeIntoGraph: mergeIntoGraph.bind(dependencies.index),
+    releaseMergedSpace: dependencies.index.releaseMergedSpace?.bind(dependencies.index),
+  };
   let stopping = false;
   let wakeUp: (() => void) | undefined;
   const pause = (ms: number) =>
@@ -94,6 +98,12 @@ export function startGraphMerge(
       backlog -= moved;
       // Between slices, other work on this process's event loop and store goes first.
       await new Promise((resolve) => setImmediate(resolve));
+    }
+    // Drained (as far as this process knows): the rows it deleted can give their space back.
+    if (!stopping && merged > 0 && index.releaseMergedSpace && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
+      const release = index.releaseMergedSpace;
+      await dependencies.backgroundWork?.turn();
+      await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', release) : release());
     }
     if (merged > 0) {
       const seconds = ((performance.now() - started) / 1000).toFixed(1);

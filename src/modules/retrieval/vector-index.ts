@@ -93,6 +93,8 @@ export interface VectorIndex {
   graphBacklog?(): Promise<number>;
   /** pgvector: merges up to `maxRows` of those chunks into the graph; returns how many it merged. */
   mergeIntoGraph?(maxRows: number): Promise<number>;
+  /** pgvector: gives back the space of merged chunks once none waits; true when it did. */
+  releaseMergedSpace?(): Promise<boolean>;
   close(): Promise<void>;
 }
 
