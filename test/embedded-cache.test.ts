@@ -67,7 +67,7 @@ describe("the embedded store's page cache as the store grows", () => {
     try {
       const cache = async () => (await db.prisma.$queryRawUnsafe<{ shared_buffers: string }[]>('SHOW shared_buffers'))[0]!.shared_buffers;
       expect(await cache()).toBe('128MB');
-      expect(db.storeCache?.mb()).toBe(128);
+      expect(db.pageCacheMb?.()).toBe(128);
       await db.prisma.$executeRawUnsafe('CREATE TABLE cache_probe (n int PRIMARY KEY)');
       await db.prisma.$executeRawUnsafe('INSERT INTO cache_probe SELECT generate_series(1, 1000)');
 
@@ -87,7 +87,7 @@ describe("the embedded store's page cache as the store grows", () => {
       await Promise.all([transaction, maintained, ...writes, ...reads]);
 
       expect(await cache()).toBe('640MB');
-      expect(db.storeCache?.mb()).toBe(640);
+      expect(db.pageCacheMb?.()).toBe(640);
       expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(2);
       const [{ count } = { count: -1 }] = await db.query<{ count: number }>(Prisma.sql`SELECT count(*)::int AS count FROM cache_probe`);
       expect(count).toBe(1000 + 2 + 20);
@@ -116,7 +116,7 @@ describe("the embedded store's page cache as the store grows", () => {
       await writeFile(grown, '');
       await truncate(grown, 600 * 1024 * 1024);
       await db.maintain();
-      expect(db.storeCache?.mb()).toBe(64);
+      expect(db.pageCacheMb?.()).toBe(64);
       expect(db.backgroundWork.states().find((state) => state.task === 'cache_resize')?.runs).toBe(0);
     } finally {
       await db.close();

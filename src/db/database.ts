@@ -40,10 +40,10 @@ export interface Database {
   /** What the service does on this store of its own accord, timed by kind (graph merges, ANALYZE, ...). */
   readonly backgroundWork: BackgroundWork;
   /**
-   * The embedded store's page cache: its size now, and a restart with another size. It grows by
-   * itself as the store's tables grow, unless KB_STORE_CACHE_MB fixes it. Undefined on PostgreSQL.
+   * The embedded store's page cache in MB now. It grows by itself as the store's tables grow
+   * (see `maintain`), unless KB_STORE_CACHE_MB fixes it. Undefined on PostgreSQL.
    */
-  readonly storeCache?: { mb(): number; resize(toMb: number): Promise<void> };
+  readonly pageCacheMb?: () => number;
   close(): Promise<void>;
 }
 
@@ -195,7 +195,7 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
         await growCacheIfOutgrown();
         return done;
       },
-      storeCache: { mb: () => cacheMb, resize: resizeCache },
+      pageCacheMb: () => cacheMb,
       close: async () => {
         await maintenance.stop();
         await database.close();
