@@ -75,6 +75,8 @@ export function startGraphMerge(
     });
 
   let sliceRows = options.sliceRows;
+  /** A step of the merge on the store, timed as `graph_merge` when there is background work to count it. */
+  const timed = <T>(step: () => Promise<T>): Promise<T> => (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', step) : step());
 
   async function mergeWhileAllowed(backlog: number) {
     const started = performance.now();
@@ -87,9 +89,8 @@ export function startGraphMerge(
       await dependencies.backgroundWork?.turn();
       const requestsCome = (dependencies.backgroundWork?.sinceForegroundMs() ?? Number.POSITIVE_INFINITY) < options.quietMs;
       const rows = requestsCome ? sliceRows : options.sliceRows;
-      const slice = () => index.mergeIntoGraph(rows);
       const sliceStarted = performance.now();
-      const moved = await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', slice) : slice());
+      const moved = await timed(() => index.mergeIntoGraph(rows));
       const took = Math.max(performance.now() - sliceStarted, 1);
       // Every slice, full or not, tells what a row costs now.
       sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * rows, Math.round((rows * options.sliceMs) / took)));
@@ -100,10 +101,10 @@ export function startGraphMerge(
       await new Promise((resolve) => setImmediate(resolve));
     }
     // Drained (as far as this process knows): the rows it deleted can give their space back.
-    if (!stopping && merged > 0 && index.releaseMergedSpace && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
-      const release = index.releaseMergedSpace;
+    const release = index.releaseMergedSpace;
+    if (!stopping && merged > 0 && release && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
       await dependencies.backgroundWork?.turn();
-      await (dependencies.backgroundWork ? dependencies.backgroundWork.time('graph_merge', release) : release());
+      await timed(release);
     }
     if (merged > 0) {
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
