@@ -154,3 +154,48 @@ describe('GET /metrics', () => {
     await streaming.body?.cancel();
   });
 });
+
+describe('Server-Timing', () => {
+  /** The header's parts as { name: milliseconds }; every part must carry a duration. */
+  function parts(header: string | null): Record<string, number> {
+    expect(header).toBeTruthy();
+    return Object.fromEntries(
+      header!.split(', ').map((entry) => {
+        const match = /^([a-z]+);dur=(\d+\.\d{2})$/.exec(entry);
+        expect(match, entry).not.toBeNull();
+        return [match![1]!, Number(match![2])];
+      }),
+    );
+  }
+
+  it("says where a search's time went, part by part, each within the request's total", async () => {
+    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'timings' } })).body.id;
+    const uploaded = await upload(server, user.key, workspaceId, [{ name: 'kiln.md', bytes: 'The Anagama kiln at Mashiko is fired with red pine for five days.' }]);
+    await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
+    const onStoreIndex = !server.config.elasticsearchUrl;
+
+    const hybrid = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'what fuel fires the kiln', workspace_id: workspaceId } });
+    expect(hybrid.status).toBe(200);
+    expect(hybrid.body.results.length).toBeGreaterThan(0);
+    const timed = parts(hybrid.headers.get('server-timing'));
+    expect(Object.keys(timed)).toEqual(
+      expect.arrayContaining(['scope', 'embed', 'index', 'read', 'total', ...(onStoreIndex ? ['sync', 'fresh', 'vector', 'keywords'] : [])]),
+    );
+    expect(Object.keys(timed).at(-1)).toBe('total');
+    for (const [part, ms] of Object.entries(timed)) {
+      expect(ms, part).toBeGreaterThanOrEqual(0);
+      expect(ms, part).toBeLessThanOrEqual(timed.total!);
+    }
+    expect(timed.embed).toBeGreaterThan(0);
+
+    // A keyword search embeds nothing; a request that is not a search reports nothing.
+    const keyword = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'red pine', workspace_id: workspaceId, mode: 'keyword' } });
+    expect(keyword.status).toBe(200);
+    expect(Object.keys(parts(keyword.headers.get('server-timing')))).not.toContain('embed');
+    expect((await server.request('GET', '/v1/user/me', { key: user.key })).headers.get('server-timing')).toBeNull();
+    // A search refused before any work is done reports nothing either.
+    const refused = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: '', workspace_id: workspaceId } });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('server-timing')).toBeNull();
+  });
+});

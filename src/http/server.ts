@@ -6,7 +6,7 @@ import { handleGraphQLHttpRequest } from '../graphql/http.js';
 import { graphqlEndpoint, graphqlStreamEndpoint } from '../graphql/endpoints.js';
 import type { Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
-import { requestContext, requestIdOf } from '../observability/request-context.js';
+import { requestContext, requestIdOf, ServerTimings } from '../observability/request-context.js';
 import { errorResponse, handleRestRequest, methodNotAllowed } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { apiReference } from './api-reference.js';
@@ -16,7 +16,8 @@ import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
- * `X-Request-Id` (the caller's, when it sent a usable one), every request is timed into
+ * `X-Request-Id` (the caller's, when it sent a usable one), and `Server-Timing` when its work
+ * recorded parts (a search: see recordTiming), every request is timed into
  * `kb_http_request_duration_seconds` by its route pattern and written as one JSON access line.
  * A request the server refused for its Host header or its target (see createHttpServer) is
  * answered 400 here, and logged and counted by the path of its request line. Every request runs
@@ -26,7 +27,8 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
   const handle = routeRequest(app, yoga, log);
   return (request: Request, { refusal }: ServerContext = {}): Promise<Response> => {
     const requestId = requestIdOf(request);
-    return requestContext.run({ requestId }, async () => {
+    const timings = new ServerTimings();
+    return requestContext.run({ requestId, timings }, async () => {
       const started = performance.now();
       const pathname = refusal?.target ?? new URL(request.url).pathname;
       const match = matchRoute(request.method, pathname);
@@ -34,8 +36,11 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       // progress, their statements before and after a search included; a streamed body is not
       // waited for (BackgroundWork.turn).
       const answer = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await app.db.backgroundWork.foreground(() => handle(request, match));
-      const response = withHeader(withReasonPhrase(answer), 'x-request-id', requestId);
-      const seconds = (performance.now() - started) / 1000;
+      const ms = performance.now() - started;
+      const timing = timings.header(ms);
+      const identified = withHeader(withReasonPhrase(answer), 'x-request-id', requestId);
+      const response = timing ? withHeader(identified, 'server-timing', timing) : identified;
+      const seconds = ms / 1000;
       const route = routeLabel(pathname, match);
       app.metrics?.httpRequestDuration.observe({ method: request.method, route, status: String(response.status) }, seconds);
       log.access({ request_id: requestId, method: request.method, route, path: pathname, status: response.status, duration_ms: Math.round(seconds * 10_000) / 10 });

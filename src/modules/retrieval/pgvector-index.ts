@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
+import { recordTiming, timedPart } from '../../observability/request-context.js';
 import { termFrequencies } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
 import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
@@ -378,7 +379,7 @@ class PgvectorIndex implements VectorIndex {
     // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
     mirrored?.catch(() => undefined);
     Promise.resolve(request.vector).catch(() => undefined);
-    const held = await mirrored;
+    const held = mirrored && (await timedPart('sync', mirrored));
     const filter = { only: request.documentIds ? new Set(request.documentIds) : undefined, excluded: new Set(request.excludeDocumentIds) };
     const rank = (held: MirroredWorkspace[]) =>
       rankBm25(
@@ -396,6 +397,7 @@ class PgvectorIndex implements VectorIndex {
       return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
     }
     const query = await request.vector;
+    const scoring = performance.now();
     const freshCandidates = held
       ? nearestFresh(
           held.map((workspace) => workspace.fresh),
@@ -405,13 +407,16 @@ class PgvectorIndex implements VectorIndex {
           filter,
         )
       : undefined;
-    const nearest = this.#nearest(request, query, freshCandidates, keywordSide ? 0 : readTop);
+    if (held) recordTiming('fresh', performance.now() - scoring);
+    const nearest = timedPart('vector', this.#nearest(request, query, freshCandidates, keywordSide ? 0 : readTop));
     nearest.catch(() => undefined);
     let keyword: IndexHit[] = [];
     if (keywordSide) {
       // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
       await new Promise((resolve) => setImmediate(resolve));
+      const ranking = performance.now();
       keyword = rank(keywordSide);
+      recordTiming('keywords', performance.now() - ranking);
     }
     const found = await nearest;
     return { vector: found.hits, keyword, ...(found.chunks && { chunks: found.chunks }) };

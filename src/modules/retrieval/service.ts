@@ -4,6 +4,7 @@ import { checkJson, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
+import { timedPart } from '../../observability/request-context.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
 import { queryTerms } from './analyzer.js';
@@ -211,14 +212,14 @@ async function searchNow(
   // check that fails abandons it, and an embedding error is reported after them (404 before 503).
   const embedding =
     mode !== 'keyword' && !modelMismatch(dependencies)
-      ? withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model').then(([vector]) => vector!)
+      ? timedPart('embed', withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model')).then(([vector]) => vector!)
       : undefined;
   embedding?.catch(() => undefined);
   let workspace: { id: string };
   let documentIds: string[] | undefined;
   let notReady: string[];
   try {
-    ({ notReady, ...workspace } = await searchScope(dependencies.query, viewer, input.workspaceId));
+    ({ notReady, ...workspace } = await timedPart('scope', searchScope(dependencies.query, viewer, input.workspaceId)));
     const mismatch = modelMismatch(dependencies);
     if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
     documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
@@ -235,7 +236,7 @@ async function searchNow(
   const terms = mode === 'vector' ? [] : queryTerms(query, searchLimits.maxKeywordTerms);
   const request = { workspaceIds: [workspace.id], ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
   // The index gets the embedding still under way: it brings its keyword side up to date meanwhile.
-  const sides = withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index');
+  const sides = timedPart('index', withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index'));
   sides.catch(() => undefined);
   if (embedding) {
     try {
@@ -268,7 +269,7 @@ async function searchNow(
     let page = ranked.slice(next, next + wanted);
     next += page.length;
     const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
-    const read = unread.length > 0 ? new Map((await readBack(dependencies.query, workspace.id, unread)).map((chunk) => [chunk.id, chunk])) : undefined;
+    const read = unread.length > 0 ? new Map((await timedPart('read', readBack(dependencies.query, workspace.id, unread))).map((chunk) => [chunk.id, chunk])) : undefined;
     const chunkOf = (hit: IndexHit) => readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
     if (next === page.length && hybrid) page = withDocumentPrior(page, chunkOf, terms);
     for (const hit of page) {
