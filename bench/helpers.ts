@@ -87,6 +87,17 @@ export type WorkspaceStats = {
   documents_by_status: { queued: number; processing: number; ready: number; failed: number };
 };
 
+/** `Server-Timing: embed;dur=5.1, vector;dur=9.2` as { embed: 5.1, vector: 9.2 }. */
+export function serverTimingParts(header: string | null): Record<string, number> {
+  const parts: Record<string, number> = {};
+  for (const entry of header?.split(',') ?? []) {
+    const [name, ...parameters] = entry.trim().split(';');
+    const duration = parameters.find((parameter) => parameter.trim().startsWith('dur='));
+    if (name && duration) parts[name] = Number(duration.trim().slice(4));
+  }
+  return parts;
+}
+
 export class ServiceClient<UploadedDocument = { id: string; filename: string }> {
   constructor(
     readonly baseUrl: string,

@@ -45,6 +45,7 @@ import {
   machineDescription,
   percentile,
   resultPage,
+  serverTimingParts,
   sleep,
   textTable,
   writeResults,
@@ -56,7 +57,8 @@ const TARGET_FIRST_MS = 500;
 const TOP_K = 10;
 const BACKLOG_EVERY_S = 5;
 
-type Search = { phase: Phase; at: number; ms: number; ok: boolean; error?: string };
+/** `parts`: the search's Server-Timing, milliseconds by part (docs/observability.md). */
+type Search = { phase: Phase; at: number; ms: number; ok: boolean; error?: string; parts?: Record<string, number> };
 type Second = { phase: Phase; at: number; busy: Record<BackgroundTask, number>; runs: Record<BackgroundTask, number>; running: BackgroundTask[]; backlog?: number };
 type Phase = 'after load' | 'during ingest';
 
@@ -87,9 +89,9 @@ function startTimeline(
     const query = queries[sent++ % queries.length]!;
     const t0 = performance.now();
     const search = client
-      .json('POST', '/v1/kb/query', { query, workspace_id: workspaceId, top_k: TOP_K, mode: 'hybrid' })
+      .request('POST', '/v1/kb/query', { query, workspace_id: workspaceId, top_k: TOP_K, mode: 'hybrid' })
       .then(
-        () => void searches.push({ phase, at: sentAt, ms: performance.now() - t0, ok: true }),
+        ({ headers }) => void searches.push({ phase, at: sentAt, ms: performance.now() - t0, ok: true, parts: serverTimingParts(headers.get('server-timing')) }),
         (error: unknown) => void searches.push({ phase, at: sentAt, ms: performance.now() - t0, ok: false, error: String(error).slice(0, 200) }),
       )
       .finally(() => inFlight.delete(search));
@@ -122,6 +124,26 @@ function startTimeline(
   };
 }
 
+/** Parts shown for the slowest searches of a minute, in this order. */
+const shownParts = ['scope', 'embed', 'sync', 'fresh', 'vector', 'keywords', 'read', 'total'] as const;
+
+/**
+ * The median of each Server-Timing part over the searches of the minute at or above its p90,
+ * and how much longer the client waited than the server's total (HTTP, and the event loop).
+ */
+function slowestParts(searches: readonly Search[]): string {
+  const times = searches.map((search) => search.ms);
+  const slow = searches.filter((search) => search.ok && search.parts && search.ms >= percentile(times, 90));
+  if (slow.length === 0) return '';
+  const median = (values: number[]) => percentile(values, 50);
+  const shown = shownParts
+    .map((part) => [part, slow.map((search) => search.parts![part]).filter((ms): ms is number => ms !== undefined)] as const)
+    .filter(([, values]) => values.length > 0)
+    .map(([part, values]) => `${part} ${median(values).toFixed(0)}`);
+  const outside = median(slow.filter((search) => search.parts!.total !== undefined).map((search) => search.ms - search.parts!.total!));
+  return [...shown, `outside ${outside.toFixed(0)}`].join(', ');
+}
+
 type MinuteRow = {
   phase: Phase;
   minute: number;
@@ -134,6 +156,8 @@ type MinuteRow = {
   /** Mean milliseconds of a graph merge slice that ended in the minute. */
   sliceMs: number | undefined;
   backlog: number | undefined;
+  /** Where the slowest tenth of the minute's searches spent their time (slowestParts). */
+  slowParts: string;
   pass: boolean;
 };
 
@@ -151,7 +175,7 @@ function minutes(searches: readonly Search[], seconds: readonly Second[], phase:
     const backlog = ticks.findLast((second) => second.backlog !== undefined)?.backlog;
     const p50 = percentile(times, 50);
     const p95 = percentile(times, 95);
-    rows.push({ phase, minute, searches: inMinute.length, failed: inMinute.filter((search) => !search.ok).length, p50, p95, max: Math.max(...times), busy, sliceMs, backlog, pass: p50 < TARGET_P50_MS && p95 < TARGET_P95_MS && inMinute.every((search) => search.ok) });
+    rows.push({ phase, minute, searches: inMinute.length, failed: inMinute.filter((search) => !search.ok).length, p50, p95, max: Math.max(...times), busy, sliceMs, backlog, slowParts: slowestParts(inMinute), pass: p50 < TARGET_P50_MS && p95 < TARGET_P95_MS && inMinute.every((search) => search.ok) });
   }
   return rows;
 }
@@ -193,7 +217,7 @@ function timelineChart(searches: readonly Search[], seconds: readonly Second[], 
   }
   parts.push(`<text x="${left - 6}" y="${top + plotHeight + 14}" font-size="10" text-anchor="end">minute</text>`);
   for (const search of mine) {
-    parts.push(`<circle cx="${x(search.at).toFixed(1)}" cy="${y(search.ms).toFixed(1)}" r="1.8" fill="${search.ok ? '#4e79a7' : '#c0392b'}"><title>${search.at.toFixed(0)} s: ${search.ms.toFixed(1)} ms</title></circle>`);
+    parts.push(`<circle cx="${x(search.at).toFixed(1)}" cy="${y(search.ms).toFixed(1)}" r="1.8" fill="${search.ok ? '#4e79a7' : '#c0392b'}"><title>${search.at.toFixed(0)} s: ${search.ms.toFixed(1)} ms${search.parts ? ` (${Object.entries(search.parts).map(([part, ms]) => `${part} ${ms.toFixed(1)}`).join(', ')})` : ''}</title></circle>`);
   }
   backgroundTasks.forEach((task, index) => {
     const bandTop = top + plotHeight + 30 + index * (bandHeight + 4);
@@ -301,7 +325,7 @@ export async function timeline(argv: readonly string[]) {
     const rows = [...minutes(searches, seconds, 'after load'), ...minutes(searches, seconds, 'during ingest')];
     const first = searches.find((search) => search.phase === 'after load');
     const firstPass = first !== undefined && first.ok && first.ms < TARGET_FIRST_MS;
-    const headers = ['timeline', 'minute', 'searches', 'failed', 'p50 ms', 'p95 ms', 'max ms', ...backgroundTasks.map((task) => `${task} s`), 'merge slice ms', 'outside graph', 'p50 < 50, p95 < 150'];
+    const headers = ['timeline', 'minute', 'searches', 'failed', 'p50 ms', 'p95 ms', 'max ms', ...backgroundTasks.map((task) => `${task} s`), 'merge slice ms', 'outside graph', 'p50 < 50, p95 < 150', 'slowest tenth, median ms by part'];
     const table = rows.map((row) => [
       row.phase,
       String(row.minute),
@@ -314,6 +338,7 @@ export async function timeline(argv: readonly string[]) {
       row.sliceMs === undefined ? '' : row.sliceMs.toFixed(0),
       row.backlog === undefined ? '' : String(row.backlog),
       row.pass ? 'PASS' : 'MISS',
+      row.slowParts,
     ]);
     const missed = rows.filter((row) => !row.pass);
     const notes = [
@@ -324,6 +349,7 @@ export async function timeline(argv: readonly string[]) {
         ? `Ingest: ${ingestResult.documents} SciFact abstracts (${ingestResult.chunks} chunks) ready in ${ingestResult.seconds.toFixed(0)} s through the API${ingestResult.mergeSeconds === null ? '' : `, merged into the graph ${ingestResult.mergeSeconds.toFixed(0)} s later`}; searches went on a minute after that.`
         : 'Ingest timeline: skipped (BENCH_SEARCH_TIMELINE_ABSTRACTS=0).',
       `Background work columns: seconds each task held the store in that minute (counted when a run ends, so a long run counts in the minute it ended); "merge slice ms": the mean time of a graph merge slice that ended in the minute (a search arriving meanwhile waits for the rest of it); "outside graph": chunks still waiting for the graph at the minute's last reading (every ${BACKLOG_EVERY_S} s).`,
+      `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; keywords: the BM25 ranking; read: reading the results back; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
       `Searches: POST /v1/kb/query, hybrid, top_k ${TOP_K}, one sent every second whether or not the one before had answered, each a different SciFact test query; client-side latency over loopback HTTP.`,
       `Load average at the end ${loadNow()}.`,
     ];
