@@ -88,7 +88,8 @@ export interface VectorIndex {
   warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void): Promise<void>;
   /**
    * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
-   * by one meanwhile, so they are found all the same.
+   * by one meanwhile, so they are found all the same. Exact while few wait, and always 0 when
+   * none does; when many wait, the store's estimate (see PgvectorIndex.graphBacklog).
    */
   graphBacklog?(): Promise<number>;
   /** pgvector: merges up to `maxRows` of those chunks into the graph; returns how many it merged. */
