@@ -125,7 +125,7 @@ function startTimeline(
 }
 
 /** Parts shown for the slowest searches of a minute, in this order. */
-const shownParts = ['scope', 'embed', 'sync', 'fresh', 'vector', 'keywords', 'read', 'total'] as const;
+const shownParts = ['auth', 'scope', 'embed', 'sync', 'fresh', 'vector', 'keywords', 'read', 'search', 'total'] as const;
 
 /**
  * The median of each Server-Timing part over the searches of the minute at or above its p90,
@@ -349,7 +349,7 @@ export async function timeline(argv: readonly string[]) {
         ? `Ingest: ${ingestResult.documents} SciFact abstracts (${ingestResult.chunks} chunks) ready in ${ingestResult.seconds.toFixed(0)} s through the API${ingestResult.mergeSeconds === null ? '' : `, merged into the graph ${ingestResult.mergeSeconds.toFixed(0)} s later`}; searches went on a minute after that.`
         : 'Ingest timeline: skipped (BENCH_SEARCH_TIMELINE_ABSTRACTS=0).',
       `Background work columns: seconds each task held the store in that minute (counted when a run ends, so a long run counts in the minute it ended); "merge slice ms": the mean time of a graph merge slice that ended in the minute (a search arriving meanwhile waits for the rest of it); "outside graph": chunks still waiting for the graph at the minute's last reading (every ${BACKLOG_EVERY_S} s).`,
-      `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; keywords: the BM25 ranking; read: reading the results back; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
+      `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (auth: checking the API key; scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; keywords: the BM25 ranking; read: reading the results back; search: the whole search; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
       `Searches: POST /v1/kb/query, hybrid, top_k ${TOP_K}, one sent every second whether or not the one before had answered, each a different SciFact test query; client-side latency over loopback HTTP.`,
       `Load average at the end ${loadNow()}.`,
     ];

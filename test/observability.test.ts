@@ -179,8 +179,9 @@ describe('Server-Timing', () => {
     expect(hybrid.body.results.length).toBeGreaterThan(0);
     const timed = parts(hybrid.headers.get('server-timing'));
     expect(Object.keys(timed)).toEqual(
-      expect.arrayContaining(['scope', 'embed', 'index', 'read', 'total', ...(onStoreIndex ? ['sync', 'fresh', 'vector', 'keywords'] : [])]),
+      expect.arrayContaining(['auth', 'search', 'scope', 'embed', 'index', 'read', 'total', ...(onStoreIndex ? ['sync', 'fresh', 'vector', 'keywords'] : [])]),
     );
+    for (const part of ['scope', 'embed', 'index', 'read']) expect(timed[part], part).toBeLessThanOrEqual(timed.search!);
     expect(Object.keys(timed).at(-1)).toBe('total');
     for (const [part, ms] of Object.entries(timed)) {
       expect(ms, part).toBeGreaterThanOrEqual(0);
@@ -188,14 +189,17 @@ describe('Server-Timing', () => {
     }
     expect(timed.embed).toBeGreaterThan(0);
 
-    // A keyword search embeds nothing; a request that is not a search reports nothing.
+    // A keyword search embeds nothing; another request reports its authentication only; one without a credential, nothing.
     const keyword = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'red pine', workspace_id: workspaceId, mode: 'keyword' } });
     expect(keyword.status).toBe(200);
     expect(Object.keys(parts(keyword.headers.get('server-timing')))).not.toContain('embed');
-    expect((await server.request('GET', '/v1/user/me', { key: user.key })).headers.get('server-timing')).toBeNull();
-    // A search refused before any work is done reports nothing either.
+    expect(Object.keys(parts((await server.request('GET', '/v1/user/me', { key: user.key })).headers.get('server-timing')))).toEqual(['auth', 'total']);
+    expect((await server.request('GET', '/healthz')).headers.get('server-timing')).toBeNull();
+    // A search refused before any work is done reports none of the search's parts.
     const refused = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: '', workspace_id: workspaceId } });
     expect(refused.status).toBe(400);
-    expect(refused.headers.get('server-timing')).toBeNull();
+    const refusedParts = Object.keys(parts(refused.headers.get('server-timing')));
+    expect(refusedParts).toContain('auth');
+    for (const part of ['scope', 'embed', 'index', 'read']) expect(refusedParts).not.toContain(part);
   });
 });

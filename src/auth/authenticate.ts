@@ -4,6 +4,7 @@ import type { PrismaClient } from '../generated/prisma/client.js';
 import { apiKeyPattern, hashesEqual, hashKey } from '../modules/apiKeys/key-material.js';
 import type { ApiKeyCache, CachedApiKey } from './api-key-cache.js';
 import { isScope, type Scope } from './scopes.js';
+import { timedPart } from '../observability/request-context.js';
 
 /** What authentication reads: the store, the JWT secret, and the cache of valid keys where one is exact. */
 export type AuthDependencies = {
@@ -42,9 +43,9 @@ export async function authenticate(
   const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
   if (!match) throw new AppError('unauthorized', 'the Authorization header must be "Bearer <token>"');
   const token = match[1]!;
-  if (token.startsWith('sk_')) return authenticateApiKey(token, deps);
+  if (token.startsWith('sk_')) return timedPart('auth', authenticateApiKey(token, deps));
   if (!deps.jwtSecret) throw invalidCredential();
-  return authenticateJwt(token, deps.prisma, deps.jwtSecret);
+  return timedPart('auth', authenticateJwt(token, deps.prisma, deps.jwtSecret));
 }
 
 async function authenticateApiKey(rawKey: string, { prisma, apiKeyCache }: AuthDependencies): Promise<Viewer> {

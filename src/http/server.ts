@@ -17,7 +17,7 @@ import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
  * `X-Request-Id` (the caller's, when it sent a usable one), and `Server-Timing` when its work
- * recorded parts (a search: see recordTiming), every request is timed into
+ * recorded parts (authentication, a search's parts: see recordTiming), every request is timed into
  * `kb_http_request_duration_seconds` by its route pattern and written as one JSON access line.
  * A request the server refused for its Host header or its target (see createHttpServer) is
  * answered 400 here, and logged and counted by the path of its request line. Every request runs

@@ -181,7 +181,7 @@ async function withinTime<T>(work: Promise<T>, ms: number, what: string): Promis
  * (keyword).
  */
 export function search(dependencies: RetrievalDependencies, viewer: Access, input: SearchInput, signal?: AbortSignal): Promise<SearchResult[]> {
-  return asForeground(dependencies, () => searchNow(dependencies, viewer, input, signal));
+  return timedPart('search', asForeground(dependencies, () => searchNow(dependencies, viewer, input, signal)));
 }
 
 async function searchNow(
