@@ -207,14 +207,19 @@ describe('merging into the vector graph', () => {
     await write(5_000);
     expect(await pages()).toBeGreaterThan(1_024);
     const waiting = await exact();
-    expect(Math.abs((await index.graphBacklog!()) - waiting)).toBeLessThanOrEqual(0.05 * waiting);
+    // An estimate: an ANALYZE of the embedded store's maintenance during the writes sets the
+    // statistics to its own count, and the writes not yet flushed then count twice (700 of
+    // 5,000 seen). Writes of about a second, at most.
+    const estimate = await index.graphBacklog!();
+    expect(estimate).toBeGreaterThanOrEqual(0.5 * waiting);
+    expect(estimate).toBeLessThanOrEqual(1.5 * waiting);
     // As after PostgreSQL recovered from a crash: its statistics start again from nothing.
     await db.prisma.$queryRawUnsafe('SELECT pg_stat_reset()::text');
     expect(await index.graphBacklog!()).toBe(waiting);
     while ((await (index as Required<VectorIndex>).mergeIntoGraph(1_000)) > 0);
     expect(await exact()).toBe(0);
     expect(await index.graphBacklog!()).toBe(0);
-  });
+  }, 120_000);
 
   it('merges from several processes at once while documents are deleted and chunks written again, without a failure or a lost or doubled row', async () => {
     const others = await Promise.all([1, 2].map(() => openPgvectorIndex(db.prisma, { model: 'bge-small-en-v1.5-q', dimensions }, { keywordMemoryBytes: 16 * 1024 * 1024 })));
