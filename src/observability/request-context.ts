@@ -46,3 +46,13 @@ export async function timedPart<T>(part: string, work: Promise<T>): Promise<T> {
     recordTiming(part, performance.now() - started);
   }
 }
+
+/** Runs `work` now, recording its time as `part` of the request being served. */
+export function timedNow<T>(part: string, work: () => T): T {
+  const started = performance.now();
+  try {
+    return work();
+  } finally {
+    recordTiming(part, performance.now() - started);
+  }
+}

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
-import { recordTiming, timedPart } from '../../observability/request-context.js';
+import { timedNow, timedPart } from '../../observability/request-context.js';
 import { termFrequencies } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
 import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
@@ -416,26 +416,16 @@ class PgvectorIndex implements VectorIndex {
       return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
     }
     const query = await request.vector;
-    const scoring = performance.now();
     const freshCandidates = held
-      ? nearestFresh(
-          held.map((workspace) => workspace.fresh),
-          query,
-          request.limit,
-          freshCandidatesPerHit * request.limit,
-          filter,
-        )
+      ? timedNow('fresh', () => nearestFresh(held.map((workspace) => workspace.fresh), query, request.limit, freshCandidatesPerHit * request.limit, filter))
       : undefined;
-    if (held) recordTiming('fresh', performance.now() - scoring);
     const nearest = timedPart('vector', this.#nearest(request, query, freshCandidates, keywordSide ? 0 : readTop));
     nearest.catch(() => undefined);
     let keyword: IndexHit[] = [];
     if (keywordSide) {
       // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
       await new Promise((resolve) => setImmediate(resolve));
-      const ranking = performance.now();
-      keyword = rank(keywordSide);
-      recordTiming('keywords', performance.now() - ranking);
+      keyword = timedNow('keywords', () => rank(keywordSide));
     }
     const found = await nearest;
     return { vector: found.hits, keyword, ...(found.chunks && { chunks: found.chunks }) };
