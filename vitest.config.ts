@@ -5,6 +5,33 @@ import { browserExecutable } from './test/support/browser.js';
 // so elsewhere the file is left out rather than skipped.
 const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts'];
 
+// Files that use no store, or only an embedded store of their own whatever the leg: the
+// PostgreSQL legs would run them again exactly as the embedded leg does.
+const storeIndependent = [
+  'src/auth/api-key-cache.test.ts',
+  'src/http/console.test.ts',
+  'src/modules/agent/repetition.test.ts',
+  'src/modules/agent/text.test.ts',
+  'src/modules/documents/file-reads.test.ts',
+  'src/modules/documents/source-groups.test.ts',
+  'src/modules/embeddings/embeddings.test.ts',
+  'src/modules/ingestion/chunk.fuzz.test.ts',
+  'src/modules/ingestion/chunk.test.ts',
+  'src/modules/ingestion/detect.test.ts',
+  'src/modules/ingestion/document-name.test.ts',
+  'src/modules/ingestion/parse-pool.test.ts',
+  'src/modules/ingestion/parse.test.ts',
+  'src/modules/retrieval/document-prior.test.ts',
+  'src/modules/retrieval/fresh-vectors.test.ts',
+  'src/modules/retrieval/query-focus.test.ts',
+  'src/modules/retrieval/term-postings.test.ts',
+  'test/embedded-cache.test.ts',
+  'test/embedded-maintenance.test.ts',
+  'test/embedded-store-thread.test.ts',
+  'test/embedding-server.test.ts',
+  'test/reindex.test.ts',
+];
+
 // The console's end-to-end tests drive a browser against the embedded store's leg (the console
 // uses the API only, which the other legs test). They need the system's Chromium: CI installs
 // it, and fails without it; a machine without one leaves them out and says so.
@@ -26,7 +53,13 @@ if (!process.env.DATABASE_URL && !runLlama) {
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/**/test/**/*.test.ts'],
-    exclude: [...configDefaults.exclude, ...(process.env.ELASTICSEARCH_URL ? [] : elasticsearchOnly), ...(runEndToEnd ? [] : endToEnd), ...(runLlama ? [] : llama)],
+    exclude: [
+      ...configDefaults.exclude,
+      ...(process.env.ELASTICSEARCH_URL ? [] : elasticsearchOnly),
+      ...(process.env.DATABASE_URL ? storeIndependent : []),
+      ...(runEndToEnd ? [] : endToEnd),
+      ...(runLlama ? [] : llama),
+    ],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Each file starts its own server and store; two cores do not gain from more at once.

@@ -174,7 +174,8 @@ describe('first start on an empty embedded store', () => {
     }
   });
 
-  it('refuses a corrupt model, and kb models pull replaces it with the verified one', async () => {
+  // Four processes one after the other, the last of which makes a new store.
+  it('refuses a corrupt model, and kb models pull replaces it with the verified one', { timeout: 120_000 }, async () => {
     const models = await mkdtemp(path.join(tmpdir(), 'kb-models-'));
     const env = environment({ KB_DATA_DIR: path.join(models, 'data'), DATABASE_URL: '', KB_MODELS_DIR: models });
     try {

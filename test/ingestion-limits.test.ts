@@ -117,9 +117,15 @@ describe('users take turns on the ingestion worker', () => {
     const other = await server.createUser();
     const busyWorkspace = await newWorkspace(server, busy, 'Backlog');
     const otherWorkspace = await newWorkspace(server, other, 'Notes');
-    const pdf = await readBenchPdf('lyft_2021.pdf');
+    // A web page of over 256 KB, most of it script, so that it is claimed alone; its text makes
+    // about 40 chunks, still being embedded when the note arrives. The five parts are small and
+    // would be claimed together.
+    const script = `<script>${'var figures = [1, 2, 3, 4, 5, 6, 7, 8];\n'.repeat(7000)}</script>`;
+    const sections = Array.from({ length: 400 }, (_, index) => `<p>Section ${index} of the report records the figures of its quarter, region by region.</p>`);
+    const report = `<html><head><title>Report</title>${script}</head><body><h1>Report</h1>${sections.join('\n')}</body></html>`;
+    expect(report.length).toBeGreaterThan(256 * 1024);
     const backlog = await upload(server, busy.key, busyWorkspace, [
-      { name: 'report.pdf', bytes: pdf },
+      { name: 'report.html', bytes: report },
       ...Array.from({ length: 5 }, (_, index) => ({ name: `part-${index}.txt`, bytes: `Part ${index}. ${'Backlog text. '.repeat(2000)}` })),
     ]);
     expect(backlog.status).toBe(202);

@@ -56,13 +56,21 @@ export async function createOwnDatabase(serverUrl: string): Promise<{ url: strin
     onServer(async (client) => {
       // A closed pool has asked its connections to end, but the server may not have ended them
       // yet; forcing them would send the closing clients an error nobody handles any more.
+      // Only clients count: an autovacuum worker may be at work in the database too, and the
+      // server stops that one itself for a plain DROP, while FORCE would need the right to
+      // signal it (which a role that is not a superuser lacks).
+      let clients = 0;
       for (let waited = 0; waited < 10_000; waited += 50) {
-        const { rows } = await client.query<{ count: number }>('SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1', [name]);
-        if (rows[0]!.count === 0) break;
+        const { rows } = await client.query<{ count: number }>(
+          "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+          [name],
+        );
+        clients = rows[0]!.count;
+        if (clients === 0) break;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       // Still connected after 10 s: a leak, which FORCE then brings to light.
-      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await client.query(`DROP DATABASE IF EXISTS "${name}"${clients > 0 ? ' WITH (FORCE)' : ''}`);
     });
   return { url: url.toString(), drop };
 }
