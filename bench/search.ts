@@ -33,7 +33,9 @@
  * DATABASE_URL when set; no cache then.
  *
  * `--timeline` measures something else: latency minute by minute after a bulk load and during an
- * ingest, beside the service's own work on the store (bench/search-timeline.ts).
+ * ingest, beside the service's own work on the store (bench/search-timeline.ts). `--after-start`:
+ * the first minutes after a start on the store kept here, with and without the page cache
+ * warm-up (bench/search-after-start.ts).
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -130,6 +132,10 @@ const pathLabels: Record<PathName, string> = {
 };
 
 async function main() {
+  if (process.argv.includes('--after-start')) {
+    const { afterStart } = await import('./search-after-start.js');
+    return afterStart();
+  }
   if (process.argv.includes('--timeline')) {
     const { timeline } = await import('./search-timeline.js');
     return timeline(process.argv.slice(2));

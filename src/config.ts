@@ -59,6 +59,7 @@ const environmentSchema = z.object({
       .pipe(z.number().int().min(16, 'must be at least 16').max(1024, 'must be at most 1024 (PGlite has 2 GB of memory in all)'))
       .optional(),
   ),
+  KB_STORE_CACHE_WARM_PERCENT: z.coerce.number().int().min(0).max(90).default(75),
   KB_JWT_SECRET: optionalString.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
@@ -143,6 +144,8 @@ export type Config = {
    * the store's tables at each start. PostgreSQL's own is its administrator's.
    */
   storeCacheMb: number | undefined;
+  /** How much of the embedded store's page cache is read in after each start, in percent (0: none). */
+  storeCacheWarmPercent: number;
   jwtSecret: string | undefined;
   agentCost: { fast: number; deep: number };
   agent: {
@@ -269,6 +272,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
     storeCacheMb: env.KB_STORE_CACHE_MB,
+    storeCacheWarmPercent: env.KB_STORE_CACHE_WARM_PERCENT,
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,
     jwtSecret: env.KB_JWT_SECRET,
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },

@@ -124,3 +124,52 @@ describe("the embedded store's page cache as the store grows", () => {
     }
   }, 120_000);
 });
+
+describe("the embedded store's page cache after a start", () => {
+  type Plan = { Plan: Record<string, unknown> & { Plans?: Plan['Plan'][] } };
+  /** Blocks a statement found in the page cache and read from the files, from its plan. */
+  const blocksOf = async (db: Awaited<ReturnType<typeof openDatabase>>, sql: string) => {
+    const [row] = await db.prisma.$queryRawUnsafe<{ 'QUERY PLAN': Plan[] }[]>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`);
+    const top = row!['QUERY PLAN'][0]!.Plan;
+    return { hit: Number(top['Shared Hit Blocks']), read: Number(top['Shared Read Blocks']) };
+  };
+  const vector = (seed: number) => `[${Array.from({ length: 64 }, (_, i) => Math.sin(seed * 7.3 + i * 1.7).toFixed(4)).join(',')}]`;
+
+  it('holds what searches use, the vector graph first, once the store has read it in after a start', async () => {
+    const warmDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-warm-'));
+    const open = () => openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: warmDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '16' }));
+    let db = await open();
+    try {
+      await db.prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
+      await db.prisma.$executeRawUnsafe('CREATE TABLE warm_vectors (id int PRIMARY KEY, embedding vector(64))');
+      await db.prisma.$executeRawUnsafe(
+        `INSERT INTO warm_vectors SELECT n, (SELECT array_agg(sin(n * 7.3 + i * 1.7))::vector(64) FROM generate_series(0, 63) AS i) FROM generate_series(1, 6000) AS n`,
+      );
+      await db.prisma.$executeRawUnsafe('CREATE INDEX warm_vectors_graph ON warm_vectors USING hnsw (embedding vector_cosine_ops)');
+      // 24 MB the searches never ask for: more than the cache holds.
+      await db.prisma.$executeRawUnsafe('CREATE TABLE warm_filler (id int, padding text)');
+      await db.prisma.$executeRawUnsafe(`INSERT INTO warm_filler SELECT n, repeat('x', 2000) FROM generate_series(1, 12000) AS n`);
+      await db.close();
+
+      db = await open();
+      const warmed = await db.pageCacheWarmed!();
+      // 16 MB of cache, three quarters of it filled.
+      expect(warmed!.blocks).toBe(1536);
+      expect(db.backgroundWork.states().find((state) => state.task === 'cache_warm')!.runs).toBeGreaterThanOrEqual(1536 / 128);
+      // The first statement after a start reads the catalogs it needs; searches for other
+      // vectors then visit other parts of the graph, and other rows.
+      await blocksOf(db, `SELECT id FROM warm_vectors ORDER BY embedding <=> '${vector(1)}' LIMIT 10`);
+      for (const seed of [2, 3, 4, 5, 6]) {
+        const search = await blocksOf(db, `SELECT id FROM warm_vectors ORDER BY embedding <=> '${vector(seed)}' LIMIT 10`);
+        expect(search.hit).toBeGreaterThan(0);
+        expect(search.read).toBe(0);
+      }
+      // What did not fit is read from the files: the measure above would have seen a miss.
+      const scan = await blocksOf(db, 'SELECT count(*) FROM warm_filler');
+      expect(scan.read).toBeGreaterThan(0);
+    } finally {
+      await db.close();
+      await rm(warmDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

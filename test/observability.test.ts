@@ -93,7 +93,7 @@ describe('GET /metrics', () => {
       text = await scrape();
     }
     expect(sample(text, 'kb_index_graph_backlog_chunks', {})).toBe(0);
-    for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'cache_resize']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
+    for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'cache_resize', 'cache_warm']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
     const seconds = (task: string) => sample(text, 'kb_store_background_seconds_total', { task }) ?? -1;
     if (server.config.elasticsearchUrl) {
       // Elasticsearch builds its own graph and ranks keywords itself.

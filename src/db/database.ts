@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import type { Logger } from '../logger.js';
 import { BackgroundWork } from '../observability/background-work.js';
+import { warmPageCache, type WarmResult } from './embedded-cache-warm.js';
 import { maintainOnce, startEmbeddedMaintenance } from './embedded-maintenance.js';
 import { EmbeddedStoreThread } from './embedded-store-thread.js';
 import { applyMigrations, type SqlRunner } from './migrations.js';
@@ -44,6 +45,11 @@ export interface Database {
    * (see `maintain`), unless KB_STORE_CACHE_MB fixes it. Undefined on PostgreSQL.
    */
   readonly pageCacheMb?: () => number;
+  /**
+   * Resolves once the embedded store has read what searches use into its page cache after its
+   * latest start (embedded-cache-warm.ts), with how much it read. Undefined on PostgreSQL.
+   */
+  readonly pageCacheWarmed?: () => Promise<WarmResult | undefined>;
   close(): Promise<void>;
 }
 
@@ -57,8 +63,11 @@ export class StoreLockedError extends Error {
 const maintenanceCheckMs = 15_000;
 
 /** Opens the configured store and brings its schema up to date. */
-export async function openDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb'>, logger?: Logger): Promise<Database> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config.dataDir, config.storeCacheMb, logger);
+export async function openDatabase(
+  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'>,
+  logger?: Logger,
+): Promise<Database> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config, logger);
 }
 
 export function embeddedStoreDirectory(dataDir: string) {
@@ -103,7 +112,10 @@ export function embeddedCacheGrowth(currentMb: number, tableBytes: number): numb
   return wanted >= 1.5 * currentMb || wanted === embeddedCacheBoundsMb.max ? wanted : undefined;
 }
 
-async function openEmbedded(dataDir: string, configuredCacheMb: number | undefined, logger?: Logger): Promise<Database> {
+async function openEmbedded(
+  { dataDir, storeCacheMb: configuredCacheMb, storeCacheWarmPercent }: Pick<Config, 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'>,
+  logger?: Logger,
+): Promise<Database> {
   const directory = embeddedStoreDirectory(dataDir);
   await mkdir(directory, { recursive: true });
   // PGlite corrupts its files if two processes open them; the lock makes the second one fail
@@ -131,6 +143,28 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
       await release();
     });
 
+    // Reading what searches use into the cache, after each start: one warm-up at a time, the
+    // one before stopped first.
+    let warming: { stop: AbortController; done: Promise<WarmResult | undefined> } = { stop: new AbortController(), done: Promise.resolve(undefined) };
+    const warmCache = () => {
+      warming.stop.abort();
+      const stop = new AbortController();
+      const done = warming.done.then(() =>
+        warmPageCache(pool, database.backgroundWork, (cacheMb * storeCacheWarmPercent) / 100, stop.signal).then(
+          (result) => {
+            logger?.info(`embedded store: ${Math.round(result.blocks / 128)} MB of ${result.relations} tables and indexes read into the page cache`);
+            return result;
+          },
+          (error: unknown) => {
+            logger?.error('embedded store: reading tables into the page cache failed', error);
+            return undefined;
+          },
+        ),
+      );
+      warming = { stop, done };
+    };
+    warmCache();
+
     /**
      * Restarts the store with a cache of `toMb`: PostgreSQL sizes its cache only at start. The
      * one connection is taken first, so every statement and transaction already begun ends
@@ -157,6 +191,7 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
             logger?.info(`embedded store: page cache ${cacheMb} MB -> ${toMb} MB, sized from its tables as they grew`);
             store = started;
             cacheMb = toMb;
+            warmCache();
             return;
           }
           logger?.error(`embedded store: a page cache of ${toMb} MB could not be had; it stays at ${cacheMb} MB`, failure);
@@ -196,8 +231,11 @@ async function openEmbedded(dataDir: string, configuredCacheMb: number | undefin
         return done;
       },
       pageCacheMb: () => cacheMb,
+      pageCacheWarmed: () => warming.done,
       close: async () => {
+        warming.stop.abort();
         await maintenance.stop();
+        await warming.done;
         await database.close();
       },
     };

@@ -3,6 +3,7 @@
 // embedded-store-thread.ts for the other side.
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { pageinspect } from '@electric-sql/pglite/contrib/pageinspect';
 import { vector } from '@electric-sql/pglite-pgvector';
 
 export type StoreThreadRequest = { id: number; kind: 'exec'; message: Uint8Array } | { id: number; kind: 'close' };
@@ -27,7 +28,8 @@ try {
   // twice as long (docs/retrieval.md). The whole cache is taken at start, so its size is chosen
   // by the caller (database.ts: from the store's size, or KB_STORE_CACHE_MB).
   pglite = await PGlite.create(directory, {
-    extensions: { vector },
+    // pageinspect reads pages into the cache after a start (embedded-cache-warm.ts).
+    extensions: { vector, pageinspect },
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${cacheMb}MB`],
   });
 } catch (error) {

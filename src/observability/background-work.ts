@@ -1,12 +1,12 @@
 /**
  * Work the service does on the store of its own accord, not for a request: merging chunks into
  * the vector graph, the embedded store's ANALYZE and VACUUM, loading a workspace's keyword
- * postings, and restarting the embedded store with a larger page cache. On the embedded store
- * each holds its one connection while it runs, and searches wait behind it; the time each kind
- * took is what /metrics reports (docs/observability.md) and what `bench:search --timeline`
- * charts beside the searches' latency.
+ * postings, restarting the embedded store with a larger page cache, and reading what searches use
+ * into a new, empty cache. On the embedded store each holds its one connection while it runs, and
+ * searches wait behind it; the time each kind took is what /metrics reports
+ * (docs/observability.md) and what `bench:search --timeline` charts beside the searches' latency.
  */
-export const backgroundTasks = ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'cache_resize'] as const;
+export const backgroundTasks = ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'cache_resize', 'cache_warm'] as const;
 export type BackgroundTask = (typeof backgroundTasks)[number];
 
 export type BackgroundWorkState = { task: BackgroundTask; seconds: number; runs: number; running: number };

@@ -1,0 +1,165 @@
+/**
+ * `npm run bench:search -- --after-start`: searches in the first minutes after the service starts
+ * on a large embedded store, whose page cache is new and empty then, with the warm-up that reads
+ * the vector graph and the tables in (KB_STORE_CACHE_WARM_PERCENT 75, the default) and without it
+ * (0), in alternating runs on the same store.
+ *
+ * The store is the one `npm run bench:search` seeded and kept in bench/results/.cache (100,000
+ * chunks in the searched workspace and 4 x 5,000 in others, merged into the graph): run that
+ * first. Each run starts the service on it, sends `POST /v1/kb/query` (hybrid, top_k 10, a
+ * different SciFact test query each time) every BENCH_START_INTERVAL_MS (500) from the moment it
+ * listens, for BENCH_START_SECONDS (150), and closes it. BENCH_START_PAIRS (2) pairs of runs.
+ * The operating system's cache holds the store's files alike for every run but the first.
+ *
+ * Prints, per 30-second window and setting, p50 and p95 of the searches and p90 of their `vector`
+ * part (Server-Timing), and when the warm-up ended; charts the searches of each run.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { readQueries } from './search-seed.js';
+import { escapeHtml, htmlTable, intFromEnv, loadNow, log, machineDescription, percentile, resultPage, resultsDir, serverTimingParts, ServiceClient, sleep, textTable, writeResults } from './helpers.js';
+
+const WINDOW_S = 30;
+const settings = [
+  { label: 'warm-up (75 %)', percent: '75', colour: '#4e79a7' },
+  { label: 'no warm-up (0)', percent: '0', colour: '#e15759' },
+] as const;
+
+type Search = { at: number; ms: number; vector: number | undefined; ok: boolean };
+type Run = { setting: string; searches: Search[]; warmedAt: number | undefined; warmedMb: number | undefined; listeningAfterS: number };
+
+async function keptStore(): Promise<{ directory: string; key: string; workspaceId: string; chunks: number }> {
+  const cache = path.join(resultsDir, '.cache');
+  const candidates = (await readdir(cache).catch(() => [] as string[])).filter((name) => name.startsWith('search-store-'));
+  for (const name of candidates) {
+    const manifest = await readFile(path.join(cache, name, 'bench-manifest.json'), 'utf8').catch(() => undefined);
+    if (!manifest) continue;
+    const seeded = JSON.parse(manifest) as { key: string; mainWorkspaceId: string; chunks: number };
+    return { directory: path.join(cache, name), key: seeded.key, workspaceId: seeded.mainWorkspaceId, chunks: seeded.chunks };
+  }
+  throw new Error(`no store seeded by npm run bench:search in ${cache}: run that first (BENCH_SEARCH_CACHE=1, the default)`);
+}
+
+async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (typeof settings)[number], queries: string[], seconds: number, intervalMs: number): Promise<Run> {
+  const started = performance.now();
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: '',
+    ELASTICSEARCH_URL: '',
+    KB_DATA_DIR: store.directory,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    KB_LOG_LEVEL: 'silent',
+    KB_SEARCH_RATE_PER_MINUTE: String(1_000_000),
+    KB_STORE_CACHE_WARM_PERCENT: setting.percent,
+  });
+  const app = await startApp(config);
+  const listening = performance.now();
+  const run: Run = { setting: setting.label, searches: [], warmedAt: undefined, warmedMb: undefined, listeningAfterS: (listening - started) / 1000 };
+  void app.db.pageCacheWarmed?.().then((result) => {
+    run.warmedAt = (performance.now() - listening) / 1000;
+    run.warmedMb = (result?.blocks ?? 0) / 128;
+  });
+  const api = new ServiceClient(app.url, store.key);
+  try {
+    for (let position = 0; (performance.now() - listening) / 1000 < seconds; position++) {
+      const sentAt = performance.now();
+      let ok = true;
+      let vector: number | undefined;
+      try {
+        const { headers } = await api.request('POST', '/v1/kb/query', { query: queries[position % queries.length]!, workspace_id: store.workspaceId, top_k: 10, mode: 'hybrid' });
+        vector = serverTimingParts(headers.get('server-timing')).vector;
+      } catch {
+        ok = false;
+      }
+      const ms = performance.now() - sentAt;
+      run.searches.push({ at: (sentAt - listening) / 1000, ms, vector, ok });
+      await sleep(Math.max(0, intervalMs - ms));
+    }
+  } finally {
+    await app.close();
+  }
+  return run;
+}
+
+function chart(runs: Run[], seconds: number): string {
+  const width = 900;
+  const height = 320;
+  const left = 60;
+  const bottom = 40;
+  const top = 20;
+  const maxMs = Math.max(100, percentile(runs.flatMap((run) => run.searches.map((search) => search.ms)), 99));
+  const x = (at: number) => left + (at / seconds) * (width - left - 20);
+  const y = (ms: number) => height - bottom - (Math.min(ms, maxMs) / maxMs) * (height - bottom - top);
+  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="search latency after a start">`];
+  for (let ms = 0; ms <= maxMs; ms += maxMs > 400 ? 100 : 50) {
+    parts.push(`<line x1="${left}" x2="${width - 20}" y1="${y(ms)}" y2="${y(ms)}" stroke="#eee"/><text x="${left - 6}" y="${y(ms) + 4}" font-size="11" text-anchor="end">${ms}</text>`);
+  }
+  for (let at = 0; at <= seconds; at += WINDOW_S) parts.push(`<text x="${x(at)}" y="${height - bottom + 16}" font-size="11" text-anchor="middle">${at} s</text>`);
+  parts.push(`<text x="14" y="${top + 100}" font-size="11" transform="rotate(-90 14 ${top + 100})">search ms</text>`);
+  for (const run of runs) {
+    const colour = settings.find((setting) => setting.label === run.setting)!.colour;
+    const points = run.searches.map((search) => `${x(search.at).toFixed(1)},${y(search.ms).toFixed(1)}`).join(' ');
+    parts.push(`<polyline points="${points}" fill="none" stroke="${colour}" stroke-width="1" opacity="0.7"/>`);
+    if (run.warmedAt !== undefined) parts.push(`<line x1="${x(run.warmedAt)}" x2="${x(run.warmedAt)}" y1="${top}" y2="${height - bottom}" stroke="${colour}" stroke-dasharray="4 3"/>`);
+  }
+  settings.forEach((setting, index) => {
+    parts.push(`<rect x="${left + 10 + index * 200}" y="${top}" width="12" height="12" fill="${setting.colour}"/><text x="${left + 28 + index * 200}" y="${top + 10}" font-size="12">${escapeHtml(setting.label)}</text>`);
+  });
+  parts.push(`<text x="${left + 420}" y="${top + 10}" font-size="12">dashed: the warm-up ended</text>`, '</svg>');
+  return parts.join('\n');
+}
+
+export async function afterStart(): Promise<void> {
+  const seconds = intFromEnv('BENCH_START_SECONDS', 150);
+  const intervalMs = intFromEnv('BENCH_START_INTERVAL_MS', 500);
+  const pairs = intFromEnv('BENCH_START_PAIRS', 2);
+  const store = await keptStore();
+  const queries = (await readQueries()).map((query) => query.trim());
+  const machine = machineDescription();
+  log(`searches after a start on ${machine}; store ${path.relative(process.cwd(), store.directory)} (${store.chunks} chunks); load average ${loadNow()}`);
+  const runs: Run[] = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    // Alternating which goes first, so neither always follows the other.
+    const order = pair % 2 === 0 ? settings : [...settings].reverse();
+    for (const setting of order) {
+      log(`run ${runs.length + 1} of ${pairs * 2}: ${setting.label}; load average ${loadNow()}`);
+      const run = await oneRun(store, setting, queries, seconds, intervalMs);
+      log(`  ${run.searches.length} searches; first ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ended ${run.warmedAt === undefined ? 'never' : `after ${run.warmedAt.toFixed(1)} s (${run.warmedMb!.toFixed(0)} MB)`}`);
+      runs.push(run);
+    }
+  }
+
+  const headers = ['window', ...settings.flatMap((setting) => [`${setting.label} p50 / p95 ms`, 'vector p90 ms'])];
+  const rows: string[][] = [];
+  for (let from = 0; from < seconds; from += WINDOW_S) {
+    const row = [`${from}-${from + WINDOW_S} s`];
+    for (const setting of settings) {
+      const searches = runs.filter((run) => run.setting === setting.label).flatMap((run) => run.searches.filter((search) => search.at >= from && search.at < from + WINDOW_S));
+      const ms = searches.map((search) => search.ms);
+      const vector = searches.map((search) => search.vector).filter((value): value is number => value !== undefined);
+      row.push(ms.length ? `${percentile(ms, 50).toFixed(0)} / ${percentile(ms, 95).toFixed(0)}` : '-', vector.length ? percentile(vector, 90).toFixed(0) : '-');
+    }
+    rows.push(row);
+  }
+  const failed = runs.flatMap((run) => run.searches).filter((search) => !search.ok).length;
+  const notes = [
+    ...runs.map(
+      (run, index) =>
+        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began; first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}`,
+    ),
+    `${failed} searches failed.`,
+    `One search every ${intervalMs} ms (or as soon as the one before answered) for ${seconds} s from the moment the service listens; windows pool the searches of every run of a setting.`,
+  ];
+  process.stdout.write(`\n${textTable(headers, rows)}\n\n${notes.join('\n')}\n`);
+  const html = resultPage({
+    title: 'Searches after a start',
+    heading: `Searches after a start on ${store.chunks.toLocaleString('en')} chunks, with and without the page cache warm-up`,
+    meta: `${new Date().toISOString().slice(0, 10)}; ${machine}`,
+    body: `<figure>${chart(runs, seconds)}</figure>\n${htmlTable(headers, rows)}`,
+    notes,
+  });
+  await writeResults('search-after-start', { date: new Date().toISOString(), machine, seconds, intervalMs, runs }, html);
+}
