@@ -92,7 +92,10 @@ export async function ingest(
  * null when the store has no such table.
  */
 export async function waitForGraphMerge(app: RunningApp): Promise<number | null> {
-  const backlog = async () => Number((await app.db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_fresh`)[0]!.count);
+  // Whether any chunk waits, not how many: a count reads every page of the table (about 150 ms at
+  // 90,000 rows on the embedded store), and asked five times a second it held the store from the
+  // merge it waited for.
+  const backlog = async () => Number((await app.db.prisma.$queryRaw<{ waiting: boolean }[]>`SELECT EXISTS (SELECT 1 FROM chunk_index_fresh) AS waiting`)[0]!.waiting);
   const start = performance.now();
   try {
     while ((await backlog()) > 0) {
@@ -100,7 +103,7 @@ export async function waitForGraphMerge(app: RunningApp): Promise<number | null>
         log(`WARNING: chunks still wait outside the vector graph after ${MERGE_WAIT_MS / 1000} s; going on`);
         break;
       }
-      await sleep(200);
+      await sleep(1_000);
     }
   } catch {
     return null;
