@@ -136,7 +136,9 @@ describe('kb import', () => {
   });
 });
 
-describe('first start on an empty embedded store', () => {
+// Each test starts kb serve on a new store at least twice (initdb, migrations, the model's
+// threads): 20-30 s under CI's load, against vitest's default of 30 s.
+describe('first start on an empty embedded store', { timeout: 120_000 }, () => {
   it('creates admin@localhost with 1,000 credits and prints its key once', async () => {
     const emptyDir = await mkdtemp(path.join(tmpdir(), 'kb-first-'));
     const env = environment({ KB_DATA_DIR: emptyDir, DATABASE_URL: '' });
@@ -174,8 +176,7 @@ describe('first start on an empty embedded store', () => {
     }
   });
 
-  // Four processes one after the other, the last of which makes a new store.
-  it('refuses a corrupt model, and kb models pull replaces it with the verified one', { timeout: 120_000 }, async () => {
+  it('refuses a corrupt model, and kb models pull replaces it with the verified one', async () => {
     const models = await mkdtemp(path.join(tmpdir(), 'kb-models-'));
     const env = environment({ KB_DATA_DIR: path.join(models, 'data'), DATABASE_URL: '', KB_MODELS_DIR: models });
     try {
