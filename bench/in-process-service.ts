@@ -95,10 +95,10 @@ export async function waitForGraphMerge(app: RunningApp): Promise<number | null>
   // Whether any chunk waits, not how many: a count reads every page of the table (about 150 ms at
   // 90,000 rows on the embedded store), and asked five times a second it held the store from the
   // merge it waited for.
-  const backlog = async () => Number((await app.db.prisma.$queryRaw<{ waiting: boolean }[]>`SELECT EXISTS (SELECT 1 FROM chunk_index_fresh) AS waiting`)[0]!.waiting);
+  const waiting = async () => (await app.db.prisma.$queryRaw<{ waiting: boolean }[]>`SELECT EXISTS (SELECT 1 FROM chunk_index_fresh) AS waiting`)[0]!.waiting;
   const start = performance.now();
   try {
-    while ((await backlog()) > 0) {
+    while (await waiting()) {
       if (performance.now() - start > MERGE_WAIT_MS) {
         log(`WARNING: chunks still wait outside the vector graph after ${MERGE_WAIT_MS / 1000} s; going on`);
         break;

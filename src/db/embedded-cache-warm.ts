@@ -1,7 +1,5 @@
 import type { BackgroundWork } from '../observability/background-work.js';
-
-/** What the warm-up needs of a connection pool (pg.Pool has it). */
-export type WarmQueryable = { query<Row>(sql: string, values?: unknown[]): Promise<{ rows: Row[] }> };
+import type { Queryable } from './embedded-maintenance.js';
 
 /** Pages read per statement: about 1 MB, a few milliseconds of the store's one connection. */
 export const warmSliceBlocks = 128;
@@ -18,7 +16,7 @@ export type WarmResult = { relations: number; blocks: number };
  * read, not pages touched: a bulk load touches every page of the tables it fills, and searches
  * may never ask for most of them (the chunks' text is read for ten hits at a time).
  */
-async function relationsToWarm(pool: WarmQueryable): Promise<Relation[]> {
+async function relationsToWarm(pool: Queryable): Promise<Relation[]> {
   const { rows } = await pool.query<Relation>(`
     SELECT c.oid::regclass::text AS name,
            (pg_relation_size(c.oid) / current_setting('block_size')::int)::float8 AS blocks,
@@ -49,7 +47,7 @@ async function relationsToWarm(pool: WarmQueryable): Promise<Relation[]> {
  * after the searches in progress (`BackgroundWork.turn`), so a search waits for one slice at
  * most. Stops between slices once `signal` is aborted. A relation dropped meanwhile is passed over.
  */
-export async function warmPageCache(pool: WarmQueryable, work: BackgroundWork, megabytes: number, signal: AbortSignal): Promise<WarmResult> {
+export async function warmPageCache(pool: Queryable, work: BackgroundWork, megabytes: number, signal: AbortSignal): Promise<WarmResult> {
   if (megabytes <= 0) return { relations: 0, blocks: 0 };
   await pool.query('CREATE SCHEMA IF NOT EXISTS pageinspect');
   await pool.query('CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA pageinspect');

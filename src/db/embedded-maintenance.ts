@@ -1,7 +1,7 @@
 import type { BackgroundWork } from '../observability/background-work.js';
 
 /** What maintenance needs of a connection pool (pg.Pool has it). */
-export type Queryable = { query<Row>(sql: string): Promise<{ rows: Row[] }> };
+export type Queryable = { query<Row>(sql: string, values?: unknown[]): Promise<{ rows: Row[] }> };
 
 /**
  * What PostgreSQL's autovacuum does, for the embedded store, which has no background workers:
