@@ -27,8 +27,17 @@ const settings = [
   { label: 'no warm-up (0)', percent: '0', colour: '#e15759' },
 ] as const;
 
-type Search = { at: number; ms: number; vector: number | undefined; ok: boolean };
-type Run = { setting: string; searches: Search[]; warmedAt: number | undefined; warmedMb: number | undefined; listeningAfterS: number };
+/** A search: when it was sent (s after listening), its time, its Server-Timing parts, and whether its keyword side was left out while postings loaded. */
+type Search = { at: number; ms: number; vector: number | undefined; parts: Record<string, number>; withoutKeywords: boolean; ok: boolean };
+type Run = {
+  setting: string;
+  searches: Search[];
+  warmedAt: number | undefined;
+  warmedMb: number | undefined;
+  /** When the service's load of keyword postings at start ended (s after listening). */
+  keywordsLoadedAt: number | undefined;
+  listeningAfterS: number;
+};
 
 async function keptStore(): Promise<{ directory: string; key: string; workspaceId: string; chunks: number }> {
   const cache = path.join(resultsDir, '.cache');
@@ -57,7 +66,8 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (ty
   });
   const app = await startApp(config);
   const listening = performance.now();
-  const run: Run = { setting: setting.label, searches: [], warmedAt: undefined, warmedMb: undefined, listeningAfterS: (listening - started) / 1000 };
+  const run: Run = { setting: setting.label, searches: [], warmedAt: undefined, warmedMb: undefined, keywordsLoadedAt: undefined, listeningAfterS: (listening - started) / 1000 };
+  const keywordLoad = () => app.db.backgroundWork.states().find((state) => state.task === 'keyword_load')!;
   void app.db.pageCacheWarmed?.().then((result) => {
     run.warmedAt = (performance.now() - listening) / 1000;
     run.warmedMb = (result?.blocks ?? 0) / 128;
@@ -67,15 +77,16 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (ty
     for (let position = 0; (performance.now() - listening) / 1000 < seconds; position++) {
       const sentAt = performance.now();
       let ok = true;
-      let vector: number | undefined;
+      let parts: Record<string, number> = {};
       try {
         const { headers } = await api.request('POST', '/v1/kb/query', { query: queries[position % queries.length]!, workspace_id: store.workspaceId, top_k: 10, mode: 'hybrid' });
-        vector = serverTimingParts(headers.get('server-timing')).vector;
+        parts = serverTimingParts(headers.get('server-timing'));
       } catch {
         ok = false;
       }
       const ms = performance.now() - sentAt;
-      run.searches.push({ at: (sentAt - listening) / 1000, ms, vector, ok });
+      run.searches.push({ at: (sentAt - listening) / 1000, ms, vector: parts.vector, parts, withoutKeywords: parts.keywords_loading !== undefined, ok });
+      if (run.keywordsLoadedAt === undefined && keywordLoad().runs > 0 && keywordLoad().running === 0) run.keywordsLoadedAt = (performance.now() - listening) / 1000;
       await sleep(Math.max(0, intervalMs - ms));
     }
   } finally {
@@ -104,11 +115,14 @@ function chart(runs: Run[], seconds: number): string {
     const points = run.searches.map((search) => `${x(search.at).toFixed(1)},${y(search.ms).toFixed(1)}`).join(' ');
     parts.push(`<polyline points="${points}" fill="none" stroke="${colour}" stroke-width="1" opacity="0.7"/>`);
     if (run.warmedAt !== undefined) parts.push(`<line x1="${x(run.warmedAt)}" x2="${x(run.warmedAt)}" y1="${top}" y2="${height - bottom}" stroke="${colour}" stroke-dasharray="4 3"/>`);
+    if (run.keywordsLoadedAt !== undefined) {
+      parts.push(`<line x1="${x(run.keywordsLoadedAt)}" x2="${x(run.keywordsLoadedAt)}" y1="${top}" y2="${height - bottom}" stroke="${colour}" stroke-dasharray="1 3" stroke-width="2"/>`);
+    }
   }
   settings.forEach((setting, index) => {
     parts.push(`<rect x="${left + 10 + index * 200}" y="${top}" width="12" height="12" fill="${setting.colour}"/><text x="${left + 28 + index * 200}" y="${top + 10}" font-size="12">${escapeHtml(setting.label)}</text>`);
   });
-  parts.push(`<text x="${left + 420}" y="${top + 10}" font-size="12">dashed: the warm-up ended</text>`, '</svg>');
+  parts.push(`<text x="${left + 420}" y="${top + 10}" font-size="12">dashed: the warm-up ended; dotted: the keyword postings loaded</text>`, '</svg>');
   return parts.join('\n');
 }
 
@@ -132,7 +146,7 @@ export async function afterStart(): Promise<void> {
     }
   }
 
-  const headers = ['window', ...settings.flatMap((setting) => [`${setting.label} p50 / p95 ms`, 'vector p90 ms'])];
+  const headers = ['window', ...settings.flatMap((setting) => [`${setting.label} p50 / p95 ms`, 'vector p90 ms', 'no keywords'])];
   const rows: string[][] = [];
   for (let from = 0; from < seconds; from += WINDOW_S) {
     const row = [`${from}-${from + WINDOW_S} s`];
@@ -140,25 +154,41 @@ export async function afterStart(): Promise<void> {
       const searches = runs.filter((run) => run.setting === setting.label).flatMap((run) => run.searches.filter((search) => search.at >= from && search.at < from + WINDOW_S));
       const ms = searches.map((search) => search.ms);
       const vector = searches.map((search) => search.vector).filter((value): value is number => value !== undefined);
-      row.push(ms.length ? `${percentile(ms, 50).toFixed(0)} / ${percentile(ms, 95).toFixed(0)}` : '-', vector.length ? percentile(vector, 90).toFixed(0) : '-');
+      row.push(
+        ms.length ? `${percentile(ms, 50).toFixed(0)} / ${percentile(ms, 95).toFixed(0)}` : '-',
+        vector.length ? percentile(vector, 90).toFixed(0) : '-',
+        String(searches.filter((search) => search.withoutKeywords).length),
+      );
     }
     rows.push(row);
   }
+  // Where the first search of each run, and the median search of the first window, spent their time.
+  const partNames = [...new Set(runs.flatMap((run) => run.searches.flatMap((search) => Object.keys(search.parts))))];
+  const partHeaders = ['search', 'ms', ...partNames];
+  const partRows = runs.flatMap((run, index) => {
+    const first = run.searches[0];
+    const window = run.searches.filter((search) => search.at < WINDOW_S && search.ok);
+    const median = (values: number[]) => (values.length ? percentile(values, 50).toFixed(1) : '-');
+    return [
+      [`run ${index + 1} (${run.setting}): first`, first ? first.ms.toFixed(0) : '-', ...partNames.map((name) => first?.parts[name]?.toFixed(1) ?? '-')],
+      [`run ${index + 1}: p50 of 0-${WINDOW_S} s`, median(window.map((search) => search.ms)), ...partNames.map((name) => median(window.flatMap((search) => (search.parts[name] === undefined ? [] : [search.parts[name]!]))))],
+    ];
+  });
   const failed = runs.flatMap((run) => run.searches).filter((search) => !search.ok).length;
   const notes = [
     ...runs.map(
       (run, index) =>
-        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began; first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}`,
+        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began; first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}; keyword postings loaded ${run.keywordsLoadedAt === undefined ? 'not within the run' : `after ${run.keywordsLoadedAt.toFixed(1)} s`}`,
     ),
-    `${failed} searches failed.`,
+    `${failed} searches failed. "no keywords": searches ranked by vectors alone while their workspace's keyword postings loaded (Server-Timing keywords_loading).`,
     `One search every ${intervalMs} ms (or as soon as the one before answered) for ${seconds} s from the moment the service listens; windows pool the searches of every run of a setting.`,
   ];
-  process.stdout.write(`\n${textTable(headers, rows)}\n\n${notes.join('\n')}\n`);
+  process.stdout.write(`\n${textTable(headers, rows)}\n\nServer-Timing parts, ms:\n${textTable(partHeaders, partRows)}\n\n${notes.join('\n')}\n`);
   const html = resultPage({
     title: 'Searches after a start',
     heading: `Searches after a start on ${store.chunks.toLocaleString('en')} chunks, with and without the page cache warm-up`,
     meta: `${new Date().toISOString().slice(0, 10)}; ${machine}`,
-    body: `<figure>${chart(runs, seconds)}</figure>\n${htmlTable(headers, rows)}`,
+    body: `<figure>${chart(runs, seconds)}</figure>\n${htmlTable(headers, rows)}\n<h2>Server-Timing parts, ms</h2>\n${htmlTable(partHeaders, partRows)}`,
     notes,
   });
   await writeResults('search-after-start', { date: new Date().toISOString(), machine, seconds, intervalMs, runs }, html);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
-import { timedNow, timedPart } from '../../observability/request-context.js';
+import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
 import { termFrequencies } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
 import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
@@ -394,11 +394,21 @@ class PgvectorIndex implements VectorIndex {
     const terms = [...new Set(request.terms ?? [])];
     const readTop = Math.min(request.readTop ?? 0, request.limit);
     const workspaceIds = [...request.workspaceIds];
-    const mirrored = terms.length > 0 ? this.#mirror.mirrored(workspaceIds) : request.vector ? this.#mirror.mirroredIfHeld(workspaceIds) : undefined;
+    // A search with a vector side does not wait long for a large workspace's postings to load: it
+    // is ranked by vectors alone meanwhile. A search by keywords alone has nothing else to rank by.
+    const mirrored =
+      terms.length === 0
+        ? request.vector && this.#mirror.mirroredIfHeld(workspaceIds)
+        : request.vector
+          ? this.#mirror.mirroredUnlessLoading(workspaceIds)
+          : this.#mirror.mirrored(workspaceIds);
     // Each is awaited below; a failure of one must not go unhandled while the other is awaited.
     mirrored?.catch(() => undefined);
     Promise.resolve(request.vector).catch(() => undefined);
+    const syncStarted = performance.now();
     const held = mirrored && (await timedPart('sync', mirrored));
+    // Server-Timing says that the keyword side was left out, and how long the search waited first.
+    if (!held && terms.length > 0) recordTiming('keywords_loading', performance.now() - syncStarted);
     const filter = { only: request.documentIds ? new Set(request.documentIds) : undefined, excluded: new Set(request.excludeDocumentIds) };
     const rank = (held: MirroredWorkspace[]) =>
       rankBm25(

@@ -61,10 +61,25 @@ const refreshIdleAfterMs = 60 * 60_000;
  * first search would otherwise read every chunk's terms while its user waits.
  */
 const followLogEveryMs = 5_000;
-/** Chunks read per statement when a workspace is loaded through the index. */
-const loadPageSize = 5_000;
-/** Table blocks (8 kB) read per statement when a workspace is loaded in physical order: about 6,000 chunks. */
-const loadPageBlocks = 1_024;
+/**
+ * A search waits for the statement under way on the store, so a load asks small pages: through
+ * the index, this many chunks per statement...
+ */
+const loadPageSize = 1_500;
+/** ...and in physical order, this many table blocks (8 kB): about 1,500 chunks, 60 ms here. */
+const loadPageBlocks = 256;
+/**
+ * How long a search waits for its workspace's keyword postings while they load, before it is
+ * served without them (by vectors alone). A load started earlier may be about to end.
+ */
+const loadWaitMs = 200;
+/** A workspace of at most this many chunks is always waited for: its load takes a fraction of a second. */
+const loadWaitedForChunks = 1_000;
+/**
+ * Rows a load takes into its postings between two turns of the event loop: taking them costs about
+ * 0.1 ms each here, and a search that arrives meanwhile runs between the slices.
+ */
+const loadSliceRows = 200;
 
 type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null; vector?: Uint8Array | null };
 
@@ -80,6 +95,8 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
   };
 }
 
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** What is held of a workspace: its keyword postings, and the vectors and sketches of its chunks outside the graph. */
 export type MirroredWorkspace = { postings: TermPostings; fresh: FreshVectors };
 
@@ -91,12 +108,26 @@ type HeldWorkspace = MirroredWorkspace & {
   syncedAt: number;
   /** Syncs of one workspace run one after another. */
   turn: Promise<unknown>;
+  /**
+   * Whether a load of the workspace waits for the searches in progress before each page: a load
+   * ahead of searches does, and so does one that no search waits for any more.
+   */
+  loadYields: boolean;
+  /** Chunks the load under way reads, once its first statement has counted them. */
+  loadingChunks?: number;
+  /** Resolves with `loadingChunks` when the first load has counted them. */
+  sized: Promise<number>;
+  announceSize: (chunks: number) => void;
 };
 
 /** Bytes a held workspace takes, roughly. */
 const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes;
 
-const unloaded = (): HeldWorkspace => ({ postings: new TermPostings(), fresh: new FreshVectors(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve() });
+const unloaded = (): HeldWorkspace => {
+  let announceSize!: (chunks: number) => void;
+  const sized = new Promise<number>((resolve) => (announceSize = resolve));
+  return { postings: new TermPostings(), fresh: new FreshVectors(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve(), loadYields: false, sized, announceSize };
+};
 
 /**
  * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
@@ -173,7 +204,9 @@ export class StoreIndexMirror {
           .catch(() => undefined)
           .then(async () => {
             await this.backgroundWork?.turn();
-            await (workspace.syncedAt === 0 ? this.#timedLoad(workspaceId, workspace, { yieldToSearches: true }) : this.#catchUp(workspaceId, workspace));
+            if (workspace.syncedAt !== 0) return this.#catchUp(workspaceId, workspace);
+            workspace.loadYields = true;
+            return this.#timedLoad(workspaceId, workspace);
           });
         workspace.turn = sync;
         await sync.catch(() => {
@@ -208,6 +241,24 @@ export class StoreIndexMirror {
     return held;
   }
 
+  /**
+   * As `mirrored`, but undefined when a workspace of more than `loadWaitedForChunks` chunks is
+   * still loading `loadWaitMs` after the call: the search is then served without the keyword
+   * side, and the load goes on in the background, yielding to searches. Without this the first
+   * search after a start waited for the largest workspace's load: 10-25 s at 100,000 chunks.
+   */
+  async mirroredUnlessLoading(workspaceIds: readonly string[]): Promise<MirroredWorkspace[] | undefined> {
+    const deadline = performance.now() + loadWaitMs;
+    const held: MirroredWorkspace[] = [];
+    for (const workspaceId of workspaceIds) {
+      const workspace = await this.#synced(workspaceId, { until: deadline });
+      if (!workspace) return undefined;
+      held.push(workspace);
+    }
+    this.#evictBeyondBudget(new Set(workspaceIds));
+    return held;
+  }
+
   /** As `mirrored`, when every one of the workspaces is held already; undefined, and nothing loaded, otherwise. */
   async mirroredIfHeld(workspaceIds: readonly string[]): Promise<MirroredWorkspace[] | undefined> {
     if (!workspaceIds.every((workspaceId) => this.#held.get(workspaceId)?.syncedAt)) return undefined;
@@ -226,7 +277,13 @@ export class StoreIndexMirror {
     return bytes;
   }
 
-  async #synced(workspaceId: string): Promise<MirroredWorkspace> {
+  /**
+   * The workspace loaded, or caught up with the store. With `until` (a `performance.now()` time),
+   * undefined when it is still loading then and holds more than `loadWaitedForChunks` chunks.
+   */
+  async #synced(workspaceId: string): Promise<MirroredWorkspace>;
+  async #synced(workspaceId: string, options: { until?: number; ahead?: boolean }): Promise<MirroredWorkspace | undefined>;
+  async #synced(workspaceId: string, options: { until?: number; ahead?: boolean } = {}): Promise<MirroredWorkspace | undefined> {
     let held = this.#held.get(workspaceId);
     if (held) {
       // Most recently searched last, for eviction.
@@ -236,21 +293,50 @@ export class StoreIndexMirror {
     }
     this.#held.set(workspaceId, held);
     const workspace = held;
+    const waitsLittle = options.until !== undefined && workspace.syncedAt === 0;
+    const large = (chunks: number) => chunks > loadWaitedForChunks;
+    if (waitsLittle && large(workspace.loadingChunks ?? 0)) {
+      workspace.loadYields = true;
+      return undefined;
+    }
+    if (options.ahead && workspace.syncedAt === 0) workspace.loadYields = true;
     const turn = workspace.turn
       .catch(() => undefined)
       .then(() => (workspace.syncedAt === 0 ? this.#timedLoad(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
     workspace.turn = turn;
-    try {
-      await turn;
-    } catch (error) {
-      if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
-      throw error;
-    }
-    return workspace;
+    const settled = turn.then(
+      () => workspace,
+      (error: unknown) => {
+        if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
+        throw error;
+      },
+    );
+    if (!waitsLittle) return settled;
+    // A search not waiting for the load any more must not leave its failure unhandled.
+    settled.catch(() => undefined);
+    // Until the load is known to be large, or the wait is over.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), Math.max(0, options.until! - performance.now()));
+    });
+    const known = workspace.sized.then<HeldWorkspace | 'late'>((chunks) => (large(chunks) ? 'late' : settled));
+    const first = await Promise.race([settled, late, known]).finally(() => clearTimeout(timer));
+    if (first !== 'late') return first;
+    if (!large(workspace.loadingChunks ?? (await this.#chunkCount(workspaceId)))) return settled;
+    workspace.loadYields = true;
+    return undefined;
   }
 
-  #timedLoad(workspaceId: string, held: HeldWorkspace, options: { yieldToSearches?: boolean } = {}) {
-    const load = () => this.#load(workspaceId, held, options);
+  /** Chunks of the workspace in either table. */
+  async #chunkCount(workspaceId: string): Promise<number> {
+    const [row] = await this.prisma.$queryRaw<{ chunks: number }[]>`
+      SELECT ((SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)
+              + (SELECT count(*) FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid))::float8 AS chunks`;
+    return row!.chunks;
+  }
+
+  #timedLoad(workspaceId: string, held: HeldWorkspace) {
+    const load = () => this.#load(workspaceId, held);
     return this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load();
   }
 
@@ -261,31 +347,40 @@ export class StoreIndexMirror {
    * (measured at 100,000 chunks: 4 s in block ranges against over 20 s through the index). A
    * smaller one is read through the index, in chunk id order.
    */
-  async #load(workspaceId: string, held: HeldWorkspace, options: { yieldToSearches?: boolean } = {}) {
-    // Loading ahead of searches, not for one: each page waits for the searches in progress.
+  async #load(workspaceId: string, held: HeldWorkspace) {
+    // Loading ahead of searches, not for one: each page waits for the searches in progress. The
+    // turn of the event loop first lets a search that has arrived begin before the page is asked.
     const page = async () => {
-      if (options.yieldToSearches) await this.backgroundWork?.turn();
+      if (!held.loadYields) return;
+      await nextTurn();
+      await this.backgroundWork?.turn();
     };
-    const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string; rows: number; total: number; blocks: number }[]>`
+    const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string; rows: number; fresh_rows: number; total: number; blocks: number }[]>`
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
              (SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)::float8 AS rows,
+             (SELECT count(*) FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid)::float8 AS fresh_rows,
              (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
              (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
+    held.loadingChunks = mark!.rows + mark!.fresh_rows;
+    held.announceSize(held.loadingChunks);
     const postings = new TermPostings();
     const fresh = new FreshVectors();
-    const take = (rows: ChunkRow[]) => {
-      for (const row of rows) {
-        const chunk = chunkTerms(row);
-        if (!chunk) continue;
-        postings.add(chunk);
-        if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
+    const take = async (rows: ChunkRow[]) => {
+      for (let start = 0; start < rows.length; start += loadSliceRows) {
+        if (start > 0) await nextTurn();
+        for (const row of rows.slice(start, start + loadSliceRows)) {
+          const chunk = chunkTerms(row);
+          if (!chunk) continue;
+          postings.add(chunk);
+          if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
+        }
       }
     };
     if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
       // Rows written after the size was read are in the log above the horizon.
       for (let block = 0; block < mark!.blocks; block += loadPageBlocks) {
         await page();
-        take(
+        await take(
           await this.prisma.$queryRaw<ChunkRow[]>`
             SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
               FROM chunk_index
@@ -300,7 +395,7 @@ export class StoreIndexMirror {
           SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
             FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
            ORDER BY chunk_id LIMIT ${loadPageSize}`;
-        take(rows);
+        await take(rows);
         if (rows.length < loadPageSize) break;
         after = rows.at(-1)!.chunk_id;
       }
@@ -313,17 +408,19 @@ export class StoreIndexMirror {
                vector_send(embedding) AS vector
           FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
          ORDER BY chunk_id LIMIT ${loadPageSize}`;
-      take(rows);
+      await take(rows);
       if (rows.length < loadPageSize) break;
       after = rows.at(-1)!.chunk_id;
     }
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
-    Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now() });
+    Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now(), loadYields: false, loadingChunks: undefined });
   }
 
   /**
    * Loads the workspaces with the most chunks first, until the memory budget is used: a server
-   * calls this at start, so the first searches do not wait for the load.
+   * calls this at start, so that searches soon find their workspaces held. Each page waits for
+   * the searches in progress, and a search meanwhile is served without waiting for the load
+   * (`mirroredUnlessLoading`).
    */
   async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
     const workspaces = await this.prisma.$queryRaw<{ workspace_id: string; chunks: number }[]>`
@@ -331,7 +428,8 @@ export class StoreIndexMirror {
     for (const { workspace_id: workspaceId, chunks } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
-      await this.mirrored([workspaceId]);
+      await this.#synced(workspaceId, { ahead: true });
+      this.#evictBeyondBudget(new Set([workspaceId]));
       onLoaded?.(workspaceId, chunks, performance.now() - started);
     }
   }

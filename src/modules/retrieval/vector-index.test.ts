@@ -459,6 +459,50 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       expect(await keywordTexts(fresh, minority.workspaceId, 'bulk')).toEqual(['bulk carrier']);
     });
 
+    it('ranks a search by vectors alone while a large workspace loads, waits for a small one, and has the keywords once the load ends', async () => {
+      const texts = Array.from({ length: 1_200 }, (_, i) => `granite quarry ledger ${i}`);
+      const large = await workspaceWith('loading-large', [{ texts, vectors: texts.map((_, i) => unit(120 + (i % 40), 0.001 * i)) }]);
+      const small = await workspaceWith('loading-small', [{ texts: ['granite pebble ledger'], vectors: [unit(175)] }]);
+      const backgroundWork = new BackgroundWork();
+      const loading = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork, loadAhead: false });
+      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!;
+      const search = (workspaceId: string, vector: Float32Array) =>
+        loading.search({ workspaceIds: [workspaceId], vector, terms: analyze('granite ledger'), limit: 10, excludeDocumentIds: [] });
+      try {
+        // Another session holds the table while both searches begin: neither load can end within a search's wait.
+        let release!: () => void;
+        const released = new Promise<void>((resolve) => (release = resolve));
+        let locked!: () => void;
+        const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+        const holding = db.prisma.$transaction(
+          async (tx) => {
+            await tx.$executeRawUnsafe('LOCK TABLE chunk_index IN ACCESS EXCLUSIVE MODE');
+            locked();
+            await released;
+          },
+          { timeout: 30_000 },
+        );
+        await lockTaken;
+        const largeSearch = search(large.workspaceId, unit(120));
+        const smallSearch = search(small.workspaceId, unit(175));
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        release();
+        await holding;
+        const [whileLoading, smallFirst] = await Promise.all([largeSearch, smallSearch]);
+        expect(whileLoading.vector).toHaveLength(10);
+        expect(whileLoading.keyword).toEqual([]);
+        expect(smallFirst.keyword).toHaveLength(1);
+        // The large workspace's load went on without its search; the next search after it ends ranks keywords too.
+        for (let waited = 0; (loads().runs < 2 || loads().running > 0) && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+        const loaded = await search(large.workspaceId, unit(120));
+        expect(loaded.keyword).toHaveLength(10);
+        expect(loads().runs).toBe(2);
+      } finally {
+        await loading.close();
+      }
+      await db.prisma.workspace.deleteMany({ where: { id: { in: [large.workspaceId, small.workspaceId] } } });
+    }, 60_000);
+
     it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
       const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
       const logged = async () => {
