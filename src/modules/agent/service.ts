@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { AppError, badRequest } from '../../errors.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { isUuid } from '../../ids.js';
@@ -398,7 +398,7 @@ class Following {
       await Promise.race([channel.drained(), aborted(signal)]);
       signal.throwIfAborted();
       // A turn of the event loop: a connection closed meanwhile is noticed.
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
       if (this.#attached) return;
     }
     // Readers on other servers record what they took in the store; its answer is asked for at a
@@ -454,7 +454,7 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     if (run.following) await run.following.delivered(run.channel, sourcesSeq, signal);
     else await Promise.race([run.channel.drained(), aborted(signal)]);
     // A turn of the event loop: a connection closed meanwhile is noticed before the charge.
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     signal.throwIfAborted();
     // The log holds every event before `done` when `done` is written, with the charge.
     await run.log.flush();

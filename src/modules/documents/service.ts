@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { RE2JS, RE2JSException } from 're2js';
 import { AppError, badRequest, fileTooLarge, notFound, shownMebibytes } from '../../errors.js';
 import { Prisma, type Document, type PrismaClient } from '../../generated/prisma/client.js';
@@ -466,8 +467,6 @@ const grepPageSize = 200;
 /** Longest stretch of matching before other requests get the event loop back. */
 const grepSliceMilliseconds = 10;
 
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 /** Greps a document the viewer may see in `workspaceId` (the pattern is compiled first: a 400 comes before a 404). */
 export async function grepDocument(
   dependencies: Pick<DocumentDependencies, 'prisma'>,
@@ -504,7 +503,7 @@ async function grepChunks(
     for (const chunk of page) {
       signal?.throwIfAborted();
       if (performance.now() - sliceStarted > grepSliceMilliseconds) {
-        await yieldToEventLoop();
+        await nextTurn();
         sliceStarted = performance.now();
       }
       if (performance.now() - started > limits.maxMilliseconds) {

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from '../../logger.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import type { VectorIndex } from './vector-index.js';
@@ -98,7 +99,7 @@ export function startGraphMerge(
       merged += moved;
       backlog -= moved;
       // Between slices, other work on this process's event loop and store goes first.
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
     }
     // Drained (as far as this process knows): the rows it deleted can give their space back.
     const release = index.releaseMergedSpace;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
@@ -434,7 +435,7 @@ class PgvectorIndex implements VectorIndex {
     let keyword: IndexHit[] = [];
     if (keywordSide) {
       // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
       keyword = timedNow('keywords', () => rank(keywordSide));
     }
     const found = await nearest;

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { FreshVectors, parseVector } from './fresh-vectors.js';
@@ -94,8 +95,6 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
     length: row.term_count,
   };
 }
-
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** What is held of a workspace: its keyword postings, and the vectors and sketches of its chunks outside the graph. */
 export type MirroredWorkspace = { postings: TermPostings; fresh: FreshVectors };
