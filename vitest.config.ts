@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { browserExecutable } from './test/support/browser.js';
 
 // Tests of Elasticsearch itself run on its leg of the matrix only: CI fails on any skipped test,
@@ -25,6 +26,7 @@ const storeIndependent = [
   'src/modules/retrieval/fresh-vectors.test.ts',
   'src/modules/retrieval/query-focus.test.ts',
   'src/modules/retrieval/term-postings.test.ts',
+  'test/cli-embedded.test.ts',
   'test/embedded-cache.test.ts',
   'test/embedded-maintenance.test.ts',
   'test/embedded-store-thread.test.ts',
@@ -50,6 +52,38 @@ if (!process.env.DATABASE_URL && !runLlama) {
   process.stderr.write('vitest: KB_TEST_LLAMA_URL is not set (bash .ci/start-llama.sh prints it): the llama.cpp answer tests are left out\n');
 }
 
+// Files that took a minute or more on a leg of CI (2 cores), longest first. They start first, so
+// that none of them begins last and runs on alone after the other worker has nothing left. A
+// clean clone has no vitest cache of durations; vitest then starts the largest files first, and
+// the one-test crash file (2-2.5 minutes, 5 KB) began last.
+const longRunning = [
+  'test/ingestion-crash.test.ts',
+  'test/cli.test.ts',
+  'test/ingestion-limits.test.ts',
+  'test/agent-llama.test.ts',
+  'src/modules/ingestion/chunk.fuzz.test.ts',
+  'test/cli-embedded.test.ts',
+  'test/http-limits.test.ts',
+  'test/console.e2e.test.ts',
+  'test/agent-resume.test.ts',
+  'test/embedded-cache.test.ts',
+  'test/embedding-server.test.ts',
+];
+
+class LongestFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (file: TestSpecification) => {
+      const position = longRunning.findIndex((name) => file.moduleId.endsWith(name));
+      return position === -1 ? longRunning.length : position;
+    };
+    const sorted = await super.sort(files);
+    return sorted
+      .map((file, position) => ({ file, position, rank: rank(file) }))
+      .sort((a, b) => a.rank - b.rank || a.position - b.position)
+      .map(({ file }) => file);
+  }
+}
+
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/**/test/**/*.test.ts'],
@@ -64,6 +98,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Each file starts its own server and store; two cores do not gain from more at once.
     maxWorkers: 2,
+    sequence: { sequencer: LongestFirstSequencer },
     reporters: ['default'],
   },
 });

@@ -1,0 +1,143 @@
+// The command line on a store of its own, whatever store the suite runs on: a first start on an
+// empty embedded store, its model checks and its lock, and servers that must not outlive the test
+// that started them. The PostgreSQL legs of CI would run these exactly as the embedded leg does,
+// so they run there only (vitest.config.ts, storeIndependent).
+import { spawn } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { isRunning, kb, serve, stop } from './support/cli.js';
+
+/** An embedded store in `dataDir`, never the suite's DATABASE_URL. */
+function environment(dataDir: string, overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: '', KB_LOG_LEVEL: 'error', ...overrides };
+}
+
+describe('first start on an empty embedded store', { timeout: 120_000 }, () => {
+  it('creates admin@localhost with 1,000 credits and prints its key once', async () => {
+    const emptyDir = await mkdtemp(path.join(tmpdir(), 'kb-first-'));
+    const env = environment(emptyDir);
+    try {
+      const first = await serve(env);
+      const key = /(sk_[0-9A-Za-z]{32,})/.exec(first.output())?.[1];
+      expect(key).toBeDefined();
+      const me = await fetch(`${first.url}/v1/user/me`, { headers: { authorization: `Bearer ${key}` } });
+      expect(await me.json()).toMatchObject({ email: 'admin@localhost', creditsBalance: 1000 });
+      await stop(first.child);
+
+      const second = await serve(env);
+      expect(second.output()).not.toMatch(/sk_[0-9A-Za-z]{32,}/);
+      const again = await fetch(`${second.url}/v1/user/me`, { headers: { authorization: `Bearer ${key}` } });
+      expect(again.status).toBe(200);
+      await stop(second.child);
+    } finally {
+      await rm(emptyDir, { recursive: true, force: true });
+    }
+  });
+
+  it('stops at once, saying how to get it, when the model is missing, and keeps the admin key for a start that works', async () => {
+    const emptyDir = await mkdtemp(path.join(tmpdir(), 'kb-nomodel-'));
+    const env = environment(emptyDir);
+    try {
+      const refused = await kb(['serve'], { ...env, PORT: '0', KB_MODELS_DIR: path.join(emptyDir, 'no-models') });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/^kb: The embedded model bge-small-en-v1\.5-q is not usable: .*model\.onnx is missing.*kb models pull/);
+      expect(refused.stdout).not.toMatch(/sk_/);
+      const started = await serve(env);
+      expect(started.output()).toMatch(/Created admin@localhost with 1000 credits[\s\S]*sk_[0-9A-Za-z]{32,}/);
+      await stop(started.child);
+    } finally {
+      await rm(emptyDir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a corrupt model, and kb models pull replaces it with the verified one', async () => {
+    const models = await mkdtemp(path.join(tmpdir(), 'kb-models-'));
+    const env = environment(path.join(models, 'data'), { KB_MODELS_DIR: models });
+    try {
+      await mkdir(path.join(models, 'bge-small-en-v1.5-q'));
+      const provisioned = fileURLToPath(new URL('../models/bge-small-en-v1.5-q/', import.meta.url));
+      for (const file of ['model.onnx', 'tokenizer.json']) await copyFile(path.join(provisioned, file), path.join(models, 'bge-small-en-v1.5-q', file));
+      await writeFile(path.join(models, 'bge-small-en-v1.5-q', 'tokenizer.json'), '{"tampered": true}');
+      const refused = await kb(['serve'], { ...env, PORT: '0' });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/tokenizer\.json .*(sha256|checksum)|tokenizer\.json.*does not match/);
+      const pulled = await kb(['models', 'pull'], env);
+      expect(pulled.code, pulled.stderr).toBe(0);
+      expect(pulled.stderr).toContain('bge-small-en-v1.5-q downloaded and verified');
+      const again = await kb(['models', 'pull'], env);
+      expect(again.stderr).toContain('already present and verified');
+      const started = await serve(env);
+      await stop(started.child);
+    } finally {
+      await rm(models, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a second server on the same embedded store with a clear message', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'kb-lock-'));
+    const env = environment(dir);
+    const first = await serve(env);
+    try {
+      const second = await kb(['serve'], { ...env, PORT: '0' });
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain('open in another process');
+    } finally {
+      await stop(first.child);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('servers started by a test never outlive it', () => {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+
+  /** Processes whose environment names a store under `directory` (Linux; elsewhere none are found). */
+  async function serversUsing(directory: string) {
+    const pids = await readdir('/proc').catch(() => [] as string[]);
+    const found: number[] = [];
+    for (const pid of pids.filter((name) => /^\d+$/.test(name))) {
+      const environ = await readFile(`/proc/${pid}/environ`, 'latin1').catch(() => '');
+      if (environ.split('\0').some((entry) => entry.startsWith(`KB_DATA_DIR=${directory}`)) && isRunning(Number(pid))) found.push(Number(pid));
+    }
+    return found;
+  }
+
+  it('ends kb serve of a test that timed out, and of a test whose vitest worker was killed', async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), 'kb-orphans-'));
+    try {
+      // test/fixtures: a vitest run of its own with two files that go wrong on purpose.
+      const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VITEST')));
+      const results = path.join(directory, 'results.json');
+      const vitest = spawn(
+        process.execPath,
+        [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/fixtures/vitest.config.ts', '--reporter=json', `--outputFile=${results}`],
+        { cwd: root, env: { ...env, KB_FIXTURE_DIR: directory }, stdio: 'ignore' },
+      );
+      await new Promise((resolve) => vitest.once('exit', resolve));
+
+      const report = JSON.parse(await readFile(results, 'utf8')) as {
+        testResults: { assertionResults: { title: string; status: string; duration?: number }[] }[];
+      };
+      const outcome = (title: string) =>
+        report.testResults.flatMap((file) => file.assertionResults).find((test) => test.title === title);
+      // Failed by its 20 s timeout (the JSON report does not keep the message).
+      expect(outcome('times out while its kb serve runs')).toMatchObject({ status: 'failed', duration: expect.toSatisfy((ms: number) => ms >= 20_000) });
+      // Checked by the fixture's next test: the server was ended after the timed-out test.
+      expect(outcome('starts after the server of the timed-out test has ended')).toMatchObject({ status: 'passed' });
+
+      const timedOut = Number(await readFile(path.join(directory, 'timed-out.pid'), 'utf8'));
+      expect(isRunning(timedOut)).toBe(false);
+      // The worker was SIGKILLed after its server started; the server stops once its IPC channel closes.
+      const orphaned = Number(await readFile(path.join(directory, 'orphaned.pid'), 'utf8'));
+      const deadline = Date.now() + 20_000;
+      while (isRunning(orphaned) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(isRunning(orphaned)).toBe(false);
+      expect(await serversUsing(directory)).toEqual([]);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  }, 150_000);
+});
