@@ -47,6 +47,7 @@ const environmentSchema = z.object({
   KB_EMBEDDING_MODEL: z.enum(['bge-small-en-v1.5-q', 'bge-small-en-v1.5']).default('bge-small-en-v1.5-q'),
   KB_EMBED_THREADS: z.coerce.number().int().min(1).max(64).default(2),
   KB_EMBED_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(32),
+  KB_EMBED_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
   KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
   KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),
@@ -132,6 +133,8 @@ export type Config = {
     threads: number;
     /** Most texts sent to the embedder in one call. */
     batchSize: number;
+    /** How far the embedded model's passage workers lower their CPU priority (nice steps, Linux; 0: not at all). */
+    workerNiceness: number;
   };
   /** A search whose backend (embedder or index) does not answer in time is a 503. */
   searchTimeoutSeconds: number;
@@ -268,6 +271,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       localModel: env.KB_EMBEDDING_MODEL,
       threads: env.KB_EMBED_THREADS,
       batchSize: env.KB_EMBED_BATCH_SIZE,
+      workerNiceness: env.KB_EMBED_NICENESS,
     },
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,

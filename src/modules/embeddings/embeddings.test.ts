@@ -1,7 +1,7 @@
 // The embedders on their own: the embedded model for real (provisioned by `npm install`, or
 // `npm run models:pull`; without it these tests fail with the message saying how to get it),
 // and the OpenAI-compatible one against a local HTTP server speaking POST /v1/embeddings.
-import { copyFile, mkdir, mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -19,6 +19,24 @@ const norm = (a: Float32Array) => Math.sqrt(dot(a, a));
 
 const modelsDir = loadConfig().embeddings.modelsDir;
 const model = 'bge-small-en-v1.5-q';
+
+/** The nice value of each of this process's threads, by thread id, from /proc (Linux). */
+async function threadNiceValues(): Promise<Map<string, number>> {
+  const tasks = await readdir('/proc/self/task');
+  const values = await Promise.all(
+    tasks.map(async (task) => {
+      const stat = await readFile(`/proc/self/task/${task}/stat`, 'utf8').catch(() => undefined);
+      // Fields after the command's closing parenthesis: state is the 3rd field of the line, nice the 19th.
+      return [task, stat === undefined ? undefined : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])] as const;
+    }),
+  );
+  return new Map(values.filter((entry): entry is readonly [string, number] => entry[1] !== undefined));
+}
+
+/** The nice values of the threads started since `before` was taken (threads ending then may still be listed in it). */
+async function niceOfThreadsStartedSince(before: Map<string, number>): Promise<number[]> {
+  return [...(await threadNiceValues())].filter(([thread]) => !before.has(thread)).map(([, nice]) => nice);
+}
 
 const words = (count: number) =>
   Array.from({ length: count }, (_, index) => ['river', 'stone', 'lantern', 'orchard', 'copper', 'meadow', 'harbor'][index % 7]).join(' ');
@@ -140,6 +158,35 @@ describe('the embedded model (bge-small-en-v1.5-q)', () => {
       await withoutQueryThread.embed(['what do lanterns light'], 'query').then(() => void order.push('query'));
       await Promise.all(busy);
       expect(order[0]).not.toBe('query');
+    } finally {
+      await withoutQueryThread.close();
+    }
+  });
+});
+
+describe.runIf(process.platform === 'linux')('the embedded model\'s threads on Linux', () => {
+  it('run passages KB_EMBED_NICENESS (10) below the process\'s CPU priority when a query thread is kept, and queries at it', async () => {
+    const processNice = os.getPriority();
+    let before = await threadNiceValues();
+    const withQueryThread = await createEmbedder(loadConfig({ KB_MODELS_DIR: modelsDir }));
+    try {
+      const started = await niceOfThreadsStartedSince(before);
+      // Two workers lowered; the query thread and this (the HTTP) thread are not.
+      expect(started.filter((nice) => nice === Math.min(19, processNice + 10))).toHaveLength(2);
+      expect(started.filter((nice) => nice === processNice).length).toBeGreaterThanOrEqual(1);
+      expect(os.getPriority()).toBe(processNice);
+      const [passage] = await withQueryThread.embed([words(50)], 'passage');
+      expect(norm(passage!)).toBeCloseTo(1, 5);
+    } finally {
+      await withQueryThread.close();
+    }
+    // Without a query thread, queries share the workers: they keep the process's priority.
+    before = await threadNiceValues();
+    const withoutQueryThread = await createOnnxEmbedder({ modelsDir, model, threads: 2, queryThread: false, workerNiceness: 10 });
+    try {
+      const started = await niceOfThreadsStartedSince(before);
+      expect(started.length).toBeGreaterThanOrEqual(2);
+      expect(started.every((nice) => nice === processNice)).toBe(true);
     } finally {
       await withoutQueryThread.close();
     }

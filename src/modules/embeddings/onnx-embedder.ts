@@ -19,6 +19,12 @@ export type OnnxEmbedderOptions = {
    * the `threads` budget: see `createOnnxEmbedder`.
    */
   queryThread?: boolean;
+  /**
+   * How far the workers lower their CPU priority while a query thread is kept (a nice increment,
+   * Linux only; config.backgroundNiceness, 0 by default here). Without a query thread, queries
+   * run on the workers, and they keep the process's priority.
+   */
+  workerNiceness?: number;
 };
 
 /**
@@ -48,7 +54,7 @@ function howToGet(modelsDir: string, model: ModelName): string {
  * and rejects with ModelUnavailableError, saying how to get them, before loading anything; then
  * loads a session in every worker, so the first query does not pay for it.
  */
-export async function createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread = true }: OnnxEmbedderOptions): Promise<Embedder> {
+export async function createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread = true, workerNiceness = 0 }: OnnxEmbedderOptions): Promise<Embedder> {
   const problems = await verifyModel(modelsDir, model);
   if (problems.length > 0) {
     throw new ModelUnavailableError(`The embedded model ${model} is not usable: ${problems.join('; ')}. ${howToGet(modelsDir, model)}`);
@@ -57,11 +63,11 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
   const layout = workers
     ? { workers, intraOpThreads: Math.max(1, Math.floor(threads / workers)) }
     : defaultLayout(threads);
-  const threadPool = (size: number, intraOpThreads: number) =>
+  const threadPool = (size: number, intraOpThreads: number, niceness: number) =>
     new Piscina({
       // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
       filename: new URL(import.meta.url.endsWith('.ts') ? './onnx-worker.mjs' : './onnx-worker.js', import.meta.url).href,
-      workerData: { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads } satisfies OnnxWorkerData,
+      workerData: { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads, niceness } satisfies OnnxWorkerData,
       // Threads stay up: each holds a loaded session (about 100 MB for the int8 model).
       minThreads: size,
       maxThreads: size,
@@ -69,12 +75,15 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
       // Lets a thread's event loop run between tasks, so it loads its session as soon as it starts.
       atomics: 'disabled',
     });
-  const pool = threadPool(layout.workers, layout.intraOpThreads);
+  // With a query thread, the workers run at a lower CPU priority (on Linux): while passages are
+  // embedded, the query thread and the HTTP thread (the embedded store's too) take the cores
+  // first, and passages have whatever they leave (docs/embeddings.md).
+  const pool = threadPool(layout.workers, layout.intraOpThreads, queryThread ? workerNiceness : 0);
   // While passages keep every worker busy, a query would wait for a passage to end (46.5 ms at
   // p50 on SciFact abstracts, 9.4 ms with this thread): queries then run on a thread of their own,
   // which shares the cores with the passages' threads instead of waiting for one of them. With
   // no passage under way they spread over the workers like any text (docs/embeddings.md).
-  const queryPool = queryThread ? threadPool(1, 1) : undefined;
+  const queryPool = queryThread ? threadPool(1, 1, 0) : undefined;
   let passagesRunning = 0;
   // Every task until it settles. A worker thread must never be ended while its session runs:
   // onnxruntime-node then aborts the whole process ("terminate called after throwing an

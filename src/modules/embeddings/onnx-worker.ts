@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import type { Tokenizer } from '@huggingface/tokenizers';
 import ort from 'onnxruntime-node';
 import { workerData } from 'piscina';
+import { lowerThreadPriority } from './thread-priority.js';
 import { encode, loadTokenizer } from './tokenize.js';
 
 export type OnnxWorkerData = {
@@ -12,6 +13,8 @@ export type OnnxWorkerData = {
   tokenizerPath: string;
   /** ONNX Runtime's intra-op threads for this thread's session. */
   intraOpThreads: number;
+  /** How far below the process's CPU priority this thread runs (a nice increment, 0 for none; thread-priority.ts). */
+  niceness: number;
 };
 
 /** One text, with the query prefix already in place when it is a query. */
@@ -35,6 +38,9 @@ async function load({ onnxPath, tokenizerPath, intraOpThreads }: OnnxWorkerData)
   });
   return { tokenizer, session, sepId };
 }
+
+// With one intra-op thread the session runs in this thread, at this thread's priority.
+lowerThreadPriority((workerData as OnnxWorkerData).niceness);
 
 // Loading starts when the thread starts (the pool has atomics disabled, so the thread's event
 // loop runs while it waits for tasks); a failure is reported by every task, not as a crash.

@@ -22,5 +22,5 @@ export async function createEmbedder(config: Config): Promise<Embedder> {
     });
   }
   const { createOnnxEmbedder } = await import('./onnx-embedder.js');
-  return createOnnxEmbedder({ modelsDir: config.embeddings.modelsDir, model: config.embeddings.localModel, threads: config.embeddings.threads });
+  return createOnnxEmbedder({ modelsDir: config.embeddings.modelsDir, model: config.embeddings.localModel, threads: config.embeddings.threads, workerNiceness: config.embeddings.workerNiceness });
 }
