@@ -21,7 +21,7 @@ export type OnnxEmbedderOptions = {
   queryThread?: boolean;
   /**
    * How far the workers lower their CPU priority while a query thread is kept (a nice increment,
-   * Linux only; config.backgroundNiceness, 0 by default here). Without a query thread, queries
+   * Linux only; the service passes config.embeddings.workerNiceness, 0 by default here). Without a query thread, queries
    * run on the workers, and they keep the process's priority.
    */
   workerNiceness?: number;
@@ -76,8 +76,8 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
       atomics: 'disabled',
     });
   // With a query thread, the workers run at a lower CPU priority (on Linux): while passages are
-  // embedded, the query thread and the HTTP thread (the embedded store's too) take the cores
-  // first, and passages have whatever they leave (docs/embeddings.md).
+  // embedded, the query thread, the HTTP thread and the embedded store's thread take the cores
+  // first, and passages have what they leave (docs/embeddings.md).
   const pool = threadPool(layout.workers, layout.intraOpThreads, queryThread ? workerNiceness : 0);
   // While passages keep every worker busy, a query would wait for a passage to end (46.5 ms at
   // p50 on SciFact abstracts, 9.4 ms with this thread): queries then run on a thread of their own,
