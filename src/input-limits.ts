@@ -91,7 +91,7 @@ export function nameKey(name: string): string {
 export function checkName(field: string, value: string, max = maxNameLength): string {
   const name = value.trim();
   if (!name) throw badRequest(field, 'must not be empty');
-  if (name.length > max) throw badRequest(field, `must be at most ${max} characters`);
+  if (characterCount(name) > max) throw badRequest(field, `must be at most ${max} characters`);
   const problem = nameCharacterProblem(name);
   if (problem) throw badRequest(field, problem);
   return name;
@@ -177,19 +177,31 @@ export function checkJson(field: string, value: unknown, limits: { maxDepth?: nu
 const reservedKeyProblem = 'must not be "__proto__"';
 
 /**
- * The character rules of names as a JSON Schema `pattern`, for the OpenAPI description: at least
- * one character that is not white space, and none of the characters refused above. Written with
- * explicit code points (no `\p{...}`), so that the regular expressions of other languages
- * (Python's `re`, which the fuzzer uses) read it as JavaScript does.
+ * The character rules of names as JSON Schema `pattern`s, for the OpenAPI description. The
+ * server trims a name before it checks it, so the pattern allows the characters trimming takes
+ * away at either end, and counts the length (1 to `max` characters) between them in a
+ * lookahead: `maxLength` would count them too. In between, at least one character that is
+ * neither white space nor refused, and none of the characters refused above. Written with
+ * explicit code points (no `\p{...}`, no `\s`), so that the regular expressions of other
+ * languages read it as JavaScript does: Python's `re`, which the fuzzer uses, counts U+001C-U+001F
+ * and U+0085 as white space and U+FEFF not, and `trim` does the opposite.
  */
-const refusedInNames = [controlCharacter, bidiFormatting, blankLooking].map((pattern) => pattern.source.slice(1, -1)).join('') + invisibleCharacterClass;
-export const namePattern = `^[^${refusedInNames}]*[^\\s${refusedInNames}][^${refusedInNames}]*$`;
-const optionalNamePattern = `^[^${refusedInNames}]*$`;
-const refusedInFilenames = `${refusedInNames}/\\\\`;
-export const filenamePattern = `^[^${refusedInFilenames}]*[^\\s${refusedInFilenames}][^${refusedInFilenames}]*$`;
+// What no text field accepts, as the inside of a character class: NUL. Unpaired surrogates are
+// refused too, but no pattern says so: the fuzzer validates with Rust's regex engine, which
+// refuses a class of surrogates as an invalid pattern (and then checks nothing).
+export const refusedInText = '\\u0000';
+const refusedInNames = [controlCharacter, bidiFormatting, blankLooking].map((pattern) => pattern.source.slice(1, -1)).join('') + invisibleCharacterClass + refusedInText;
+const trimmedClass = characterClassOf(codePointRanges((character) => character.trim() === ''));
+const trimmedNameBody = (refused: string, max: number) =>
+  `[${trimmedClass}]*(?=[^${refused}]{1,${max}}[${trimmedClass}]*$)[^${refused}]*[^${trimmedClass}${refused}][^${refused}]*[${trimmedClass}]*`;
+export const namePatternOf = (max = maxNameLength) => `^${trimmedNameBody(refusedInNames, max)}$`;
+const optionalNamePatternOf = (max = maxNameLength) => `^(?:[${trimmedClass}]*|${trimmedNameBody(refusedInNames, max)})$`;
+export const filenamePattern = `^${trimmedNameBody(`${refusedInNames}/\\\\`, maxFilenameLength)}$`;
+/** Text with at least one character that trimming leaves, and no NUL. */
+export const notBlankTextPattern = `^[^${refusedInText}]*[^${trimmedClass}${refusedInText}][^${refusedInText}]*$`;
 
 /** Some character that shows: not white space, and none of the characters names refuse. */
-export const visibleCharacterPattern = `[^\\s${refusedInNames}]`;
+export const visibleCharacterPattern = `[^${trimmedClass}${refusedInNames}]`;
 const visibleCharacter = new RegExp(visibleCharacterPattern, 'u');
 export const hasVisibleCharacter = (text: string) => visibleCharacter.test(text);
 
@@ -202,20 +214,20 @@ export const nameInput = (max = maxNameLength) =>
     .string({ error: 'must be a string' })
     .trim()
     .min(1, 'must not be empty')
-    .max(max, `must be at most ${max} characters`)
+    .refine((name) => characterCount(name) <= max, `must be at most ${max} characters`)
     .superRefine(refineWith(nameCharacterProblem))
-    .meta({ pattern: namePattern });
+    .meta({ pattern: namePatternOf(max), description: `1 to ${max} characters after trimming white space.` });
 
 /** An optional name: empty after trimming means none. */
 export const optionalNameInput = (max = maxNameLength) =>
   z
     .string({ error: 'must be a string' })
     .trim()
-    .max(max, `must be at most ${max} characters`)
+    .refine((name) => characterCount(name) <= max, `must be at most ${max} characters`)
     .superRefine((value, context) => {
       if (value) refineWith(nameCharacterProblem)(value, context);
     })
-    .meta({ pattern: optionalNamePattern })
+    .meta({ pattern: optionalNamePatternOf(max), description: `At most ${max} characters after trimming white space; none when empty.` })
     .nullish();
 
 /** Free text (a chat message): no NUL, no unpaired surrogates. */
@@ -223,7 +235,21 @@ export const textInput = () =>
   z
     .string({ error: 'must be a string' })
     .superRefine(refineWith(textProblem))
-    .meta({ pattern: '^[^\\u0000]*$' });
+    .meta({ pattern: `^[^${refusedInText}]*$` });
+
+/**
+ * At most `max` characters, counted as JSON Schema's `maxLength` counts them (code points, so an
+ * emoji is one), and described as that `maxLength`.
+ */
+export const withMaxCharacters = <T extends z.ZodType<string>>(schema: T, max: number) =>
+  schema.refine((text) => characterCount(text) <= max, `must be at most ${max} characters`).meta({ maxLength: max });
+
+/** Characters as JSON Schema counts them: code points, an unpaired surrogate one too. */
+export function characterCount(text: string): number {
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
+}
 
 function refineWith(problemOf: (value: string) => string | undefined) {
   return (value: string, context: z.RefinementCtx) => {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routes } from '../src/rest/routes.js';
@@ -64,7 +65,7 @@ describe('GET /openapi.json', () => {
     const workspace = body('/v1/kb/workspaces', 'post');
     expect(workspace.required).toEqual(['name']);
     expect(workspace.additionalProperties).toBe(false);
-    expect(workspace.properties.name).toMatchObject({ type: 'string', minLength: 1, maxLength: 200 });
+    expect(workspace.properties.name).toMatchObject({ type: 'string', minLength: 1 });
     const pattern = new RegExp(workspace.properties.name.pattern, 'u');
     expect(pattern.test('Papers')).toBe(true);
     expect(pattern.test('   ')).toBe(false);
@@ -86,6 +87,55 @@ describe('GET /openapi.json', () => {
     const agent = body('/agent/stream', 'post');
     expect(agent.required.sort()).toEqual(['message', 'workspaceIds']);
     expect(agent.properties.workspaceIds).toMatchObject({ type: 'array', minItems: 1 });
+  });
+
+  // The fuzzer (schemathesis) reads the description with Python's `re` and counts lengths in code
+  // points; the server trims names before it checks them and counts in JavaScript. For each
+  // value the server's answer must be the description's, as Python reads it and as JavaScript does.
+  it('accepts exactly the names and queries its description allows, read by Python as by JavaScript', async () => {
+    const body = (path: string, method: string) => description.paths[path][method].requestBody.content['application/json'].schema;
+    const name = body('/v1/kb/workspaces/{id}', 'patch').properties.name;
+    const query = body('/v1/kb/query', 'post').properties.query;
+    const names = [
+      '\n\u00b3\u00ee\u{e28d6}\u0100', // the value schemathesis once found accepted against the description
+      ' Papers ', '\tTabbed', 'Newline\n', '\ufeffMarked\ufeff', '\u2028Separated\u2029', '\u3000Ideographic\u3000', '\u00a0NBSP',
+      'Line\nbreak', '\u001cFile separator', 'Next line\u0085', 'Zero\u200bwidth', '   ', '\n', '\ufeff',
+      'a'.repeat(200), 'b'.repeat(201), ` \n${'c'.repeat(200)}\u3000\n`, '\u{1f600}'.repeat(200), '\u{1f601}'.repeat(201),
+    ];
+    const queries = ['what', ' \u001c ', '\ufeff', ' \u3000 ', 'q'.repeat(10_001), '\u{1f602}'.repeat(10_000)];
+    const pythonCheck = [
+      'import json, re, sys',
+      'print(json.dumps([[re.search(pattern, value) is not None and (max_length is None or len(value) <= max_length) for value in values] for pattern, values, max_length in json.load(sys.stdin)]))',
+    ].join('\n');
+    const checked = [
+      [name.pattern, names, name.maxLength ?? null],
+      [query.pattern, queries, query.maxLength ?? null],
+    ];
+    const readByPython = JSON.parse(execFileSync('python3', ['-c', pythonCheck], { input: JSON.stringify(checked) }).toString()) as boolean[][];
+    const readByJavaScript = [
+      names.map((value) => new RegExp(name.pattern, 'u').test(value) && (name.maxLength === undefined || [...value].length <= name.maxLength)),
+      queries.map((value) => new RegExp(query.pattern, 'u').test(value) && [...value].length <= query.maxLength),
+    ];
+    expect(readByJavaScript).toEqual(readByPython);
+
+    const owner = await server.createUser();
+    const workspace = await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'Renamed by the description' } });
+    expect(workspace.status).toBe(201);
+    const acceptedNames = [];
+    for (const value of names) {
+      const renamed = await server.request('PATCH', `/v1/kb/workspaces/${workspace.body.id}`, { key: owner.key, json: { name: value } });
+      expect([200, 400], JSON.stringify(renamed.body)).toContain(renamed.status);
+      acceptedNames.push(renamed.status === 200);
+    }
+    const acceptedQueries = [];
+    for (const value of queries) {
+      const searched = await server.request('POST', '/v1/kb/query', { key: owner.key, json: { query: value, workspace_id: workspace.body.id } });
+      expect([200, 400], JSON.stringify(searched.body)).toContain(searched.status);
+      acceptedQueries.push(searched.status === 200);
+    }
+    expect([acceptedNames, acceptedQueries]).toEqual(readByPython);
+    // Both ways are exercised: some of each list is refused, some accepted.
+    for (const accepted of readByPython) expect(new Set(accepted)).toEqual(new Set([true, false]));
   });
 
   it('describes list query parameters as the integers and ids they are parsed into', () => {

@@ -164,9 +164,8 @@ function requestBodyOf(body: Route['body'] & object, schema: GraphQLSchema, fiel
               filename: z
                 .string()
                 .min(1)
-                .max(maxFilenameLength)
                 .meta({ pattern: filenamePattern })
-                .describe('A plain file name (no path separators); its extension says how the content is read.'),
+                .describe(`A plain file name (no path separators), 1 to ${maxFilenameLength} characters after trimming; its extension says how the content is read.`),
               content: z.string().min(1).meta({ pattern: '^[^\\u0000]*$' }).describe('The text of the document.'),
               metadata: metadata.optional(),
             })

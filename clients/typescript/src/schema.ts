@@ -979,6 +979,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description 1 to 200 characters after trimming white space. */
                     name: string;
                     scopes: ("user:read" | "user:write" | "kb:read" | "kb:write" | "chat:read" | "chat:write")[];
                     /** @description Restricts the key to these workspaces (1 to 100, duplicates collapse); leave it out for every workspace. A key that is itself restricted must name some of its own workspaces. */
@@ -1354,6 +1355,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description 1 to 200 characters after trimming white space. */
                     name: string;
                 };
             };
@@ -1732,6 +1734,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description 1 to 200 characters after trimming white space. */
                     name: string;
                 };
             };
@@ -2953,7 +2956,7 @@ export interface operations {
                     };
                 };
                 "application/json": {
-                    /** @description A plain file name (no path separators); its extension says how the content is read. */
+                    /** @description A plain file name (no path separators), 1 to 255 characters after trimming; its extension says how the content is read. */
                     filename: string;
                     /** @description The text of the document. */
                     content: string;

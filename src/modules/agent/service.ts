@@ -7,7 +7,7 @@ import type { Viewer } from '../../auth/authenticate.js';
 import { readSessions, requireSessionId, requireWorkspaces, sessionNotFound } from '../../auth/policy.js';
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
-import { textProblem, hasVisibleCharacter } from '../../input-limits.js';
+import { characterCount, textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
 import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
@@ -169,7 +169,7 @@ function checkInput(input: AgentStreamInput) {
   if (problem) throw badRequest('message', problem);
   if (input.message.trim().length === 0) throw badRequest('message', 'must not be empty');
   if (!hasVisibleCharacter(input.message)) throw badRequest('message', 'must hold a question (it has only invisible characters)');
-  if (input.message.length > agentLimits.maxMessageCharacters) {
+  if (characterCount(input.message) > agentLimits.maxMessageCharacters) {
     throw badRequest('message', `must be at most ${agentLimits.maxMessageCharacters} characters`);
   }
   if (!Array.isArray(input.workspaceIds) || input.workspaceIds.length === 0) throw badRequest('workspaceIds', 'must name at least one workspace');

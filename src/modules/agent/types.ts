@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
-import { hasVisibleCharacter, textInput, visibleCharacterPattern } from '../../input-limits.js';
+import { hasVisibleCharacter, refusedInText, textInput, visibleCharacterPattern, withMaxCharacters } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import type { CitedPassage, Source } from './citations.js';
 import type { AgentEvent, ReasoningStep } from './events.js';
@@ -42,11 +42,12 @@ const AgentStreamInput = builder.inputType('AgentStreamInput', {
   fields: (t) => ({
     message: t.string({
       description: `The question; at most ${agentLimits.maxMessageCharacters} characters.`,
-      validate: textInput()
-        .refine((message) => message.trim().length > 0, 'must not be empty')
-        .refine(hasVisibleCharacter, 'must hold a question (it has only invisible characters)')
-        .max(agentLimits.maxMessageCharacters, `must be at most ${agentLimits.maxMessageCharacters} characters`)
-        .meta({ pattern: `^[^\\u0000]*${visibleCharacterPattern}[^\\u0000]*$` }),
+      validate: withMaxCharacters(
+        textInput()
+          .refine((message) => message.trim().length > 0, 'must not be empty')
+          .refine(hasVisibleCharacter, 'must hold a question (it has only invisible characters)'),
+        agentLimits.maxMessageCharacters,
+      ).meta({ pattern: `^[^${refusedInText}]*${visibleCharacterPattern}[^${refusedInText}]*$` }),
     }),
     workspaceIds: t.idList({
       description: `Workspaces to search, all the caller's own; 1 to ${agentLimits.maxWorkspaces} different ones.`,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
-import { optionalNameInput, textInput } from '../../input-limits.js';
+import { optionalNameInput, textInput, withMaxCharacters } from '../../input-limits.js';
 import { appendMessage, createSession, deleteSession, findSession, listSessions, messageRoles, type MessageRole } from './service.js';
 
 export const maxMessageLength = 50_000;
@@ -45,7 +45,7 @@ const CreateChatSessionInput = builder.inputType('CreateChatSessionInput', {
 const SendChatMessageInput = builder.inputType('SendChatMessageInput', {
   fields: (t) => ({
     content: t.string({
-      validate: textInput().min(1, 'must not be empty').max(maxMessageLength, `must be at most ${maxMessageLength} characters`),
+      validate: withMaxCharacters(textInput().min(1, 'must not be empty'), maxMessageLength),
     }),
     role: t.string({ validate: z.enum(messageRoles, { error: `must be one of ${messageRoles.join(', ')}` }) }),
   }),

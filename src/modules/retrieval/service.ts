@@ -1,6 +1,6 @@
 import { AppError, badRequest } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
-import { checkJson, textProblem } from '../../input-limits.js';
+import { characterCount, checkJson, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
@@ -194,7 +194,7 @@ async function searchNow(
   const textIssue = textProblem(input.query);
   if (textIssue) throw badRequest('query', textIssue);
   if (input.query.trim().length === 0) throw badRequest('query', 'must not be empty');
-  if (input.query.length > searchLimits.maxQueryCharacters) {
+  if (characterCount(input.query) > searchLimits.maxQueryCharacters) {
     throw badRequest('query', `must be at most ${searchLimits.maxQueryCharacters} characters`);
   }
   const topK = input.topK ?? searchLimits.defaultTopK;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
-import { jsonObjectKey, textInput } from '../../input-limits.js';
+import { jsonObjectKey, notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { AppError } from '../../errors.js';
 import { checkFilter, search, searchLimits, searchModes, type SearchResult } from './service.js';
@@ -21,10 +21,10 @@ const SearchInput = builder.inputType('SearchInput', {
     query: t.string({
       required: true,
       description: `Searched for; at most ${searchLimits.maxQueryCharacters} characters.`,
-      validate: textInput()
-        .max(searchLimits.maxQueryCharacters, `must be at most ${searchLimits.maxQueryCharacters} characters`)
-        .refine((query) => query.trim().length > 0, 'must not be empty')
-        .meta({ pattern: '^[^\\u0000]*\\S[^\\u0000]*$' }),
+      validate: withMaxCharacters(
+        textInput().refine((query) => query.trim().length > 0, 'must not be empty'),
+        searchLimits.maxQueryCharacters,
+      ).meta({ pattern: notBlankTextPattern }),
     }),
     workspaceId: t.id({ required: true }),
     topK: t.int({
