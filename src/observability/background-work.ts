@@ -23,6 +23,11 @@ export class BackgroundWork {
   #foregroundEndedAt = Number.NEGATIVE_INFINITY;
   readonly #endedAt = new Map<BackgroundTask, number>();
   #waiting: (() => void)[] = [];
+  readonly #longestYieldMs: number;
+
+  constructor(options: { longestYieldMs?: number } = {}) {
+    this.#longestYieldMs = options.longestYieldMs ?? longestYieldMs;
+  }
 
   /**
    * Runs work a request waits for (a search). Background work starts its next step only once no
@@ -45,11 +50,11 @@ export class BackgroundWork {
     return this.#foreground > 0 ? 0 : performance.now() - this.#foregroundEndedAt;
   }
 
-  /** Resolves when no request's work is in progress, or after `longestYieldMs` all the same. */
+  /** Resolves when no request's work is in progress, or after the longest yield (`longestYieldMs`) all the same. */
   async turn(): Promise<void> {
     if (this.#foreground === 0) return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, longestYieldMs);
+      const timer = setTimeout(done, this.#longestYieldMs);
       timer.unref();
       this.#waiting.push(done);
       function done() {

@@ -76,6 +76,7 @@ const loadPageBlocks = 256;
 const loadWaitMs = 200;
 /** A workspace of at most this many chunks is always waited for: its load takes a fraction of a second. */
 const loadWaitedForChunks = 1_000;
+const isLargeLoad = (chunks: number) => chunks > loadWaitedForChunks;
 /**
  * Rows a load takes into its postings between two turns of the event loop: taking them costs about
  * 0.1 ms each here, and a search that arrives meanwhile runs between the slices.
@@ -112,20 +113,76 @@ type HeldWorkspace = MirroredWorkspace & {
    * ahead of searches does, and so does one that no search waits for any more.
    */
   loadYields: boolean;
-  /** Chunks the load under way reads, once its first statement has counted them. */
-  loadingChunks?: number;
-  /** Resolves with `loadingChunks` when the first load has counted them. */
-  sized: Promise<number>;
-  announceSize: (chunks: number) => void;
+  loadSize: LoadSize;
+  waiters: Waiters;
 };
+
+/** The chunks a workspace's load reads, known once its first statement has counted them. */
+class LoadSize {
+  #chunks: number | undefined;
+  #announce!: (chunks: number) => void;
+  /** Resolves with the count of the first load. */
+  readonly counted = new Promise<number>((resolve) => (this.#announce = resolve));
+
+  get chunks(): number | undefined {
+    return this.#chunks;
+  }
+
+  set(chunks: number) {
+    this.#chunks = chunks;
+    this.#announce(chunks);
+  }
+}
+
+/**
+ * The searches waiting for a workspace's sync or load. Background work on the workspace yields
+ * to the searches in progress only while none of them waits for it: a search waiting behind a
+ * step that waits for the searches to end would wait for itself, until the longest yield is over.
+ */
+class Waiters {
+  #count = 0;
+  readonly #wakers = new Set<() => void>();
+
+  /** Counts a search as waiting; the function returned ends its wait. */
+  enter(): () => void {
+    this.#count += 1;
+    for (const wake of this.#wakers) wake();
+    let left = false;
+    return () => {
+      if (!left) this.#count -= 1;
+      left = true;
+    };
+  }
+
+  /** Waits for the searches in progress to end, unless a search waits for this workspace or begins to meanwhile. */
+  async yieldUnlessAwaited(backgroundWork: BackgroundWork | undefined): Promise<void> {
+    if (!backgroundWork || this.#count > 0) return;
+    let wake!: () => void;
+    const awaited = new Promise<void>((resolve) => (wake = resolve));
+    this.#wakers.add(wake);
+    try {
+      await Promise.race([backgroundWork.turn(), awaited]);
+    } finally {
+      this.#wakers.delete(wake);
+    }
+  }
+}
 
 /** Bytes a held workspace takes, roughly. */
 const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes;
 
 const unloaded = (): HeldWorkspace => {
-  let announceSize!: (chunks: number) => void;
-  const sized = new Promise<number>((resolve) => (announceSize = resolve));
-  return { postings: new TermPostings(), fresh: new FreshVectors(), horizon: '0', generation: '', syncedAt: 0, turn: Promise.resolve(), loadYields: false, sized, announceSize };
+  return {
+    postings: new TermPostings(),
+    fresh: new FreshVectors(),
+    horizon: '0',
+    generation: '',
+    syncedAt: 0,
+    turn: Promise.resolve(),
+    loadYields: false,
+    loadSize: new LoadSize(),
+    waiters: new Waiters(),
+  };
 };
 
 /**
@@ -202,7 +259,7 @@ export class StoreIndexMirror {
         const sync = workspace.turn
           .catch(() => undefined)
           .then(async () => {
-            await this.backgroundWork?.turn();
+            await workspace.waiters.yieldUnlessAwaited(this.backgroundWork);
             if (workspace.syncedAt !== 0) return this.#catchUp(workspaceId, workspace);
             workspace.loadYields = true;
             return this.#timedLoad(workspaceId, workspace);
@@ -292,13 +349,22 @@ export class StoreIndexMirror {
     }
     this.#held.set(workspaceId, held);
     const workspace = held;
-    const waitsLittle = options.until !== undefined && workspace.syncedAt === 0;
-    const large = (chunks: number) => chunks > loadWaitedForChunks;
-    if (waitsLittle && large(workspace.loadingChunks ?? 0)) {
+    if (options.until !== undefined && workspace.syncedAt === 0 && isLargeLoad(workspace.loadSize.chunks ?? 0)) {
       workspace.loadYields = true;
       return undefined;
     }
     if (options.ahead && workspace.syncedAt === 0) workspace.loadYields = true;
+    const leave = options.ahead ? undefined : workspace.waiters.enter();
+    try {
+      return await this.#turnOf(workspaceId, workspace, options.until);
+    } finally {
+      leave?.();
+    }
+  }
+
+  /** Queues the workspace's load or catch-up, and waits for it, or with `until` as `#synced` says. */
+  async #turnOf(workspaceId: string, workspace: HeldWorkspace, until: number | undefined): Promise<MirroredWorkspace | undefined> {
+    const waitsLittle = until !== undefined && workspace.syncedAt === 0;
     const turn = workspace.turn
       .catch(() => undefined)
       .then(() => (workspace.syncedAt === 0 ? this.#timedLoad(workspaceId, workspace) : this.#catchUp(workspaceId, workspace)));
@@ -310,18 +376,18 @@ export class StoreIndexMirror {
         throw error;
       },
     );
-    if (!waitsLittle) return settled;
+    if (!waitsLittle) return await settled;
     // A search not waiting for the load any more must not leave its failure unhandled.
     settled.catch(() => undefined);
     // Until the load is known to be large, or the wait is over.
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), Math.max(0, options.until! - performance.now()));
+      timer = setTimeout(() => resolve('late'), Math.max(0, until - performance.now()));
     });
-    const known = workspace.sized.then<HeldWorkspace | 'late'>((chunks) => (large(chunks) ? 'late' : settled));
+    const known = workspace.loadSize.counted.then<HeldWorkspace | 'late'>((chunks) => (isLargeLoad(chunks) ? 'late' : settled));
     const first = await Promise.race([settled, late, known]).finally(() => clearTimeout(timer));
     if (first !== 'late') return first;
-    if (!large(workspace.loadingChunks ?? (await this.#chunkCount(workspaceId)))) return settled;
+    if (!isLargeLoad(workspace.loadSize.chunks ?? (await this.#chunkCount(workspaceId)))) return await settled;
     workspace.loadYields = true;
     return undefined;
   }
@@ -352,7 +418,7 @@ export class StoreIndexMirror {
     const page = async () => {
       if (!held.loadYields) return;
       await nextTurn();
-      await this.backgroundWork?.turn();
+      await held.waiters.yieldUnlessAwaited(this.backgroundWork);
     };
     const [mark] = await this.prisma.$queryRaw<{ horizon: string; generation: string; rows: number; fresh_rows: number; total: number; blocks: number }[]>`
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
@@ -360,8 +426,7 @@ export class StoreIndexMirror {
              (SELECT count(*) FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid)::float8 AS fresh_rows,
              (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
              (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
-    held.loadingChunks = mark!.rows + mark!.fresh_rows;
-    held.announceSize(held.loadingChunks);
+    held.loadSize.set(mark!.rows + mark!.fresh_rows);
     const postings = new TermPostings();
     const fresh = new FreshVectors();
     const take = async (rows: ChunkRow[]) => {
@@ -412,7 +477,7 @@ export class StoreIndexMirror {
       after = rows.at(-1)!.chunk_id;
     }
     // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
-    Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now(), loadYields: false, loadingChunks: undefined });
+    Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now(), loadYields: false });
   }
 
   /**

@@ -254,6 +254,32 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     }, 40_000);
   }
 
+  if (!elasticsearchUrl) {
+    // The follower's sync of a workspace waits for the searches in progress before it starts, and
+    // a search of that workspace waits for the follower's sync: without care each waits for the
+    // other until the longest yield is over (a second by default; here two minutes).
+    it('keeps no search waiting for background work on the workspace it searches', async () => {
+      const backgroundWork = new BackgroundWork({ longestYieldMs: 120_000 });
+      const ahead = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork });
+      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!;
+      try {
+        // The follower's first reading marks where the log stands; what is written after it is followed.
+        await new Promise((resolve) => setTimeout(resolve, 5_500));
+        await backgroundWork.foreground(async () => {
+          const { workspaceId } = await workspaceWith('awaited', [{ texts: ['beacon on the headland', 'beacon fires'], vectors: [unit(85), unit(86)] }]);
+          // The follower reads the log within its period and waits for this request's work to end.
+          await new Promise((resolve) => setTimeout(resolve, 6_000));
+          expect(loads()).toMatchObject({ runs: 0, running: 0 });
+          expect((await keywordTexts(ahead, workspaceId, 'beacon')).sort()).toEqual(['beacon fires', 'beacon on the headland']);
+          // The follower's load served the search: one load, not a second of the search's own.
+          expect(loads().runs).toBe(1);
+        });
+      } finally {
+        await ahead.close();
+      }
+    }, 40_000);
+  }
+
   it('keeps another process current: chunks one adds or deletes are found or gone in the other', async () => {
     const other = await openIndex();
     try {
