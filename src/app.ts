@@ -112,7 +112,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       config,
       db,
       auth,
-      rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute }),
+      rateLimits: createRateLimits({ searchesPerMinute: config.searchesPerMinute, sharedPool: db.sharedPool }),
       ingestion,
       retrieval,
       agent,

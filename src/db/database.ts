@@ -30,6 +30,11 @@ export interface Database {
   readonly kind: StoreKind;
   readonly prisma: PrismaClient;
   readonly query: DirectQuery;
+  /**
+   * The pool of a store that several processes share (PostgreSQL), for counters that must hold
+   * across them (rate limits). Undefined on the embedded store, which one process holds.
+   */
+  readonly sharedPool?: pg.Pool;
   /** Answers when the store can run a query; used by /readyz. */
   ping(): Promise<void>;
   /**
@@ -285,6 +290,7 @@ async function openWithPool(
   return {
     kind,
     prisma,
+    ...(kind === 'postgres' && { sharedPool: pool }),
     query: async <Row>(statement: Prisma.Sql) => {
       const text = statement.text;
       // Prepared once per connection under a name taken from its text, then planned no more.

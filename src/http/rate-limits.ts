@@ -1,4 +1,5 @@
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import type pg from 'pg';
+import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { AppError } from '../errors.js';
 import type { RateLimitName } from '../graphql/field-requirements.js';
 
@@ -13,19 +14,34 @@ export type RateLimits = {
 type Budget = { keyPrefix: string; points: number; duration: number };
 
 /**
- * Named limits, counted per user in this process. The API-key endpoints share one budget of
- * 100 calls a minute, as the contract says. Searches have their own (`KB_SEARCH_RATE_PER_MINUTE`):
- * each runs the embedding model and both sides of the index. A GraphQL operation uses one per
- * limited field it calls (aliases and fragments included).
+ * Named limits, counted per user. The API-key endpoints share one budget of 100 calls a minute,
+ * as the contract says. Searches have their own (`KB_SEARCH_RATE_PER_MINUTE`): each runs the
+ * embedding model and both sides of the index. A GraphQL operation uses one per limited field it
+ * calls (aliases and fragments included).
+ *
+ * With `sharedPool` (PostgreSQL) the points are counted in the store's `rate_limit_points`, so a
+ * user's budget is one budget whichever server answers; should the store fail to count, each
+ * server falls back to counting alone in memory until it answers again. Without it (the embedded
+ * store, one process) they are counted in memory.
  */
-export function createRateLimits(settings: { searchesPerMinute: number }): RateLimits {
+export function createRateLimits(settings: { searchesPerMinute: number; sharedPool?: pg.Pool }): RateLimits {
   const budgets: Record<RateLimitName, Budget> = {
     apiKeys: { keyPrefix: 'api-keys', points: 100, duration: 60 },
     search: { keyPrefix: 'search', points: settings.searchesPerMinute, duration: 60 },
   };
-  const limiters = Object.fromEntries(
-    Object.entries(budgets).map(([name, options]) => [name, new RateLimiterMemory(options)]),
-  ) as Record<RateLimitName, RateLimiterMemory>;
+  const limiterOf = (options: Budget): RateLimiterAbstract =>
+    settings.sharedPool
+      ? new RateLimiterPostgres({
+          ...options,
+          storeClient: settings.sharedPool,
+          storeType: 'pool',
+          tableName: 'rate_limit_points',
+          // Created by the store's migrations; expired rows are deleted by the limiter every few minutes.
+          tableCreated: true,
+          insuranceLimiter: new RateLimiterMemory(options),
+        })
+      : new RateLimiterMemory(options);
+  const limiters = Object.fromEntries(Object.entries(budgets).map(([name, options]) => [name, limiterOf(options)])) as Record<RateLimitName, RateLimiterAbstract>;
   return {
     async consume(name, userId, points = 1) {
       const limiter = limiters[name];
