@@ -72,7 +72,7 @@ export async function openDatabase(
   config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'>,
   logger?: Logger,
 ): Promise<Database> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl) : openEmbedded(config, logger);
+  return config.databaseUrl ? openPostgres(config.databaseUrl, logger) : openEmbedded(config, logger);
 }
 
 export function embeddedStoreDirectory(dataDir: string) {
@@ -251,8 +251,13 @@ async function openEmbedded(
   }
 }
 
-async function openPostgres(url: string): Promise<Database> {
-  return openWithPool('postgres', new pg.Pool({ connectionString: url, max: 10 }), {}, async () => {});
+async function openPostgres(url: string, logger?: Logger): Promise<Database> {
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // An idle connection the server ends (a restart, an administrator) is an 'error' event on the
+  // pool, which would end the process if nothing listened. The pool drops that connection and
+  // opens another when asked; requests meanwhile get 503 (store-errors.ts).
+  pool.on('error', (error) => logger?.info(`PostgreSQL closed an idle connection: ${error.message}`));
+  return openWithPool('postgres', pool, {}, async () => {});
 }
 
 async function openWithPool(

@@ -1,5 +1,6 @@
 import contentType from 'content-type';
 import { authenticate } from '../auth/authenticate.js';
+import { storeUnavailable } from '../db/store-errors.js';
 import { AppError, authenticationRequired, badRequest, unsupportedMediaType } from '../errors.js';
 import { checkJsonCharset, mediaTypeOf, readBodyBytes, spoolBody, type SpooledBody } from '../http/body.js';
 import type { AppServices } from './context.js';
@@ -28,7 +29,8 @@ export async function handleGraphQLHttpRequest(request: Request, app: AppService
       await spooled?.remove();
     }
   } catch (error) {
-    if (error instanceof AppError) return httpErrorResponse(error);
+    const known = error instanceof AppError ? error : storeUnavailable(error);
+    if (known) return httpErrorResponse(known);
     throw error;
   }
 }
@@ -81,6 +83,7 @@ async function readBounded(request: Request, maxBytes: number): Promise<string> 
  */
 export function httpErrorResponse(error: AppError): Response {
   const headers = new Headers();
+  if (error.details.retryAfterSeconds !== undefined) headers.set('retry-after', String(error.details.retryAfterSeconds));
   // The rest of an oversized body was never read, so this connection cannot carry another request.
   if (error.code === 'payload_too_large') headers.set('connection', 'close');
   return Response.json(error.toGraphQLHttpBody(), { status: error.status, headers });

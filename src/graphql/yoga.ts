@@ -3,6 +3,7 @@ import { GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Config } from '../config.js';
 import { AppError, authenticationRequired, badRequest, errorCatalogue, isErrorCode, type ErrorCode } from '../errors.js';
+import { storeUnavailable } from '../db/store-errors.js';
 import { invalidCursor } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { graphqlEndpoint, graphqlStreamEndpoint } from './endpoints.js';
@@ -206,7 +207,7 @@ function knownAppError(error: unknown): AppError | undefined {
   if (error.name === 'PrismaClientKnownRequestError' && error.message.includes('22021')) {
     return badRequest('input', 'text must not contain NUL (\\u0000) characters');
   }
-  return undefined;
+  return storeUnavailable(error);
 }
 
 // graphql ships CommonJS and ESM builds and both can be loaded in one process, so `instanceof`

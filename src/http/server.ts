@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf, ServerTimings } from '../observability/request-context.js';
 import { errorResponse, handleRestRequest, methodNotAllowed } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
+import { storeUnavailable } from '../db/store-errors.js';
 import { apiReference } from './api-reference.js';
 import type { ServerContext } from './connections.js';
 import { consoleSite } from './console.js';
@@ -117,6 +118,11 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
       if (request.signal.aborted || (error as { code?: string }).code === 'ECONNRESET' || (error as Error).message === 'aborted') {
         log.info(`${request.method} ${url.pathname}: the client closed the connection before its request was complete`);
         return errorResponse(new AppError('bad_request', 'body: the request ended before it was complete', { field: 'body' }));
+      }
+      const unavailable = storeUnavailable(error);
+      if (unavailable) {
+        log.info(`${request.method} ${url.pathname}: ${unavailable.message} (${(error as Error).message.replace(/\s+/g, ' ').trim()})`);
+        return errorResponse(unavailable);
       }
       log.error(`unhandled error on ${request.method} ${url.pathname}`, error);
       return errorResponse(new AppError('internal_error', 'internal error'));

@@ -64,7 +64,7 @@ const statusWords: Record<number, string> = {
   422: 'The `Idempotency-Key` was used before with a different request.',
   429: 'Too many requests; `Retry-After` says when to try again.',
   500: 'An unexpected server error.',
-  503: 'A backend (search index, model) is unavailable; try again.',
+  503: 'The database, the search index or the model is unavailable for now; try again (`Retry-After` when known).',
 };
 
 const requestIdHeader = {
@@ -311,7 +311,7 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
   for (const status of errorStatusesOf(route)) {
     responses[String(status)] = {
       description: statusWords[status]!,
-      headers: status === 429 ? { ...requestIdHeader, ...retryAfter(true) } : status === 409 && route.idempotent ? { ...requestIdHeader, ...retryAfter(false) } : requestIdHeader,
+      headers: status === 429 ? { ...requestIdHeader, ...retryAfter(true) } : (status === 409 && route.idempotent) || status === 503 ? { ...requestIdHeader, ...retryAfter(false) } : requestIdHeader,
       content: { 'application/json': { schema: errorBody } },
     };
   }

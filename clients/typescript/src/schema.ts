@@ -597,11 +597,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -746,11 +748,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -845,11 +849,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -953,11 +959,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1123,11 +1131,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1225,11 +1235,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1329,11 +1341,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1495,11 +1509,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1606,11 +1622,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1708,11 +1726,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1859,11 +1879,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1978,11 +2000,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2111,11 +2135,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2217,11 +2243,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2385,11 +2413,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2509,11 +2539,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2611,11 +2643,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2783,11 +2817,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2919,11 +2955,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3120,11 +3158,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3249,11 +3289,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3351,11 +3393,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3472,11 +3516,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3615,11 +3661,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3761,11 +3809,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3881,11 +3931,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4006,11 +4058,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4135,11 +4189,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4297,11 +4353,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4459,11 +4517,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4656,11 +4716,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4798,11 +4860,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4917,11 +4981,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A backend (search index, model) is unavailable; try again. */
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
             503: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
