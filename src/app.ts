@@ -62,7 +62,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: true });
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
-    const metrics = createMetrics(db.prisma, db.backgroundWork);
+    const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
     const embedder = meteredEmbedder(await createEmbedder(config), metrics);
     const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
       await embedder.close();

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -96,6 +97,7 @@ const environmentSchema = z.object({
   KB_GRAPHQL_SSE_UNOPENED_SECONDS: z.coerce.number().min(0.1).max(3600).default(30),
   KB_GRAPHQL_SSE_QUEUE_MB: z.coerce.number().min(0.01).max(1024).default(1),
   KB_METRICS_TOKEN: optionalString,
+  KB_INSTANCE: optionalString.pipe(z.string().max(200).optional()),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
   KB_API_KEY: optionalString,
@@ -104,6 +106,8 @@ const environmentSchema = z.object({
 export type Config = {
   host: string;
   port: number;
+  /** This process's name among several: the `kb_instance` label of its metrics. */
+  instance: string;
   dataDir: string;
   databaseUrl: string | undefined;
   elasticsearchUrl: string | undefined;
@@ -251,6 +255,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   return {
     host: env.HOST,
     port: env.PORT,
+    instance: env.KB_INSTANCE ?? `${os.hostname()}:${env.PORT === 0 ? `pid${process.pid}` : env.PORT}`,
     dataDir: path.resolve(env.KB_DATA_DIR),
     databaseUrl: env.DATABASE_URL,
     elasticsearchUrl: env.ELASTICSEARCH_URL,

@@ -71,7 +71,12 @@ describe('GET /metrics', () => {
     expect(sample(text, 'kb_http_request_duration_seconds_count', { method: 'GET', route: '/v1/kb/documents/:id', status: '200' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'kb_ingestion_stage_duration_seconds_count', { stage: 'parse', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'kb_ingestion_stage_duration_seconds_count', { stage: 'embed', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
-    expect(text).toMatch(/^kb_ingestion_queue_jobs\{stage="embed",status="done"\} [1-9]/m);
+    expect(sample(text, 'kb_ingestion_queue_jobs', { stage: 'embed', status: 'done' })).toBeGreaterThanOrEqual(1);
+    // Every series names the process it comes from, so that one scrape tells the replicas apart.
+    const series = text.split('\n').filter((line) => line !== '' && !line.startsWith('#'));
+    expect(series.length).toBeGreaterThan(20);
+    expect(server.config.instance).toMatch(/^.+:pid\d+$/);
+    for (const line of series) expect(line).toContain(`kb_instance="${server.config.instance}"`);
     expect(sample(text, 'kb_embedder_texts_total', { purpose: 'passage' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'kb_embedder_texts_total', { purpose: 'query' })).toBeGreaterThanOrEqual(2);
     expect(sample(text, 'kb_embedder_seconds_total', { purpose: 'passage' })).toBeGreaterThan(0);

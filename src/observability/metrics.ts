@@ -6,10 +6,12 @@ import type { BackgroundWork } from './background-work.js';
 
 /**
  * The service's Prometheus series, in a registry of their own (one per running app: tests run
- * several in one process). Served at GET /metrics; docs/observability.md lists them.
+ * several in one process). Served at GET /metrics; docs/observability.md lists them. Every series
+ * carries `kb_instance`, so that one scrape configuration tells the processes of a fleet apart.
  */
-export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWork) {
+export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWork, instance: string) {
   const registry = new Registry();
+  registry.setDefaultLabels({ kb_instance: instance });
   let graphBacklog: (() => Promise<number>) | undefined;
   // Seconds already added to the counter, per task: a scrape adds what was done since.
   const reportedSeconds = new Map<string, number>();
