@@ -13,6 +13,7 @@ const postgresOnly = ['test/store-outage.test.ts'];
 // Files that use no store, or only an embedded store of their own whatever the leg: the
 // PostgreSQL legs would run them again exactly as the embedded leg does.
 const storeIndependent = [
+  'src/config.test.ts',
   'src/auth/api-key-cache.test.ts',
   'src/http/console.test.ts',
   'src/modules/agent/repetition.test.ts',

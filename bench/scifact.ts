@@ -320,7 +320,7 @@ async function main() {
       if (indexKind === 'elasticsearch') {
         const { openElasticsearchIndex } = await import('../src/modules/retrieval/elasticsearch-index.js');
         const embedderModel = rawEmbedder ? { model: rawEmbedder.modelId, dimensions: rawEmbedder.dimensions } : { model: 'unknown', dimensions: 384 };
-        const index = await openElasticsearchIndex(config.elasticsearchUrl!, embedderModel, { timeoutMs: 30_000 }).catch(() => undefined);
+        const index = await openElasticsearchIndex(config.elasticsearch!, embedderModel, { timeoutMs: 30_000 }).catch(() => undefined);
         await index?.deleteWorkspace(workspaceId).catch((error: unknown) => log(`could not remove the benchmark's chunks from Elasticsearch: ${String(error)}`));
         await index?.close();
       }

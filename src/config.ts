@@ -27,7 +27,13 @@ const environmentSchema = z.object({
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
       .optional(),
   ),
-  ELASTICSEARCH_URL: optionalString.pipe(z.url().optional()),
+  // One node's URL, or several separated by commas (the nodes of a cluster).
+  ELASTICSEARCH_URL: optionalString
+    .transform((value) => value?.split(',').map((part) => part.trim()))
+    .pipe(z.array(z.url({ message: 'each URL must be a URL; separate several with commas' })).optional()),
+  KB_ES_SHARDS: z.coerce.number().int().min(1).max(64).default(1),
+  KB_ES_REPLICAS: optionalString.pipe(z.string().regex(/^[0-8]$/, 'must be an integer from 0 to 8').transform(Number).optional()),
+  KB_ES_SNIFF: z.enum(['off', 'on']).default('off'),
   OPENAI_BASE_URL: optionalString.pipe(z.url().optional()),
   OPENAI_API_KEY: optionalString,
   OPENAI_EMBEDDING_MODEL: optionalString,
@@ -110,7 +116,18 @@ export type Config = {
   instance: string;
   dataDir: string;
   databaseUrl: string | undefined;
-  elasticsearchUrl: string | undefined;
+  /** Elasticsearch, when it keeps the index (docs/retrieval.md, "Elasticsearch as a cluster"). */
+  elasticsearch:
+    | {
+        nodes: string[];
+        /** Primary shards of a new index. */
+        shards: number;
+        /** Copies of each shard, applied at every start; by default 0 with one node named, 1 with several. */
+        replicas: number;
+        /** Ask the cluster for its nodes at start and after a connection fails, beyond those named. */
+        sniff: boolean;
+      }
+    | undefined;
   openai: {
     baseUrl: string | undefined;
     apiKey: string | undefined;
@@ -258,7 +275,12 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     instance: env.KB_INSTANCE ?? `${os.hostname()}:${env.PORT === 0 ? `pid${process.pid}` : env.PORT}`,
     dataDir: path.resolve(env.KB_DATA_DIR),
     databaseUrl: env.DATABASE_URL,
-    elasticsearchUrl: env.ELASTICSEARCH_URL,
+    elasticsearch: env.ELASTICSEARCH_URL && {
+      nodes: env.ELASTICSEARCH_URL,
+      shards: env.KB_ES_SHARDS,
+      replicas: env.KB_ES_REPLICAS ?? (env.ELASTICSEARCH_URL.length > 1 ? 1 : 0),
+      sniff: env.KB_ES_SNIFF === 'on',
+    },
     openai: {
       baseUrl: env.OPENAI_BASE_URL,
       apiKey: env.OPENAI_API_KEY,

@@ -23,7 +23,7 @@ describe('health', () => {
     expect(response.body).toEqual({
       status: 'ready',
       store: server.app.db.kind,
-      index: server.config.elasticsearchUrl ? 'elasticsearch' : 'pgvector',
+      index: server.config.elasticsearch ? 'elasticsearch' : 'pgvector',
       model: 'bge-small-en-v1.5-q',
       dimensions: 384,
     });

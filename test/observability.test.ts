@@ -104,7 +104,7 @@ describe('GET /metrics', () => {
     text = await scrape();
     for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'cache_resize', 'cache_warm']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
     const seconds = (task: string) => sample(text, 'kb_store_background_seconds_total', { task }) ?? -1;
-    if (server.config.elasticsearchUrl) {
+    if (server.config.elasticsearch) {
       // Elasticsearch builds its own graph and ranks keywords itself.
       expect(seconds('graph_merge')).toBe(0);
       expect(seconds('keyword_load')).toBe(0);
@@ -181,7 +181,7 @@ describe('Server-Timing', () => {
     const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'timings' } })).body.id;
     const uploaded = await upload(server, user.key, workspaceId, [{ name: 'kiln.md', bytes: 'The Anagama kiln at Mashiko is fired with red pine for five days.' }]);
     await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
-    const onStoreIndex = !server.config.elasticsearchUrl;
+    const onStoreIndex = !server.config.elasticsearch;
 
     const hybrid = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'what fuel fires the kiln', workspace_id: workspaceId } });
     expect(hybrid.status).toBe(200);

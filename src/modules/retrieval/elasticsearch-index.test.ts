@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { analyze } from './analyzer.js';
-import { openElasticsearchIndex } from './elasticsearch-index.js';
+import { openElasticsearchIndex, type ElasticsearchCluster } from './elasticsearch-index.js';
 import { bm25 } from './pgvector-index.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexModel, type VectorIndex } from './vector-index.js';
 
@@ -22,10 +22,13 @@ const created: string[] = [];
 const opened: VectorIndex[] = [];
 const model: IndexModel = { model: 'test-4d', dimensions: 4 };
 
-async function open(name: string, configured = model, timeoutMs = 10_000, at = url!) {
+/** One node, the index kept without replicas: what a single node can hold. */
+const cluster = (nodes: string[], replicas = 0): ElasticsearchCluster => ({ nodes, shards: 1, replicas, sniff: false });
+
+async function open(name: string, configured = model, timeoutMs = 10_000, at: string | ElasticsearchCluster = url!) {
   const indexName = `${run}_${name}`;
   if (!created.includes(indexName)) created.push(indexName);
-  const index = await openElasticsearchIndex(at, configured, { timeoutMs, indexName });
+  const index = await openElasticsearchIndex(typeof at === 'string' ? cluster([at]) : at, configured, { timeoutMs, indexName });
   opened.push(index);
   return index;
 }
@@ -242,10 +245,41 @@ describe('the Elasticsearch index', () => {
   it('refuses to open when ELASTICSEARCH_URL does not answer', async () => {
     const port = await closedPort();
     const started = performance.now();
-    await expect(openElasticsearchIndex(`http://127.0.0.1:${port}`, model, { timeoutMs: 2_000, indexName: `${run}_never` })).rejects.toThrow(
+    await expect(openElasticsearchIndex(cluster([`http://127.0.0.1:${port}`]), model, { timeoutMs: 2_000, indexName: `${run}_never` })).rejects.toThrow(
       new RegExp(`ELASTICSEARCH_URL \\(http://127\\.0\\.0\\.1:${port}/?\\) does not answer`),
     );
     expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  it('reaches the cluster through any node it names: a named node that is down costs no request', async () => {
+    const down = `http://127.0.0.1:${await closedPort()}`;
+    for (const nodes of [[down, url!], [url!, down]]) {
+      const started = performance.now();
+      const index = await open('nodes', model, 10_000, cluster(nodes));
+      const workspace = randomUUID();
+      await index.upsert([{ chunkId: randomUUID(), documentId: randomUUID(), workspaceId: workspace, embedding: unit(1, 0, 0, 0), terms: ['axolotl'] }]);
+      for (let search = 0; search < 6; search++) {
+        const hits = await index.search({ workspaceIds: [workspace], vector: unit(1, 0, 0, 0), terms: ['axolotl'], limit: 5, excludeDocumentIds: [] });
+        expect(hits.vector).toHaveLength(1);
+      }
+      // Tried at once on the other node, not after the client's backoff (1 s and more).
+      expect(performance.now() - started).toBeLessThan(5_000);
+    }
+  });
+
+  it('keeps the configured number of replicas, applied again at every start', async () => {
+    const replicasOf = async () => {
+      const response = await fetch(`${url}/${run}_replicas/_settings?flat_settings=true`);
+      return Number(Object.values((await response.json()) as Record<string, { settings: Record<string, string> }>)[0]!.settings['index.number_of_replicas']);
+    };
+    await open('replicas', model, 10_000, cluster([url!], 0));
+    expect(await replicasOf()).toBe(0);
+    // A single node cannot place a replica; the index stays searchable (yellow) and keeps the setting.
+    const replicated = await open('replicas', model, 10_000, cluster([url!], 1));
+    expect(await replicasOf()).toBe(1);
+    await replicated.search({ workspaceIds: [randomUUID()], vector: unit(1, 0, 0, 0), terms: ['x'], limit: 1, excludeDocumentIds: [] });
+    await open('replicas', model, 10_000, cluster([url!], 0));
+    expect(await replicasOf()).toBe(0);
   });
 
   it('answers IndexUnavailableError within its timeout when the node stops answering', async () => {

@@ -1,8 +1,12 @@
 import { Client, errors, type TransportRequestOptions } from '@elastic/elasticsearch';
+import type { Config } from '../../config.js';
 import { bm25 } from './pgvector-index.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
 
 export type ElasticsearchOptions = { timeoutMs: number; indexName?: string };
+
+/** The nodes to reach and how the index is kept on them (config.ts, ELASTICSEARCH_URL and KB_ES_*). */
+export type ElasticsearchCluster = NonNullable<Config['elasticsearch']>;
 
 /** Candidates each shard examines per vector search: more than asked, for recall through int8 quantization. */
 const numCandidates = (limit: number) => Math.min(10_000, Math.max(100, limit * 2));
@@ -45,30 +49,40 @@ const mappings = (model: IndexModel) => ({
  * service's analysed terms for the keyword side, the workspace and document as keyword filters
  * inside `knn.filter`. The distribution run here has no `_delete_by_query`, so deletions find
  * the ids first and delete them in bulk. The model that built the index is in the mapping's
- * `_meta`.
+ * `_meta`. Requests go to the named nodes in turn; one that fails is retried at once on the
+ * next, so a cluster keeps answering while one of its nodes is down.
  */
-export async function openElasticsearchIndex(url: string, configured: IndexModel, options: ElasticsearchOptions): Promise<VectorIndex> {
+export async function openElasticsearchIndex(cluster: ElasticsearchCluster, configured: IndexModel, options: ElasticsearchOptions): Promise<VectorIndex> {
   const index = options.indexName ?? 'kb_chunks';
-  const client = new Client({ node: url, requestTimeout: options.timeoutMs, maxRetries: 2 });
+  const named = cluster.nodes.join(', ');
+  const client = new Client({
+    nodes: cluster.nodes,
+    requestTimeout: options.timeoutMs,
+    // Every other node once before a request fails (the client waits between tries only after that).
+    maxRetries: Math.max(2, cluster.nodes.length - 1),
+    sniffOnStart: cluster.sniff,
+    sniffOnConnectionFault: cluster.sniff,
+  });
   try {
-    // `GET /` answers 405 on this distribution, so ping() and info() cannot be used. No retry:
-    // the client would retry a refused connection after 1-2 s, then 2-4 s, and the server should
-    // refuse to start at once (the server's own wait for yellow is bounded by `timeout`).
+    // `GET /` answers 405 on this distribution, so ping() and info() cannot be used. The other
+    // named nodes are tried at once, but no node twice: the client would retry a refused
+    // connection after 1-2 s, then 2-4 s, and the server should refuse to start at once (the
+    // server's own wait for yellow is bounded by `timeout`).
     await client.cluster.health(
       { wait_for_status: 'yellow', timeout: `${Math.ceil(options.timeoutMs / 1000)}s` },
-      { requestTimeout: options.timeoutMs + 2_000, maxRetries: 0 },
+      { requestTimeout: options.timeoutMs + 2_000, maxRetries: cluster.nodes.length - 1 },
     );
   } catch (error) {
     await client.close();
-    throw new Error(`ELASTICSEARCH_URL (${url}) does not answer: ${(error as Error).message}`, { cause: error });
+    throw new Error(`ELASTICSEARCH_URL (${named}) does not answer: ${(error as Error).message}`, { cause: error });
   }
   const create = async (model: IndexModel) => {
     try {
       await client.indices.create({
         index,
         settings: {
-          number_of_shards: 1,
-          number_of_replicas: 0,
+          number_of_shards: cluster.shards,
+          number_of_replicas: cluster.replicas,
           similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } },
         },
         mappings: mappings(model),
@@ -81,10 +95,17 @@ export async function openElasticsearchIndex(url: string, configured: IndexModel
     await client.cluster.health({ index, wait_for_status: 'yellow', timeout: '30s' }, { requestTimeout: 35_000 });
   };
   await create(configured);
+  // Replicas can change on a live index: the configured count is applied at every start. The
+  // shard count is fixed when the index is made (`kb reindex` makes it anew).
+  const settings = await client.indices.getSettings({ index, flat_settings: true });
+  const current = Object.values(settings)[0]?.settings as Record<string, string> | undefined;
+  if (Number(current?.['index.number_of_replicas']) !== cluster.replicas) {
+    await client.indices.putSettings({ index, settings: { number_of_replicas: cluster.replicas } });
+  }
   const mapping = await client.indices.getMapping({ index });
   const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
   const builtWith = { model: String(meta?.model ?? configured.model), dimensions: Number(meta?.dimensions ?? configured.dimensions) };
-  return new ElasticsearchIndex(client, url, index, builtWith, create, options.timeoutMs);
+  return new ElasticsearchIndex(client, named, index, builtWith, create, options.timeoutMs);
 }
 
 class ElasticsearchIndex implements VectorIndex {

@@ -24,9 +24,9 @@ export async function openVectorIndex(
     await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241599)');
     await tx.$executeRawUnsafe(`CREATE INDEX IF NOT EXISTS documents_not_ready ON documents (workspace_id) WHERE status <> 'ready'`);
   });
-  if (config.elasticsearchUrl) {
+  if (config.elasticsearch) {
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
-    return openElasticsearchIndex(config.elasticsearchUrl, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
+    return openElasticsearchIndex(config.elasticsearch, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
   return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes, backgroundWork: db.backgroundWork, loadAhead: options.loadAhead });
 }

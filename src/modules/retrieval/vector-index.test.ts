@@ -84,7 +84,7 @@ async function addDocuments(workspaceId: string, documents: { texts: string[]; v
 /** Another process's view of the same index: a second instance over the same store or server. */
 const openIndex = () =>
   elasticsearchUrl
-    ? openElasticsearchIndex(elasticsearchUrl, model, { timeoutMs: 10_000, indexName })
+    ? openElasticsearchIndex({ nodes: [elasticsearchUrl], shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000, indexName })
     : openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
 
 /** The chunk texts a keyword search finds, best first. */
@@ -100,7 +100,7 @@ beforeAll(async () => {
   const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(process.env.ELASTICSEARCH_URL && { DATABASE_URL: '' }) });
   db = await openDatabase(config);
   index = elasticsearchUrl
-    ? await openElasticsearchIndex(elasticsearchUrl, model, { timeoutMs: 10_000, indexName })
+    ? await openElasticsearchIndex({ nodes: [elasticsearchUrl], shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000, indexName })
     : await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
   userId = (await db.prisma.user.create({ data: { email: `pgvector-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);

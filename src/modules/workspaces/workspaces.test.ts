@@ -225,7 +225,7 @@ describe('workspaces over REST', () => {
       embedding: {
         model: 'bge-small-en-v1.5-q',
         dimensions: 384,
-        index: server.config.elasticsearchUrl ? 'elasticsearch' : 'pgvector',
+        index: server.config.elasticsearch ? 'elasticsearch' : 'pgvector',
         index_model: 'bge-small-en-v1.5-q',
         index_dimensions: 384,
         model_mismatch: false,
