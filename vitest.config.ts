@@ -8,7 +8,7 @@ const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts'];
 
 // Files about a PostgreSQL server itself (an outage of it): on the embedded leg the store is inside
 // the process, so they are left out there rather than skipped.
-const postgresOnly = ['test/store-outage.test.ts'];
+const postgresOnly = ['test/across-processes.test.ts', 'test/store-outage.test.ts'];
 
 // Files that use no store, or only an embedded store of their own whatever the leg: the
 // PostgreSQL legs would run them again exactly as the embedded leg does.

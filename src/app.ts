@@ -31,6 +31,8 @@ export type RunningApp = {
   url: string;
   db: Database;
   server: Server;
+  /** This process's ingestion workers (stopping them leaves the jobs to other processes). */
+  ingestion: JobQueue;
   /** Settles when what the index prepares at start (see VectorIndex.warm) is done or failed. */
   warmed: Promise<void>;
   close(): Promise<void>;
@@ -81,8 +83,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       {
         concurrency,
         leaseMs: config.ingestion.leaseSeconds * 1000,
-        pollMs: db.kind === 'pglite' ? 5_000 : 1_000,
+        pollMs: (config.ingestion.pollSeconds ?? (db.kind === 'pglite' ? 5 : 1)) * 1000,
         releaseStaleClaims: db.kind === 'pglite',
+        signals: db.signals,
       },
       log,
     );
@@ -153,6 +156,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       url: `http://${host}:${address.port}`,
       db,
       server,
+      ingestion,
       warmed: warming,
       close: async () => {
         // Runs first: each still streaming ends with an error event and a refund, then connections close.

@@ -83,6 +83,7 @@ const environmentSchema = z.object({
   KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  KB_INGEST_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).optional(),
   KB_EMBED_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(1000).default(12),
   KB_EMBED_MAX_BACKOFF_SECONDS: z.coerce.number().min(0.01).max(86400).default(300),
   KB_PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65536).default(1024),
@@ -221,6 +222,8 @@ export type Config = {
     overlapTokens: number;
     concurrency: number;
     leaseSeconds: number;
+    /** How often idle workers look for due jobs nobody signalled (retries whose wait ended, claims whose lease ran out); by default 5 s on the embedded store, 1 s on PostgreSQL. */
+    pollSeconds: number | undefined;
     /** Attempts of a document's embedding stage (the embedder may be down) before it fails. */
     embedMaxAttempts: number;
     /** Longest wait between two of those attempts; the waits double from 1 s up to it. */
@@ -336,6 +339,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
       concurrency: env.KB_INGEST_CONCURRENCY,
       leaseSeconds: env.KB_INGEST_LEASE_SECONDS,
+      pollSeconds: env.KB_INGEST_POLL_SECONDS,
       embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
       embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,

@@ -3,6 +3,7 @@ import { mkdir, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
+import pgListen from 'pg-listen';
 import lockfile from 'proper-lockfile';
 import type { Config } from '../config.js';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
@@ -35,6 +36,11 @@ export interface Database {
    * across them (rate limits). Undefined on the embedded store, which one process holds.
    */
   readonly sharedPool?: pg.Pool;
+  /**
+   * Signals between the processes of one store (PostgreSQL's LISTEN and NOTIFY), such as "a job
+   * was queued". Undefined on the embedded store, which one process holds.
+   */
+  readonly signals?: StoreSignals;
   /** Answers when the store can run a query; used by /readyz. */
   ping(): Promise<void>;
   /**
@@ -57,6 +63,13 @@ export interface Database {
   readonly pageCacheWarmed?: () => Promise<WarmResult | undefined>;
   close(): Promise<void>;
 }
+
+export type StoreSignals = {
+  /** Tells every process listening on `channel`, this one included. Never throws: a lost signal only costs a poll interval. */
+  send(channel: string): void;
+  /** Calls `onSignal` for every signal on `channel`, and once after a lost connection is back (signals may have been missed). */
+  listen(channel: string, onSignal: () => void): Promise<void>;
+};
 
 export class StoreLockedError extends Error {
   constructor(readonly directory: string) {
@@ -257,7 +270,37 @@ async function openPostgres(url: string, logger?: Logger): Promise<Database> {
   // pool, which would end the process if nothing listened. The pool drops that connection and
   // opens another when asked; requests meanwhile get 503 (store-errors.ts).
   pool.on('error', (error) => logger?.info(`PostgreSQL closed an idle connection: ${error.message}`));
-  return openWithPool('postgres', pool, {}, async () => {});
+  // One connection of its own listens; it reconnects after an outage however long, and listens again.
+  // pg-listen is CommonJS with its function as `exports.default`.
+  const subscriber = pgListen.default(
+    { connectionString: url },
+    { retryTimeout: 0, retryInterval: (attempt) => Math.min(10_000, 250 * 2 ** attempt), paranoidChecking: 30_000 },
+  );
+  const reconnected = new Set<() => void>();
+  subscriber.events.on('error', (error) => logger?.info(`PostgreSQL signals: ${error.message}`));
+  subscriber.events.on('reconnect', (attempt) => {
+    if (attempt === 1) logger?.info('PostgreSQL signals: the listening connection was lost; reconnecting');
+  });
+  subscriber.events.on('connected', () => {
+    for (const onSignal of reconnected) onSignal();
+  });
+  let listening: Promise<void> | undefined;
+  const signals: StoreSignals = {
+    send(channel) {
+      pool.query('SELECT pg_notify($1, NULL)', [channel]).catch(() => {});
+    },
+    async listen(channel, onSignal) {
+      listening ??= subscriber.connect();
+      await listening;
+      subscriber.notifications.on(channel, onSignal);
+      reconnected.add(onSignal);
+      await subscriber.listenTo(channel);
+    },
+  };
+  const database = await openWithPool('postgres', pool, {}, async () => {
+    if (listening) await subscriber.close().catch(() => {});
+  });
+  return { ...database, signals };
 }
 
 async function openWithPool(

@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
+import type { StoreSignals } from '../../db/database.js';
 
 export type JobKind = 'parse' | 'embed' | 'index_delete';
 
@@ -66,7 +67,12 @@ export type JobQueueOptions = {
   pollMs: number;
   /** In a single-process store, claims left by a killed process are released at start. */
   releaseStaleClaims: boolean;
+  /** Wake-ups shared with the other processes of the store (PostgreSQL), so that an upload any of them takes starts at once. */
+  signals?: StoreSignals;
 };
+
+/** The signal of `notify` and `wake` between processes. */
+const jobsChannel = 'kb_jobs';
 
 export type JobQueue = {
   /** A job was just queued (an upload): idle workers wake, and the next claim looks at every user's jobs. */
@@ -117,6 +123,17 @@ export function startJobQueue(
   const wakeAll = () => {
     for (const waker of wakers) waker();
   };
+
+  const wakeEverywhere = () => {
+    wakeAll();
+    options.signals?.send(jobsChannel);
+  };
+  options.signals
+    ?.listen(jobsChannel, () => {
+      nextScanAt = 0;
+      wakeAll();
+    })
+    .catch((error: unknown) => log.error('could not listen for jobs queued by other processes (they are found by polling)', error));
 
   const leaseEnd = Prisma.sql`clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})`;
 
@@ -385,9 +402,9 @@ export function startJobQueue(
   return {
     notify() {
       nextScanAt = 0;
-      wakeAll();
+      wakeEverywhere();
     },
-    wake: wakeAll,
+    wake: wakeEverywhere,
     cancelDeleted,
     idleForMs: () => (jobsRunning() > 0 ? 0 : performance.now() - lastJobEndedAt),
     setClaimable(kinds) {
