@@ -82,7 +82,7 @@ const environmentSchema = z.object({
   KB_CHUNK_TOKENS: z.coerce.number().int().min(16).max(8192).default(512),
   KB_CHUNK_OVERLAP_TOKENS: z.coerce.number().int().min(0).max(4096).default(64),
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
-  KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).optional(),
   KB_INGEST_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).optional(),
   KB_EMBED_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(1000).default(12),
   KB_EMBED_MAX_BACKOFF_SECONDS: z.coerce.number().min(0.01).max(86400).default(300),
@@ -221,7 +221,8 @@ export type Config = {
     chunkTokens: number;
     overlapTokens: number;
     concurrency: number;
-    leaseSeconds: number;
+    /** How long a claim holds without its worker renewing it (every third of it); by default 15 s on PostgreSQL, 60 s on the embedded store. */
+    leaseSeconds: number | undefined;
     /** How often idle workers look for due jobs nobody signalled (retries whose wait ended, claims whose lease ran out); by default 5 s on the embedded store, 1 s on PostgreSQL. */
     pollSeconds: number | undefined;
     /** Attempts of a document's embedding stage (the embedder may be down) before it fails. */
