@@ -6,10 +6,12 @@ export const storeRetryAfterSeconds = 5;
 // Prisma's codes for a store it cannot reach or that stopped answering: cannot reach, timed out
 // reaching, operation timed out, connection closed, no free connection in time.
 const prismaCodes = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
-// The same from `pg` directly: the socket's errors, SQLSTATE class 08 (connection exception) and
-// 57P01-57P03 (the server shutting down or not yet accepting connections).
-const socketCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-const sqlStates = /^(08...|57P0[123])$/;
+// The same from `pg` directly: failures to connect, SQLSTATE class 08 (connection exception; not
+// 08P01, a protocol violation, which is a fault of the statement) and 57P01-57P03 (the server
+// shutting down or not yet accepting connections). A reset or broken socket is left out: a client
+// leaving mid-request reports the same codes; pg reports its own as "Connection terminated".
+const socketCodes = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const sqlStates = /^(08(?!P01)...|57P0[123])$/;
 // Raw queries through a driver adapter report the driver's failure in words only (code P2010 or
 // none); these are Prisma's and pg's words for the cases above.
 const unreachableWords = /Can't reach database server|Connection terminated|terminating connection due to administrator command|the database system is (?:starting up|shutting down)|Timed out fetching a new connection|Server has closed the connection|connect ECONNREFUSED/;
