@@ -82,10 +82,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       meteredHandlers(ingestionHandlers(dependencies, ingestionSettings(config)), metrics),
       {
         concurrency,
-        // Another process takes over a dead one's jobs when their leases run out; the embedded store
-        // has no other process, and releases a dead one's claims when it starts.
-        leaseMs: (config.ingestion.leaseSeconds ?? (db.kind === 'pglite' ? 60 : 15)) * 1000,
-        pollMs: (config.ingestion.pollSeconds ?? (db.kind === 'pglite' ? 5 : 1)) * 1000,
+        leaseMs: config.ingestion.leaseSeconds * 1000,
+        pollMs: config.ingestion.pollSeconds * 1000,
         releaseStaleClaims: db.kind === 'pglite',
         signals: db.signals,
       },

@@ -222,9 +222,9 @@ export type Config = {
     overlapTokens: number;
     concurrency: number;
     /** How long a claim holds without its worker renewing it (every third of it); by default 15 s on PostgreSQL, 60 s on the embedded store. */
-    leaseSeconds: number | undefined;
+    leaseSeconds: number;
     /** How often idle workers look for due jobs nobody signalled (retries whose wait ended, claims whose lease ran out); by default 5 s on the embedded store, 1 s on PostgreSQL. */
-    pollSeconds: number | undefined;
+    pollSeconds: number;
     /** Attempts of a document's embedding stage (the embedder may be down) before it fails. */
     embedMaxAttempts: number;
     /** Longest wait between two of those attempts; the waits double from 1 s up to it. */
@@ -339,8 +339,10 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       chunkTokens: env.KB_CHUNK_TOKENS,
       overlapTokens: env.KB_CHUNK_OVERLAP_TOKENS,
       concurrency: env.KB_INGEST_CONCURRENCY,
-      leaseSeconds: env.KB_INGEST_LEASE_SECONDS,
-      pollSeconds: env.KB_INGEST_POLL_SECONDS,
+      // On PostgreSQL another process takes a dead one's jobs over when their leases run out; the
+      // embedded store has no other process, and releases a dead one's claims when it starts.
+      leaseSeconds: env.KB_INGEST_LEASE_SECONDS ?? (env.DATABASE_URL ? 15 : 60),
+      pollSeconds: env.KB_INGEST_POLL_SECONDS ?? (env.DATABASE_URL ? 1 : 5),
       embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
       embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,

@@ -58,7 +58,7 @@ export async function reindex(
     queue = startJobQueue(
       prisma,
       ingestionHandlers(dependencies, ingestionSettings(config)),
-      { concurrency: config.ingestion.concurrency, leaseMs: (config.ingestion.leaseSeconds ?? 60) * 1000, pollMs: 500, releaseStaleClaims: false },
+      { concurrency: config.ingestion.concurrency, leaseMs: config.ingestion.leaseSeconds * 1000, pollMs: 500, releaseStaleClaims: false },
       log,
     );
     queue.setClaimable(['embed']);
