@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { PrismaPg } from '@prisma/adapter-pg';
@@ -65,10 +65,17 @@ export interface Database {
 }
 
 export type StoreSignals = {
-  /** Tells every process listening on `channel`, this one included. Never throws: a lost signal only costs a poll interval. */
-  send(channel: string): void;
-  /** Calls `onSignal` for every signal on `channel`, and once after a lost connection is back (signals may have been missed). */
-  listen(channel: string, onSignal: () => void): Promise<void>;
+  /**
+   * Tells every other process listening on `channel` (this one tells itself in its own way),
+   * with a short message. Never throws: a lost signal only costs a poll interval.
+   */
+  send(channel: string, message: string): void;
+  /**
+   * Calls `onSignal` with the message of every signal another process sends on `channel`, and
+   * with none once a lost connection is back (signals may have been missed). Resolves once
+   * listening.
+   */
+  listen(channel: string, onSignal: (message: string | undefined) => void): Promise<void>;
 };
 
 export class StoreLockedError extends Error {
@@ -265,7 +272,9 @@ async function openEmbedded(
 }
 
 async function openPostgres(url: string, logger?: Logger): Promise<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // A server that does not answer (a host gone, a network partition) fails a connection attempt
+  // after 5 s, and the request answers 503, rather than after the system's TCP timeout of minutes.
+  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 5_000 });
   // An idle connection the server ends (a restart, an administrator) is an 'error' event on the
   // pool, which would end the process if nothing listened. The pool drops that connection and
   // opens another when asked; requests meanwhile get 503 (store-errors.ts).
@@ -276,28 +285,38 @@ async function openPostgres(url: string, logger?: Logger): Promise<Database> {
     { connectionString: url },
     { retryTimeout: 0, retryInterval: (attempt) => Math.min(10_000, 250 * 2 ** attempt), paranoidChecking: 30_000 },
   );
-  const reconnected = new Set<() => void>();
+  const afterReconnect = new Set<() => void>();
+  // A process tells itself directly: its own signals, which PostgreSQL delivers to it too, are dropped.
+  const sender = randomUUID();
+  let closed = false;
   subscriber.events.on('error', (error) => logger?.info(`PostgreSQL signals: ${error.message}`));
   subscriber.events.on('reconnect', (attempt) => {
     if (attempt === 1) logger?.info('PostgreSQL signals: the listening connection was lost; reconnecting');
   });
   subscriber.events.on('connected', () => {
-    for (const onSignal of reconnected) onSignal();
+    // A reconnection that was under way when the store closed ends the connection it made.
+    if (closed) subscriber.close().catch(() => {});
+    else for (const onSignal of afterReconnect) onSignal();
   });
   let listening: Promise<void> | undefined;
   const signals: StoreSignals = {
-    send(channel) {
-      pool.query('SELECT pg_notify($1, NULL)', [channel]).catch(() => {});
+    send(channel, message) {
+      pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ sender, message })]).catch(() => {});
     },
     async listen(channel, onSignal) {
+      subscriber.notifications.on(channel, (payload: { sender?: string; message?: string } | undefined) => {
+        if (payload?.sender !== sender) onSignal(payload?.message);
+      });
+      // A first connection that fails is not tried again: the queue finds work by polling then.
       listening ??= subscriber.connect();
       await listening;
-      subscriber.notifications.on(channel, onSignal);
-      reconnected.add(onSignal);
       await subscriber.listenTo(channel);
+      // After the first connection: its own 'connected' missed nothing.
+      afterReconnect.add(() => onSignal(undefined));
     },
   };
   const database = await openWithPool('postgres', pool, {}, async () => {
+    closed = true;
     if (listening) await subscriber.close().catch(() => {});
   });
   return { ...database, signals };

@@ -14,7 +14,7 @@ const socketCodes = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETU
 const sqlStates = /^(08(?!P01)...|57P0[123])$/;
 // Raw queries through a driver adapter report the driver's failure in words only (code P2010 or
 // none); these are Prisma's and pg's words for the cases above.
-const unreachableWords = /Can't reach database server|Connection terminated|terminating connection due to administrator command|the database system is (?:starting up|shutting down)|Timed out fetching a new connection|Server has closed the connection|connect ECONNREFUSED/;
+const unreachableWords = /Can't reach database server|Connection terminated|terminating connection due to administrator command|the database system is (?:starting up|shutting down)|Timed out fetching a new connection|Server has closed the connection|connect ECONNREFUSED|timeout exceeded when trying to connect/;
 
 /**
  * A 503 with `Retry-After` when `error` says the store (PostgreSQL) cannot be reached or dropped

@@ -1,5 +1,5 @@
 import type { Config } from '../../config.js';
-import type { PrismaClient } from '../../generated/prisma/client.js';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
@@ -56,13 +56,28 @@ function batches<Item>(items: readonly Item[], size: number): Item[][] {
   return result;
 }
 
-/** Fails the job and its document for good, with the reason the document shows. */
+/** Fails the job and its document for good, with the reason the document shows; nothing when another worker holds the job now. */
 async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: string) {
-  await prisma.$transaction([
-    prisma.document.updateMany({ where: { id: job.document_id! }, data: { status: 'failed', error: reason } }),
-    prisma.job.updateMany({ where: { id: job.id }, data: { status: 'failed', leaseExpires: null, lastError: reason } }),
-  ]);
+  await prisma.$executeRaw`
+    WITH failed AS (
+      UPDATE jobs SET status = 'failed', lease_expires = NULL, last_error = ${reason}, updated_at = now()
+       WHERE id = ${job.id}::uuid AND claim = ${job.claim}::uuid
+      RETURNING document_id)
+    UPDATE documents SET status = 'failed', error = ${reason}, updated_at = now()
+     WHERE id IN (SELECT document_id FROM failed)`;
 }
+
+/**
+ * The documents of `jobs` whose jobs this worker still holds, for the statements of a transaction
+ * that begins with `lockHeld` (so no other worker can claim them before it commits).
+ */
+const heldDocuments = (jobs: ClaimedJob[]) => Prisma.sql`
+  SELECT document_id FROM jobs
+   WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
+const lockHeld = (prisma: PrismaClient, jobs: ClaimedJob[]) => prisma.$queryRaw`
+  SELECT id FROM jobs
+   WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'
+     FOR UPDATE`;
 
 /** A parse claim takes at most this many jobs, and only of documents no larger than this. */
 const PARSE_CLAIM_JOBS = 16;
@@ -139,7 +154,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       // old chunks, which the parse below replaces under new ids. An index outside the store
       // keeps them otherwise; an unreachable one fails this attempt like any transient error.
       for (const job of present) if (job.payload.reindex === true) await index.deleteDocument(job.document_id!);
-      await prisma.document.updateMany({ where: { id: { in: present.map((job) => job.document_id!) } }, data: { status: 'processing', error: null } });
+      await prisma.$executeRaw`UPDATE documents SET status = 'processing', error = NULL, updated_at = now() WHERE id IN (${heldDocuments(present)})`;
       try {
         await parseAndStore(present, sourceOf, signal);
       } catch (error) {
@@ -167,11 +182,15 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
     // strings that jsonb would read back).
     const chunkRows = parsed.flatMap(({ job, chunks }) => chunks.map((chunk) => ({ documentId: job.document_id!, ...chunk })));
     const parsedIds = parsed.map(({ job }) => job.document_id!);
+    const parsedJobs = parsed.map(({ job }) => job);
+    const held = heldDocuments(parsedJobs);
     const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job.id);
     const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job.id);
+    // Only documents whose jobs this worker still holds: one deleted meanwhile (its job went with
+    // it) or taken over by another worker after this one's lease ran out is left as it is.
     await prisma.$transaction([
-      prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[])`,
-      // Chunks of a document deleted meanwhile are not written (its job went with it).
+      lockHeld(prisma, parsedJobs),
+      prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[]) AND document_id IN (${held})`,
       prisma.$executeRaw`
         INSERT INTO chunks (id, document_id, chunk_index, content, token_count, metadata)
         SELECT gen_random_uuid(), r.document_id, r.chunk_index, r.content, r.token_count, r.metadata::jsonb
@@ -179,7 +198,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
                       ${chunkRows.map((row) => row.content)}::text[], ${chunkRows.map((row) => row.tokenCount)}::integer[],
                       ${chunkRows.map((row) => JSON.stringify(row.metadata))}::text[])
                AS r(document_id, chunk_index, content, token_count, metadata)
-         WHERE EXISTS (SELECT 1 FROM documents d WHERE d.id = r.document_id)`,
+         WHERE r.document_id IN (${held})`,
       // A document with nothing to embed is ready at once.
       prisma.$executeRaw`
         UPDATE documents d
@@ -190,14 +209,14 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
                       ${parsed.map(({ chunks }) => chunks.length)}::integer[], ${parsed.map(({ title }) => title)}::text[],
                       ${parsed.map(({ context }) => context)}::text[], ${parsed.map(({ nameWords }) => nameWords)}::text[])
                       AS r(id, text, page_count, chunk_count, title, index_context, name_words)
-         WHERE d.id = r.id`,
+         WHERE d.id = r.id AND d.id IN (${held})`,
       prisma.$executeRaw`
-        UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, last_error = NULL, run_after = now(), updated_at = now(),
+        UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, claim = NULL, last_error = NULL, run_after = now(), updated_at = now(),
                       payload = payload - 'solo' - 'reindex'
-         WHERE id = ANY(${toEmbed}::uuid[])`,
+         WHERE id = ANY(${toEmbed}::uuid[]) AND document_id IN (${held})`,
       prisma.$executeRaw`
         UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()
-         WHERE id = ANY(${finished}::uuid[])`,
+         WHERE id = ANY(${finished}::uuid[]) AND document_id IN (${held})`,
     ]);
     if (toEmbed.length > 0) dependencies.wake();
   }
@@ -321,7 +340,10 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
         prisma.$executeRaw`
           UPDATE documents SET status = 'ready', error = NULL
            WHERE id = ANY(${documentIds}::uuid[]) AND embedded_chunks = chunk_count`,
-        prisma.job.updateMany({ where: { id: { in: jobs.map((job) => job.id) } }, data: { status: 'done', leaseExpires: null, lastError: null } }),
+        prisma.job.updateMany({
+          where: { id: { in: jobs.map((job) => job.id) }, claim: { in: jobs.map((job) => job.claim) }, status: 'running' },
+          data: { status: 'done', leaseExpires: null, lastError: null },
+        }),
       ]);
     },
   };
@@ -334,13 +356,13 @@ export function indexDeleteJob(dependencies: Pick<IngestionDependencies, 'prisma
     maxAttempts: 20,
     backoffMs: exponentialBackoff(1_000, 300_000),
     fail: async (job, reason) => {
-      await prisma.job.updateMany({ where: { id: job.id }, data: { status: 'failed', leaseExpires: null, lastError: reason } });
+      await prisma.job.updateMany({ where: { id: job.id, claim: job.claim }, data: { status: 'failed', leaseExpires: null, lastError: reason } });
     },
     async run([job]) {
       const { documentId, workspaceId } = job!.payload as { documentId?: string; workspaceId?: string };
       if (documentId) await index.deleteDocument(documentId);
       if (workspaceId) await index.deleteWorkspace(workspaceId);
-      await prisma.job.updateMany({ where: { id: job!.id }, data: { status: 'done', leaseExpires: null, lastError: null } });
+      await prisma.job.updateMany({ where: { id: job!.id, claim: job!.claim }, data: { status: 'done', leaseExpires: null, lastError: null } });
     },
   };
 }

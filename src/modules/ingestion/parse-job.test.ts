@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -56,7 +57,13 @@ const upload = (files: { name: string; bytes: Uint8Array | string }[]) =>
 
 const jobOf = async (documentId: string): Promise<ClaimedJob> => {
   const job = await db.prisma.job.findUniqueOrThrow({ where: { documentId } });
-  return { id: job.id, kind: job.kind, document_id: job.documentId, user_id: job.userId, attempts: 1, payload: job.payload as Record<string, unknown>, last_error: null };
+  return { id: job.id, kind: job.kind, document_id: job.documentId, user_id: job.userId, attempts: 1, claim: randomUUID(), payload: job.payload as Record<string, unknown>, last_error: null };
+};
+
+/** What the queue's claim leaves on the rows of `jobs`: running, under each one's claim. */
+const hold = async (jobs: ClaimedJob[]) => {
+  for (const job of jobs) await db.prisma.job.update({ where: { id: job.id }, data: { status: 'running', claim: job.claim } });
+  return jobs;
 };
 
 describe('the parse stage', () => {
@@ -80,7 +87,7 @@ describe('the parse stage', () => {
     expect(new Set(await handler.companions!(first!))).toEqual(new Set(others.map((job) => job.id)));
     expect(await handler.companions!(largeJob)).toEqual([]);
 
-    await handler.run([first!, ...others], { signal: new AbortController().signal });
+    await handler.run(await hold([first!, ...others]), { signal: new AbortController().signal });
     const documents = await db.prisma.document.findMany({ where: { id: { in: small.map((document) => document.id) } }, include: { job: true } });
     for (const document of documents) {
       if (document.filename === 'truncated.pdf') {
@@ -103,7 +110,7 @@ describe('the parse stage', () => {
     expect(wakes).toBeGreaterThan(0);
 
     // The large one alone, as before.
-    await handler.run([largeJob], { signal: new AbortController().signal });
+    await handler.run(await hold([largeJob]), { signal: new AbortController().signal });
     const parsedLarge = await db.prisma.document.findUniqueOrThrow({ where: { id: large!.id } });
     expect(parsedLarge.status).toBe('processing');
     expect(parsedLarge.chunkCount).toBeGreaterThan(100);
@@ -115,14 +122,28 @@ describe('the parse stage', () => {
       { name: 'kept.txt', bytes: 'The kept document about otters.' },
       { name: 'gone.txt', bytes: 'The deleted document about beavers.' },
     ]);
-    const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
+    const jobs = await hold(await Promise.all(documents.map((document) => jobOf(document.id))));
     await db.prisma.document.delete({ where: { id: documents[1]!.id } });
     await handler.run(jobs, { signal: new AbortController().signal });
     // A retry after a failure later in the attempt writes the chunks again, not twice.
-    await handler.run([jobs[0]!], { signal: new AbortController().signal });
+    await handler.run(await hold([{ ...jobs[0]!, claim: randomUUID() }]), { signal: new AbortController().signal });
     expect(await db.prisma.chunk.count({ where: { documentId: documents[0]!.id } })).toBe(1);
     expect(await db.prisma.chunk.count({ where: { documentId: documents[1]!.id } })).toBe(0);
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
+  }, 60_000);
+
+  it('writes nothing for a document whose job another worker took over', async () => {
+    const [document] = await upload([{ name: 'taken.txt', bytes: 'A document about cormorants, claimed twice.' }]);
+    const [stale] = await hold([await jobOf(document!.id)]);
+    // Another worker claimed it after this one's lease ran out.
+    await db.prisma.job.update({ where: { id: stale!.id }, data: { claim: randomUUID(), attempts: 2 } });
+    const before = await db.prisma.document.findUniqueOrThrow({ where: { id: document!.id }, include: { job: true } });
+    await handler.run([stale!], { signal: new AbortController().signal });
+    expect(await db.prisma.document.findUniqueOrThrow({ where: { id: document!.id }, include: { job: true } })).toEqual(before);
+    expect(await db.prisma.chunk.count({ where: { documentId: document!.id } })).toBe(0);
+    // Failing it is refused the same way.
+    await handler.fail(stale!, 'a stale failure');
+    expect(await db.prisma.document.findUniqueOrThrow({ where: { id: document!.id }, include: { job: true } })).toEqual(before);
   }, 60_000);
 
   it('runs each document of a batch alone when the batch fails in a way no document can be blamed for', async () => {
@@ -142,11 +163,11 @@ describe('the parse stage', () => {
       { name: 'crash.txt', bytes: 'This one will crash the parser.' },
     ]);
     const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
-    const together = crashing.run(jobs, { signal: new AbortController().signal });
+    const together = crashing.run(await hold(jobs), { signal: new AbortController().signal });
     await expect(together).rejects.toBeInstanceOf(PermanentJobError);
     await expect(together).rejects.toThrow('parsing 2 documents together failed; each runs again alone: the parser thread exited');
     // Alone, the calm one is parsed; the other fails as itself, an ordinary error to retry.
-    await crashing.run([jobs[0]!], { signal: new AbortController().signal });
+    await crashing.run(await hold([jobs[0]!]), { signal: new AbortController().signal });
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
     const alone = crashing.run([jobs[1]!], { signal: new AbortController().signal });
     await expect(alone).rejects.toThrow('the parser thread exited');

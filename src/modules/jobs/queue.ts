@@ -10,6 +10,8 @@ export type ClaimedJob = {
   document_id: string | null;
   user_id: string | null;
   attempts: number;
+  /** This claim's token: a write that settles the job checks it, so one whose lease was taken over changes nothing. */
+  claim: string;
   payload: Record<string, unknown>;
   /** Why the last attempt failed; null after a success or when it never ended (the process stopped or died). */
   last_error: string | null;
@@ -18,6 +20,17 @@ export type ClaimedJob = {
 /** A failure no retry can mend (a corrupt file, an answer of the wrong shape): the job fails at once. */
 export class PermanentJobError extends Error {
   override name = 'PermanentJobError';
+}
+
+/**
+ * The job's lease ran out (a process that stalled, or lost the store for longer than the lease)
+ * and another worker claimed it: whatever this worker has not written yet is that one's to write.
+ */
+export class LeaseLostError extends Error {
+  override name = 'LeaseLostError';
+  constructor() {
+    super('the job was claimed by another worker after its lease ran out');
+  }
 }
 
 /** The job's document was deleted while it ran: nothing to record. */
@@ -30,8 +43,8 @@ export class DocumentDeletedError extends Error {
 
 export type JobContext = {
   /**
-   * Aborts when the queue stops, or when the documents of all the jobs run together are
-   * deleted (a job with a document: when that one is).
+   * Aborts when the queue stops, or when all the jobs run together are lost to this worker:
+   * their documents deleted, or their leases taken over by another worker.
    */
   signal: AbortSignal;
 };
@@ -85,8 +98,13 @@ export type JobQueue = {
   setClaimable(kinds: readonly JobKind[]): void;
   /** Milliseconds since the last job of this process ended; 0 while one runs. */
   idleForMs(): number;
-  /** Stops claiming; waits for jobs in progress and releases what was not finished. */
-  stop(): Promise<void>;
+  /** Resolves once the queue hears other processes' signals (at once without any; after a failure, logged, polling alone finds their work). */
+  listening: Promise<void>;
+  /**
+   * Stops claiming; gives the jobs in progress `graceMs` to finish, then stops them and releases
+   * what was not finished (to any process, at once).
+   */
+  stop(graceMs?: number): Promise<void>;
 };
 
 export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempts: number) =>
@@ -124,16 +142,23 @@ export function startJobQueue(
     for (const waker of wakers) waker();
   };
 
-  const wakeEverywhere = () => {
+  /**
+   * Wakes idle workers here and in the other processes. `queued`: a new job, so the next claim
+   * looks at every user's jobs again; `moved`: a job went on to its next kind.
+   */
+  const wakeEverywhere = (signal: 'queued' | 'moved') => {
+    if (signal === 'queued') nextScanAt = 0;
     wakeAll();
-    options.signals?.send(jobsChannel);
+    options.signals?.send(jobsChannel, signal);
   };
-  options.signals
-    ?.listen(jobsChannel, () => {
-      nextScanAt = 0;
+  // A queue with no workers (an `api` process) only sends.
+  const listening = (
+    (options.concurrency === 0 ? undefined : options.signals)?.listen(jobsChannel, (signal) => {
+      // No message: signals may have been missed while the connection was down.
+      if (signal !== 'moved') nextScanAt = 0;
       wakeAll();
-    })
-    .catch((error: unknown) => log.error('could not listen for jobs queued by other processes (they are found by polling)', error));
+    }) ?? Promise.resolve()
+  ).catch((error: unknown) => log.error('could not listen for jobs queued by other processes (they are found by polling)', error));
 
   const leaseEnd = Prisma.sql`clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})`;
 
@@ -213,9 +238,9 @@ export function startJobQueue(
   const claimIds = (ids: string[]) =>
     prisma.$queryRaw<ClaimedJob[]>`
       UPDATE jobs
-         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}
+         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}, claim = gen_random_uuid()
        WHERE id IN (SELECT j.id FROM jobs j WHERE j.id = ANY(${ids}::uuid[]) AND ${claimable()} FOR UPDATE SKIP LOCKED)
-      RETURNING id, kind::text AS kind, document_id, user_id, attempts, payload, last_error`;
+      RETURNING id, kind::text AS kind, document_id, user_id, attempts, claim::text AS claim, payload, last_error`;
 
   /**
    * This process's workers claim one at a time, each claim counted in `runningKinds` before the
@@ -272,11 +297,11 @@ export function startJobQueue(
       return;
     }
     log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
-    // Only a job still running: one its handler already settled (a document of a batch that
-    // failed alone, say) stays as it is.
+    // Only a job still running under this claim: one its handler already settled (a document of
+    // a batch that failed alone, say) or another worker took over stays as it is.
     await prisma.job.updateMany({
-      where: { id: job.id, status: 'running' },
-      data: { status: 'queued', leaseExpires: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
+      where: { id: job.id, status: 'running', claim: job.claim },
+      data: { status: 'queued', leaseExpires: null, claim: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
     });
   }
 
@@ -303,51 +328,64 @@ export function startJobQueue(
     }
     if (jobs.length === 0) return;
 
-    // One controller per job, aborted when its document is deleted; the jobs' common signal
-    // aborts when all of them are.
-    const deletions = new Map(jobs.map((job) => [job.id, new AbortController()]));
-    const allDeleted = new AbortController();
+    // One controller per job, aborted when the job is lost to this worker (its document deleted,
+    // or its lease taken over); the jobs' common signal aborts when all of them are.
+    const losses = new Map(jobs.map((job) => [job.id, new AbortController()]));
+    const allLost = new AbortController();
     for (const job of jobs) {
-      const deletion = deletions.get(job.id)!;
-      if (job.document_id) inProgress.set(job.document_id, deletion);
-      deletion.signal.addEventListener('abort', () => {
-        if ([...deletions.values()].every((controller) => controller.signal.aborted)) allDeleted.abort(new DocumentDeletedError());
+      const loss = losses.get(job.id)!;
+      if (job.document_id) inProgress.set(job.document_id, loss);
+      loss.signal.addEventListener('abort', () => {
+        if ([...losses.values()].every((controller) => controller.signal.aborted)) allLost.abort(loss.signal.reason);
       });
     }
     const jobIds = jobs.map((job) => job.id);
-    // Renewing the leases also notices deletions made by another process: a job row goes with
-    // its document.
+    const claims = jobs.map((job) => job.claim);
+    // Only this worker's claims are renewed. A job missing from the answer is lost: its row went
+    // with its document (deleted by any process), or its lease ran out and another worker holds
+    // it now.
     const renewal = setInterval(() => {
-      prisma.$queryRaw<{ id: string }[]>`
-        UPDATE jobs SET lease_expires = ${leaseEnd}
-         WHERE id = ANY(${jobIds}::uuid[]) AND status = 'running'
-        RETURNING id`
-        .then((renewed) => {
-          const alive = new Set(renewed.map((row) => row.id));
-          for (const [jobId, deletion] of deletions) if (!alive.has(jobId)) deletion.abort(new DocumentDeletedError());
+      prisma.$queryRaw<{ id: string; held: boolean }[]>`
+        WITH renewed AS (
+          UPDATE jobs SET lease_expires = ${leaseEnd}
+           WHERE id = ANY(${jobIds}::uuid[]) AND claim = ANY(${claims}::uuid[]) AND status = 'running'
+          RETURNING id)
+        SELECT j.id, EXISTS (SELECT 1 FROM renewed r WHERE r.id = j.id) AS held
+          FROM jobs j WHERE j.id = ANY(${jobIds}::uuid[])`
+        .then((rows) => {
+          const heldBy = new Map(rows.map((row) => [row.id, row.held]));
+          for (const [jobId, loss] of losses) {
+            const held = heldBy.get(jobId);
+            if (held === undefined) loss.abort(new DocumentDeletedError());
+            else if (!held) loss.abort(new LeaseLostError());
+          }
         })
         .catch((error: unknown) => log.error('could not renew a job lease', error));
     }, options.leaseMs / 3);
     try {
-      await handler.run(jobs, { signal: AbortSignal.any([stopController.signal, allDeleted.signal]) });
+      await handler.run(jobs, { signal: AbortSignal.any([stopController.signal, allLost.signal]) });
     } catch (error) {
-      if (stopping) {
+      // Stopped (not merely no longer claiming): given back unfinished, the attempt not counted.
+      if (stopController.signal.aborted) {
         await Promise.all(jobs.map(release));
         return;
       }
-      if (error instanceof DocumentDeletedError || allDeleted.signal.aborted) return;
+      if (error instanceof DocumentDeletedError || error instanceof LeaseLostError || allLost.signal.aborted) return;
       const message = error instanceof Error ? error.message : String(error);
-      // The jobs still running: a job goes with its deleted document, and a handler may have
-      // settled some itself before the failure (a document of a batch that failed alone).
+      // The jobs still running under this worker's claims: a job goes with its deleted document,
+      // another worker may hold it now, and a handler may have settled some itself before the
+      // failure (a document of a batch that failed alone).
       const running = new Set(
-        (await prisma.job.findMany({ where: { id: { in: jobs.map((job) => job.id) }, status: 'running' }, select: { id: true } })).map((job) => job.id),
+        (
+          await prisma.job.findMany({ where: { id: { in: jobIds }, claim: { in: claims }, status: 'running' }, select: { id: true } })
+        ).map((job) => job.id),
       );
       const survivors = jobs.filter((job) => running.has(job.id));
       if (error instanceof PermanentJobError && survivors.length > 1) {
         // Which of them the failure belongs to is not known: each runs again alone, this attempt not counted.
         await prisma.$executeRaw`
-          UPDATE jobs SET status = 'queued', lease_expires = NULL, attempts = attempts - 1, payload = payload || '{"solo": true}'::jsonb
-           WHERE id = ANY(${survivors.map((job) => job.id)}::uuid[]) AND status = 'running'`;
+          UPDATE jobs SET status = 'queued', lease_expires = NULL, claim = NULL, attempts = attempts - 1, payload = payload || '{"solo": true}'::jsonb
+           WHERE id = ANY(${survivors.map((job) => job.id)}::uuid[]) AND claim = ANY(${claims}::uuid[]) AND status = 'running'`;
         return;
       }
       for (const job of survivors) {
@@ -363,8 +401,8 @@ export function startJobQueue(
   /** Gives an unfinished job back at shutdown, without counting the attempt. */
   const release = (job: ClaimedJob) =>
     prisma.job.updateMany({
-      where: { id: job.id, status: 'running' },
-      data: { status: 'queued', leaseExpires: null, attempts: { decrement: 1 } },
+      where: { id: job.id, status: 'running', claim: job.claim },
+      data: { status: 'queued', leaseExpires: null, claim: null, attempts: { decrement: 1 } },
     });
 
   async function workLoop() {
@@ -394,17 +432,15 @@ export function startJobQueue(
 
   const started = (async () => {
     if (options.releaseStaleClaims) {
-      await prisma.$executeRaw`UPDATE jobs SET status = 'queued', lease_expires = NULL WHERE status = 'running'`;
+      await prisma.$executeRaw`UPDATE jobs SET status = 'queued', lease_expires = NULL, claim = NULL WHERE status = 'running'`;
     }
     await Promise.all(Array.from({ length: options.concurrency }, () => workLoop()));
   })().catch((error: unknown) => log.error('the job queue stopped', error));
 
   return {
-    notify() {
-      nextScanAt = 0;
-      wakeEverywhere();
-    },
-    wake: wakeEverywhere,
+    notify: () => wakeEverywhere('queued'),
+    wake: () => wakeEverywhere('moved'),
+    listening,
     cancelDeleted,
     idleForMs: () => (jobsRunning() > 0 ? 0 : performance.now() - lastJobEndedAt),
     setClaimable(kinds) {
@@ -412,10 +448,15 @@ export function startJobQueue(
       nextScanAt = 0;
       wakeAll();
     },
-    async stop() {
+    async stop(graceMs = 0) {
       stopping = true;
-      stopController.abort();
       wakeAll();
+      if (graceMs > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([started, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+        clearTimeout(timer);
+      }
+      stopController.abort();
       await started;
     },
   };
