@@ -11,6 +11,7 @@ import { createRateLimits } from './http/rate-limits.js';
 import { createMetrics, meteredEmbedder, meteredHandlers } from './observability/metrics.js';
 import { removeStaleSpoolFiles } from './http/body.js';
 import { createHttpServer } from './http/connections.js';
+import { Drain } from './http/drain.js';
 import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.js';
@@ -35,7 +36,14 @@ export type RunningApp = {
   ingestion: JobQueue;
   /** Settles when what the index prepares at start (see VectorIndex.warm) is done or failed. */
   warmed: Promise<void>;
-  close(): Promise<void>;
+  /**
+   * Stops the process's work and closes the store; a second call waits for the first. `drain`
+   * (SIGTERM): first `/readyz` answers 503 for `drainNoticeSeconds` while requests are still
+   * taken, then no new connection is accepted and what is in flight (requests, uploads, streams,
+   * jobs) has until `drainSeconds` after the start to finish; runs still going then end with an
+   * `error` event and a refund.
+   */
+  close(options?: { drain?: boolean }): Promise<void>;
 };
 
 export const firstAdminEmail = 'admin@localhost';
@@ -60,8 +68,10 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const log = options.log ?? createLogger(config.logLevel);
   const db = await openDatabase(config, log);
   const concurrency = config.ingestion.concurrency;
+  // Ingestion and maintenance: everywhere but in a process of the `api` role.
+  const works = config.role !== 'api';
   // Its threads load the parsers while the model loads, so the first upload is parsed at once.
-  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: true });
+  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: works });
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
@@ -81,7 +91,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       db.prisma,
       meteredHandlers(ingestionHandlers(dependencies, ingestionSettings(config)), metrics),
       {
-        concurrency,
+        // An `api` process queues jobs and signals them; the workers of other processes run them.
+        concurrency: works ? concurrency : 0,
         leaseMs: config.ingestion.leaseSeconds * 1000,
         pollMs: config.ingestion.pollSeconds * 1000,
         releaseStaleClaims: db.kind === 'pglite',
@@ -92,7 +103,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
     if (mismatch) queue.setClaimable(['parse', 'index_delete']);
     const ingestion = queue;
-    const graphMerge = startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork });
+    const graphMerge = works ? startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork }) : undefined;
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
@@ -122,14 +133,18 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       metrics,
       idempotency,
       fileReads: new FileReadTurns(fileReadsPerUser),
+      drain: new Drain(),
     };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const server = createHttpServer(createRequestHandler(app, yoga, log), config.server, log);
+    app.drain.track(server);
     // A body is cut once its request times out: a spool file older than that (and a margin for its parsing) is left over.
     const leftOver = await removeStaleSpoolFiles(config.server.uploadSpoolDir, (config.server.requestTimeoutSeconds + 600) * 1000);
     if (leftOver > 0) log.info(`removed ${leftOver} upload spool files left by a process that stopped while receiving them`);
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
     await parsePool.warmed;
+    // Listening before taking requests: an upload another process takes next must wake this one's workers.
+    await queue.listening;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => resolve());
@@ -152,29 +167,42 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     );
     const address = server.address() as AddressInfo;
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    const stop = async ({ drain = false }: { drain?: boolean }) => {
+      if (drain) {
+        const started = performance.now();
+        const remainingMs = () => config.drainSeconds * 1000 - (performance.now() - started);
+        app.drain.start();
+        log.info(`draining: /readyz answers 503; requests in flight have ${config.drainSeconds} s to finish`);
+        await new Promise((resolve) => setTimeout(resolve, config.drainNoticeSeconds * 1000));
+        // No new connections; Node closes the idle kept-alive ones.
+        server.close();
+        const [finished] = await Promise.all([app.drain.settled(remainingMs()), ingestion.stop(remainingMs())]);
+        if (!finished) log.info(`draining: ${app.drain.inFlight} requests still in flight after ${config.drainSeconds} s are cut`);
+      }
+      // Runs first: each still streaming ends with an error event and a refund, then connections close.
+      await agentRuns.stop();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await idempotency.stop();
+      await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
+      stopWarming.abort();
+      await warming;
+      await ingestion.stop();
+      await graphMerge?.stop();
+      await parsePool.close();
+      await index.close();
+      await embedder.close();
+      await db.close();
+    };
+    let closing: Promise<void> | undefined;
     return {
       url: `http://${host}:${address.port}`,
       db,
       server,
       ingestion,
       warmed: warming,
-      close: async () => {
-        // Runs first: each still streaming ends with an error event and a refund, then connections close.
-        await agentRuns.stop();
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-        await idempotency.stop();
-        await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
-        stopWarming.abort();
-        await warming;
-        await ingestion.stop();
-        await graphMerge?.stop();
-        await parsePool.close();
-        await index.close();
-        await embedder.close();
-        await db.close();
-      },
+      close: (options = {}) => (closing ??= stop(options)),
     };
   } catch (error) {
     await parsePool.close();

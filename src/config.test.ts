@@ -35,7 +35,23 @@ describe('configuration', () => {
   it('names this process for its metrics by KB_INSTANCE, else by host name and port', () => {
     expect(loadConfig({ KB_INSTANCE: 'api-2' }).instance).toBe('api-2');
     expect(loadConfig({ PORT: '3100' }).instance).toMatch(/^.+:3100$/);
-    expect(loadConfig({ PORT: '0' }).instance).toBe(loadConfig({ PORT: '0' }).instance);
     expect(loadConfig({ PORT: '0' }).instance).toMatch(new RegExp(`:pid${process.pid}$`));
+  });
+
+  it('runs every role on PostgreSQL and only `all` on the embedded store, which one process holds', () => {
+    const postgres = 'postgresql://kb@127.0.0.1:5432/kb';
+    expect(loadConfig({}).role).toBe('all');
+    expect(loadConfig({ DATABASE_URL: postgres, KB_ROLE: 'api' }).role).toBe('api');
+    expect(loadConfig({ DATABASE_URL: postgres, KB_ROLE: 'worker' }).role).toBe('worker');
+    expect(() => loadConfig({ KB_ROLE: 'worker' })).toThrow(/KB_ROLE: worker needs DATABASE_URL/);
+    expect(() => loadConfig({ DATABASE_URL: postgres, KB_ROLE: 'scheduler' })).toThrow(/KB_ROLE/);
+  });
+
+  it('gives a load balancer notice of a drain only where there can be one (several processes need PostgreSQL)', () => {
+    const postgres = 'postgresql://kb@127.0.0.1:5432/kb';
+    expect(loadConfig({})).toMatchObject({ drainSeconds: 30, drainNoticeSeconds: 0 });
+    expect(loadConfig({ DATABASE_URL: postgres })).toMatchObject({ drainSeconds: 30, drainNoticeSeconds: 2 });
+    expect(loadConfig({ KB_DRAIN_SECONDS: '1', KB_DRAIN_NOTICE_SECONDS: '5' })).toMatchObject({ drainSeconds: 1, drainNoticeSeconds: 1 });
+    expect(() => loadConfig({ KB_DRAIN_SECONDS: '-1' })).toThrow(/KB_DRAIN_SECONDS/);
   });
 });

@@ -105,6 +105,9 @@ const environmentSchema = z.object({
   KB_GRAPHQL_SSE_QUEUE_MB: z.coerce.number().min(0.01).max(1024).default(1),
   KB_METRICS_TOKEN: optionalString,
   KB_INSTANCE: optionalString.pipe(z.string().max(200).optional()),
+  KB_ROLE: optionalString.pipe(z.enum(['all', 'api', 'worker']).default('all')),
+  KB_DRAIN_SECONDS: z.coerce.number().min(0).max(3600).default(30),
+  KB_DRAIN_NOTICE_SECONDS: z.coerce.number().min(0).max(600).optional(),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
   KB_API_KEY: optionalString,
@@ -115,6 +118,15 @@ export type Config = {
   port: number;
   /** This process's name among several: the `kb_instance` label of its metrics. */
   instance: string;
+  /**
+   * What this process does (docs/deployment.md, "Process roles"): `all` (HTTP and background work),
+   * `api` (HTTP only) or `worker` (ingestion and maintenance; health and metrics only over HTTP).
+   */
+  role: 'all' | 'api' | 'worker';
+  /** On SIGTERM: how long requests and uploads in flight may take to finish before the process stops. */
+  drainSeconds: number;
+  /** On SIGTERM: how long `/readyz` says 503 while requests are still accepted, for a load balancer's health checks to notice. */
+  drainNoticeSeconds: number;
   dataDir: string;
   databaseUrl: string | undefined;
   /** Elasticsearch, when it keeps the index (docs/retrieval.md, "Elasticsearch as a cluster"). */
@@ -273,9 +285,18 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       `KB_MAX_GRAPHQL_RESPONSE_BYTES: must be at least ${uploadAnswerBytes} for KB_MAX_UPLOAD_FILES=${env.KB_MAX_UPLOAD_FILES}, so that the answer to an upload fits (68 KiB a file: its metadata of up to 64 KiB and the document's other fields)`,
     ]);
   }
+  if (env.KB_ROLE !== 'all' && !env.DATABASE_URL) {
+    throw new ConfigError([
+      `KB_ROLE: ${env.KB_ROLE} needs DATABASE_URL: the embedded store belongs to one process, which does everything (kb serve)`,
+    ]);
+  }
   return {
     host: env.HOST,
     port: env.PORT,
+    role: env.KB_ROLE,
+    drainSeconds: env.KB_DRAIN_SECONDS,
+    // Behind a load balancer (several processes need PostgreSQL): long enough for two health checks a second apart.
+    drainNoticeSeconds: Math.min(env.KB_DRAIN_SECONDS, env.KB_DRAIN_NOTICE_SECONDS ?? (env.DATABASE_URL ? 2 : 0)),
     instance: env.KB_INSTANCE ?? `${os.hostname()}:${env.PORT === 0 ? `pid${process.pid}` : env.PORT}`,
     dataDir: path.resolve(env.KB_DATA_DIR),
     databaseUrl: env.DATABASE_URL,

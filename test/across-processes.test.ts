@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../src/app.js';
+import { openDatabase } from '../src/db/database.js';
 import { upload, waitForDocuments } from './support/documents.js';
-import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 // Two server processes' worth of services on one PostgreSQL (vitest.config.ts runs this file on
 // the legs with a PostgreSQL server only).
@@ -35,5 +36,74 @@ describe('servers on one PostgreSQL', () => {
     // (they would otherwise look again only after 600 s).
     const ready = await waitForDocuments(first, user.key, uploaded.body.map((document: { id: string }) => document.id), 60_000);
     expect(ready.map((document) => document.status)).toEqual(['ready', 'ready']);
+  }, 120_000);
+
+  it("hear each other's signals, and not their own", async () => {
+    const other = await openDatabase(first.config);
+    try {
+      const heardHere: (string | undefined)[] = [];
+      const heardThere: (string | undefined)[] = [];
+      await first.app.db.signals!.listen('kb_test_signals', (message) => heardHere.push(message));
+      await other.signals!.listen('kb_test_signals', (message) => heardThere.push(message));
+      first.app.db.signals!.send('kb_test_signals', 'from-first');
+      other.signals!.send('kb_test_signals', 'from-other');
+      await expect.poll(() => [heardHere, heardThere], { timeout: 5_000 }).toEqual([['from-other'], ['from-first']]);
+      // Nothing else arrives later (PostgreSQL delivers a process's own signals to it too).
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect([heardHere, heardThere]).toEqual([['from-other'], ['from-first']]);
+    } finally {
+      await other.close();
+    }
+  }, 30_000);
+});
+
+// The roles of docs/deployment.md: an `api` process takes requests and queues jobs; a `worker`
+// process runs them and serves health and metrics only.
+describe('an api process and a worker process on one PostgreSQL', () => {
+  let api: TestServer;
+  let worker: RunningApp;
+  let user: TestUser;
+
+  beforeAll(async () => {
+    // Only a signal can start a job within this test (see above).
+    api = await startTestServer({ KB_ROLE: 'api', KB_INGEST_POLL_SECONDS: '600' });
+    worker = await startApp({ ...api.config, role: 'worker', port: 0 });
+    user = await api.createUser();
+  }, 60_000);
+
+  afterAll(async () => {
+    await worker?.close();
+    await api?.close();
+  });
+
+  const stageRuns = async (url: string) => {
+    const text = await (await fetch(new URL('/metrics', url))).text();
+    return text
+      .split('\n')
+      .filter((line) => line.startsWith('kb_ingestion_stage_duration_seconds_count'))
+      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+  };
+
+  it('process what the api takes on the worker, which answers nothing but health and metrics', async () => {
+    const workspace = (await api.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'split roles' } })).body.id as string;
+    const uploaded = await upload(api, user.key, workspace, [{ name: 'newt.txt', bytes: 'The great crested newt breeds in ponds without fish.' }]);
+    expect(uploaded.status).toBe(202);
+    const ready = await waitForDocuments(api, user.key, [uploaded.body[0].id], 60_000);
+    expect(ready[0]!.status).toBe('ready');
+    // The worker parsed and embedded it; the api ran no job.
+    expect(await stageRuns(worker.url)).toBeGreaterThanOrEqual(2);
+    expect(await stageRuns(api.url)).toBe(0);
+    const search = await api.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Where does the newt breed?', workspace_id: workspace } });
+    expect(search.status, search.text).toBe(200);
+    expect(search.body.results[0].content).toContain('great crested newt');
+
+    expect((await fetch(new URL('/healthz', worker.url))).status).toBe(200);
+    expect((await fetch(new URL('/readyz', worker.url))).status).toBe(200);
+    for (const [method, pathname] of [['GET', '/v1/user/me'], ['POST', '/graphql'], ['GET', '/'], ['GET', '/docs']]) {
+      const response = await fetch(new URL(pathname!, worker.url), { method, headers: { authorization: `Bearer ${user.key}` } });
+      const body = await response.json();
+      expectError({ status: response.status, headers: response.headers, body, text: JSON.stringify(body) }, 404, 'not_found');
+      expect(body.message).toContain('KB_ROLE=worker');
+    }
   }, 120_000);
 });

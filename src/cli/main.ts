@@ -16,10 +16,10 @@ const integer = (name: string) => (value: string) => {
  */
 const userErrors = new Set<abstract new (...args: never[]) => Error>();
 
-async function config(): Promise<Config> {
+async function config(overrides: Record<string, string> = {}): Promise<Config> {
   const { ConfigError, loadConfig } = await import('../config.js');
   userErrors.add(ConfigError);
-  return loadConfig();
+  return loadConfig({ ...process.env, ...overrides });
 }
 
 async function openStore(config: Config) {
@@ -54,8 +54,8 @@ async function runAdminCommand(name: AdminCommandName, input: never): Promise<un
 
 const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
-async function serve() {
-  const settings = await config();
+async function serve(options: { role?: string }) {
+  const settings = await config(options.role ? { KB_ROLE: options.role } : {});
   const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError }, { ModelUnavailableError }, { PgvectorMissingError }] = await Promise.all([
     import('../app.js'),
     import('../errors.js'),
@@ -71,22 +71,24 @@ async function serve() {
       );
     },
   });
-  process.stdout.write(`kb listening on ${app.url} (store: ${app.db.kind === 'pglite' ? settings.dataDir : 'PostgreSQL'})\n`);
-  process.stdout.write(`  console        ${app.url}/\n  API reference  ${app.url}/docs\n`);
+  const role = settings.role === 'all' ? '' : `, role: ${settings.role}`;
+  process.stdout.write(`kb listening on ${app.url} (store: ${app.db.kind === 'pglite' ? settings.dataDir : 'PostgreSQL'}${role})\n`);
+  if (settings.role !== 'worker') process.stdout.write(`  console        ${app.url}/\n  API reference  ${app.url}/docs\n`);
   let stopping = false;
-  const stop = async () => {
+  const stop = async (drain: boolean) => {
     if (stopping) return;
     stopping = true;
-    await app.close();
+    await app.close({ drain });
     process.exit(0);
   };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  // SIGTERM (a deployment, an orchestrator) drains; Ctrl-C stops at once.
+  process.on('SIGINT', () => void stop(false));
+  process.on('SIGTERM', () => void stop(true));
   // Started by a supervising Node process with an IPC channel (the tests do this): stop when
   // that channel closes, so a server never outlives its parent, however the parent ended.
   if (process.channel) {
     process.channel.unref();
-    process.once('disconnect', stop);
+    process.once('disconnect', () => void stop(false));
   }
 }
 
@@ -95,7 +97,17 @@ const program = new Command('kb').description('Knowledge-base and agent service'
 program
   .command('serve')
   .description('run the service (embedded store under KB_DATA_DIR unless DATABASE_URL is set)')
+  .addOption(
+    new Option('--role <role>', 'all: HTTP and background work; api: HTTP only; worker: ingestion and maintenance (both need DATABASE_URL)')
+      .choices(['all', 'api', 'worker'])
+      .env('KB_ROLE'),
+  )
   .action(serve);
+
+program
+  .command('worker')
+  .description('run ingestion, embedding and maintenance only (serving /healthz, /readyz and /metrics) on the PostgreSQL of DATABASE_URL')
+  .action(() => serve({ role: 'worker' }));
 
 const users = program.command('users').description('manage users');
 users

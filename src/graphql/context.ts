@@ -1,3 +1,4 @@
+import type { Drain } from '../http/drain.js';
 import { authenticate, type AuthDependencies, type Viewer } from '../auth/authenticate.js';
 import type { ExecutionResult } from 'graphql';
 import type { Config } from '../config.js';
@@ -29,6 +30,8 @@ export interface AppServices {
   idempotency: IdempotencyStore;
   /** Turns for reading stored files, per user (src/modules/documents/file-reads.ts). */
   fileReads: FileReadTurns;
+  /** Whether the process is leaving (SIGTERM), and what is still in flight (src/http/drain.ts). */
+  drain: Drain;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */

@@ -36,7 +36,9 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       // The service's own work on the store (graph merges, statistics) waits for requests in
       // progress, their statements before and after a search included; a streamed body is not
       // waited for (BackgroundWork.turn).
-      const answer = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await app.db.backgroundWork.foreground(() => handle(request, match));
+      const handled = refusal ? errorResponse(new AppError('bad_request', refusal.message)) : await app.db.backgroundWork.foreground(() => handle(request, match));
+      // A process that is leaving asks its clients to come back on a new connection (to another process).
+      const answer = app.drain.draining ? withHeader(handled, 'connection', 'close') : handled;
       const ms = performance.now() - started;
       const timing = timings.header(ms);
       const identified = withHeader(withReasonPhrase(answer), 'x-request-id', requestId);
@@ -89,6 +91,9 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
   return async (request: Request, match: RouteMatch): Promise<Response> => {
     const url = new URL(request.url);
     try {
+      if (app.config.role === 'worker' && !['/healthz', '/readyz', '/metrics'].includes(url.pathname)) {
+        return errorResponse(new AppError('not_found', 'this process is an ingestion worker (KB_ROLE=worker): it serves /healthz, /readyz and /metrics only'));
+      }
       const staticResponse = reference.handle(request, url.pathname) ?? site.handle(request, url.pathname) ?? graphiql.handle(request, url.pathname);
       if (staticResponse) {
         const response = await staticResponse;
@@ -166,6 +171,7 @@ async function metricsResponse(app: AppServices, request: Request): Promise<Resp
 async function readiness(app: AppServices) {
   const { index, embedder } = app.retrieval;
   const unavailable = (message: string) => Response.json({ error: 'service_unavailable', message }, { status: 503 });
+  if (app.drain.draining) return unavailable('the server is shutting down: it finishes the requests in flight and takes no new ones');
   try {
     await app.db.ping();
   } catch {
