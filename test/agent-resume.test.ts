@@ -174,6 +174,20 @@ describe('the event log and SSE ids', () => {
     expect(graphql.data?.agentJob).toEqual({ status: 'done', eventCount: stream.events.length, events: [{ seq: 1, type: 'job_started' }, { seq: 2, type: 'token' }] });
   });
 
+  it('has every event in the log before any client is sent it', async () => {
+    // The model holds after three tokens: the run stays at the point the client has reached, and
+    // the store is asked at once for every event the client was sent (a process that died now
+    // would have left them for whoever resumes).
+    hold(3);
+    const stream = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'token' && event.content.trim() === 'the' });
+    const jobId = stream.events[0]!.jobId as string;
+    const seqs = stream.ids.map(seqOf);
+    const logged = await server.app.db.prisma.agentEvent.findMany({ where: { jobId, seq: { in: seqs } }, select: { seq: true } });
+    release();
+    expect(seqs.length).toBeGreaterThanOrEqual(4);
+    expect(logged.map((event) => event.seq).sort((a, b) => a - b)).toEqual(seqs);
+  });
+
   it('replays a finished run: after Last-Event-ID, after ?after=, everything, and 204 after the last event', async () => {
     const stream = await ask();
     expectProtocol(stream);

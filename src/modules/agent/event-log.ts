@@ -160,46 +160,63 @@ export function eventOfLogged(data: unknown): AgentEvent {
 
 /** An event as the log holds it. */
 export type WrittenEvent = { seq: number; data: Prisma.InputJsonObject };
+type PendingEvent = WrittenEvent & { onWritten: (seq: number) => void };
 
 /**
- * A run's writer to its log. Events are numbered as they are sent and written in batches, at
- * most `flushMs` after the first of a batch, so that no event waits on the store: the stream's
- * own client reads them from memory. `flush` writes what is pending (the run calls it before its
- * terminal event, which the transaction that ends the job writes itself, so that the log never
- * shows a terminal event with a gap before it). A batch that fails stays pending for the next flush.
- * What is written is also kept here while the run goes on: readers on this server take it from
- * memory (`written`) rather than asking the store each time the run writes.
+ * A run's writer to its log. Every event is in the store before anyone is sent it: an event is
+ * numbered when the run makes it, and `onWritten` (which sends it) is called once the batch
+ * holding it has committed. So a client is never given an event id that a process taking over
+ * (the lease sweep, after this one died) could give to another event. Writes are group commits:
+ * the first event is written at once, and events made while a write is in flight go together in
+ * the next one, so a fast run costs few statements and a slow one waits one write per event.
+ * A batch that fails stays pending and is tried again after `retryMs` (doubling up to 2 s), or
+ * by the next `flush`. `flush` writes what is pending (the run calls it before its terminal
+ * event, which the transaction that ends the job writes itself, so that the log never shows a
+ * terminal event with a gap before it). What is written is also kept here while the run goes on:
+ * readers on this server take it from memory (`written`) rather than asking the store each time.
  */
 export class RunEventLog {
   #seq = 0;
-  #pending: WrittenEvent[] = [];
+  #pending: PendingEvent[] = [];
   /** Written to the store, in order. */
   readonly #written: WrittenEvent[] = [];
   #timer: NodeJS.Timeout | undefined;
   #writing: Promise<void> = Promise.resolve();
+  #busy = false;
+  #failures = 0;
   /** The number reserved for the terminal event and not yet used by a committed one. */
   #terminal: number | undefined;
 
   constructor(
     private readonly prisma: PrismaClient,
     readonly jobId: string,
-    private readonly options: { flushMs: number; log: Pick<Logger, 'error'>; flushed: () => void },
+    private readonly options: { retryMs: number; log: Pick<Logger, 'error'>; flushed: () => void },
   ) {}
 
-  /** The number of the last event sent (or reserved for the terminal event). */
+  /** The number of the last event made (or reserved for the terminal event). */
   get lastSeq() {
     return this.#seq;
   }
 
-  /** Numbers the event and queues it for the store; returns its number. */
-  append(event: AgentEvent): number {
+  /** Numbers the event and queues it for the store; `onWritten` runs once it is there. Returns its number. */
+  append(event: AgentEvent, onWritten: (seq: number) => void): number {
     const seq = ++this.#seq;
-    this.#pending.push({ seq, data: loggedForm(event) });
-    this.#timer ??= setTimeout(() => {
-      this.#timer = undefined;
-      this.flush().catch((error: unknown) => this.options.log.error(`agent run ${this.jobId}: writing its events failed; they will be written with the next ones`, error));
-    }, this.options.flushMs);
+    this.#pending.push({ seq, data: loggedForm(event), onWritten });
+    this.#schedule(0);
     return seq;
+  }
+
+  /** A write soon, unless one is in flight (it takes what is pending when it ends) or due. */
+  #schedule(delayMs: number) {
+    if (this.#busy || this.#timer) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.flush().catch((error: unknown) => {
+        this.#failures += 1;
+        if (this.#failures === 1) this.options.log.error(`agent run ${this.jobId}: writing its events failed; they wait and are tried again`, error);
+        this.#schedule(Math.min(2_000, this.options.retryMs * 2 ** (this.#failures - 1)));
+      });
+    }, delayMs);
   }
 
   /**
@@ -219,7 +236,7 @@ export class RunEventLog {
     this.options.flushed();
   }
 
-  /** Writes every event queued so far; settles once they are in the store. */
+  /** Writes every event queued so far; settles once they are in the store (and sent). */
   flush(): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -228,18 +245,28 @@ export class RunEventLog {
   }
 
   async #write() {
-    const batch = this.#pending.splice(0);
-    if (batch.length === 0) return;
+    this.#busy = true;
     try {
-      // A slot already taken means the job was ended by another process's sweep, whose terminal
-      // event stays: readers stop there.
-      await this.prisma.agentEvent.createMany({ data: batch.map(({ seq, data }) => ({ jobId: this.jobId, seq, data })), skipDuplicates: true });
-    } catch (error) {
-      this.#pending.unshift(...batch);
-      throw error;
+      while (this.#pending.length > 0) {
+        const batch = this.#pending.splice(0);
+        try {
+          // A slot already taken means the job was ended by another process's sweep, whose
+          // terminal event stays: readers stop there.
+          await this.prisma.agentEvent.createMany({ data: batch.map(({ seq, data }) => ({ jobId: this.jobId, seq, data })), skipDuplicates: true });
+        } catch (error) {
+          this.#pending.unshift(...batch);
+          throw error;
+        }
+        this.#failures = 0;
+        for (const { seq, data, onWritten } of batch) {
+          this.#written.push({ seq, data });
+          onWritten(seq);
+        }
+        this.options.flushed();
+      }
+    } finally {
+      this.#busy = false;
     }
-    this.#written.push(...batch);
-    this.options.flushed();
   }
 
   /** The events in the store after `after`, in order (as far as this process wrote them). */

@@ -238,8 +238,8 @@ export async function startAgentRun(
   const { jobId } = await reserveAgentRun(prisma, { userId, mode: request.mode, cost, leaseMs: dependencies.runs.leaseMs, resumable, workspaceIds: request.workspaceIds });
 
   const cancel = new AbortController();
-  // Every event goes to the log too, in batches: the stream's own client never waits on the store.
-  const log = new RunEventLog(prisma, jobId, { flushMs: eventFlushMs, log: dependencies.log, flushed: () => dependencies.runs.notify(jobId) });
+  // Every event is in the log before it is sent, whichever client reads it (event-log.ts).
+  const log = new RunEventLog(prisma, jobId, { retryMs: eventRetryMs, log: dependencies.log, flushed: () => dependencies.runs.notify(jobId) });
   const following = resumable ? new Following(dependencies, jobId, cancel) : undefined;
   // The client going away cancels the run, unless it is resumable: then it goes on for the grace
   // period, for the client to come back. The server stopping fails it (the client is told).
@@ -250,11 +250,7 @@ export async function startAgentRun(
   dependencies.runs.signal.addEventListener('abort', onShutdown, { once: true });
   if (signal.aborted) leave();
   if (dependencies.runs.signal.aborted) onShutdown();
-  const emit = (event: AgentEvent) => {
-    const seq = log.append(event);
-    channel.push({ ...event, jobId, seq });
-    return seq;
-  };
+  const emit = (event: AgentEvent) => log.append(event, (seq) => channel.push({ ...event, jobId, seq }));
   emit({ type: 'job_started', jobId });
   const started = performance.now();
   let tokens = 0;
@@ -302,8 +298,8 @@ export async function resumeAgentStream(dependencies: AgentDependencies, viewer:
   return followAgentJob(dependencies, viewer, { jobId: position.jobId, after: position.seq, field: 'Last-Event-ID' }, signal);
 }
 
-/** Events wait at most this long for the store (docs/agent.md, "The event log"). */
-const eventFlushMs = 50;
+/** A write of events that failed is tried again after this, then after twice as long, up to 2 s. */
+const eventRetryMs = 100;
 
 /** Why a run stopped before its end without failing: its client left, or nobody came back for it. */
 class RunCancelled extends Error {
@@ -448,6 +444,8 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     const supportScore = answer.trim() === notFoundAnswer ? null : supportScoreOf(checked);
     signal.throwIfAborted();
     const sourcesSeq = run.emit({ type: 'sources', sources });
+    // Sent once written: what the client has taken is counted from there.
+    await run.log.flush();
     // The answer is charged only once the client has taken it: a client that has gone by then
     // is charged nothing (the check is repeated inside the transaction, before the charge). A
     // resumable run's client may be one that came back, on any server.
