@@ -47,6 +47,12 @@ describe('configuration', () => {
     expect(() => loadConfig({ DATABASE_URL: postgres, KB_ROLE: 'scheduler' })).toThrow(/KB_ROLE/);
   });
 
+  it('ends the runs of a dead process within seconds where there can be another process (PostgreSQL)', () => {
+    expect(loadConfig({}).agent.leaseSeconds).toBe(60);
+    expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb' }).agent.leaseSeconds).toBe(10);
+    expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb', KB_AGENT_LEASE_SECONDS: '30' }).agent.leaseSeconds).toBe(30);
+  });
+
   it('gives a load balancer notice of a drain only where there can be one (several processes need PostgreSQL)', () => {
     const postgres = 'postgresql://kb@127.0.0.1:5432/kb';
     expect(loadConfig({})).toMatchObject({ drainSeconds: 30, drainNoticeSeconds: 0 });

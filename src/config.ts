@@ -72,7 +72,7 @@ const environmentSchema = z.object({
   KB_AGENT_COST_FAST: positiveInt(1),
   KB_AGENT_COST_DEEP: positiveInt(5),
   KB_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(3600).default(300),
-  KB_AGENT_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(60),
+  KB_AGENT_LEASE_SECONDS: z.coerce.number().min(0.1).max(3600).optional(),
   KB_AGENT_HEARTBEAT_SECONDS: z.coerce.number().min(0.05).max(15).default(10),
   KB_AGENT_RESUME_GRACE_SECONDS: z.coerce.number().min(0.5).max(3600).default(120),
   KB_MAX_JSON_BYTES: positiveInt(1024 * 1024),
@@ -334,7 +334,8 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
     agent: {
       timeoutSeconds: env.KB_AGENT_TIMEOUT_SECONDS,
-      leaseSeconds: env.KB_AGENT_LEASE_SECONDS,
+      // Several processes need PostgreSQL: a run whose process died is ended within seconds there.
+      leaseSeconds: env.KB_AGENT_LEASE_SECONDS ?? (env.DATABASE_URL ? 10 : 60),
       heartbeatSeconds: env.KB_AGENT_HEARTBEAT_SECONDS,
       resumeGraceSeconds: env.KB_AGENT_RESUME_GRACE_SECONDS,
     },
