@@ -6,12 +6,14 @@ import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
 import { createOwnDatabase } from '../../../test/support/server.js';
+import { createUser } from '../user/service.js';
 import { LeaseLostError, startJobQueue, type JobHandler, type JobQueue } from './queue.js';
 
 // The queue's leases against a real store: what a worker does once another holds its job.
 let dataDir: string;
 let db: Database;
 let queue: JobQueue | undefined;
+const queues: JobQueue[] = [];
 // On PostgreSQL a database of its own: the queue must find no other file's jobs.
 let ownDatabase: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
@@ -23,6 +25,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await queue?.stop();
+  for (const other of queues) await other.stop();
   await db?.close();
   await ownDatabase?.drop();
   await rm(dataDir, { recursive: true, force: true });
@@ -74,4 +77,51 @@ describe('job leases', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(await db.prisma.job.findUniqueOrThrow({ where: { id: job.id } })).toEqual(takenOver);
   }, 30_000);
+
+  it('gives users turns across processes: a second process serves the user the first has not', async () => {
+    await queue?.stop();
+    await db.prisma.job.deleteMany();
+    const [heavy, light] = await Promise.all(
+      ['heavy', 'light'].map(async (name) => (await createUser(db.prisma, { email: `${name}-${Date.now()}@example.com`, name, credits: 0 })).user.id),
+    );
+    // The heavy user's six jobs were queued first, the light user's one after them.
+    for (let n = 0; n < 6; n++) await db.prisma.job.create({ data: { kind: 'index_delete', userId: heavy, payload: { n } } });
+    await db.prisma.job.create({ data: { kind: 'index_delete', userId: light, payload: { n: 0 } } });
+    const served: string[] = [];
+    const running = new Set<() => void>();
+    // Each job runs until the test lets it end.
+    const holding: JobHandler = {
+      maxAttempts: 1,
+      backoffMs: () => 0,
+      fail: async () => {},
+      run: ([job], { signal }) =>
+        new Promise<void>((resolve) => {
+          served.push(job!.user_id === heavy ? 'heavy' : 'light');
+          const done = () => {
+            running.delete(done);
+            resolve();
+          };
+          running.add(done);
+          signal.addEventListener('abort', done);
+        }),
+    };
+    const start = () => {
+      const started = startJobQueue(
+        db.prisma,
+        { parse: holding, embed: holding, index_delete: holding },
+        { concurrency: 1, leaseMs: 30_000, pollMs: 50, releaseStaleClaims: false },
+        createLogger('error'),
+      );
+      queues.push(started);
+      return started;
+    };
+    // One process takes the heavy user's first job; a second process, started next, must not take
+    // the heavy user's second while the light user waits.
+    start();
+    await expect.poll(() => served.length, { timeout: 10_000 }).toBe(1);
+    start();
+    await expect.poll(() => served.length, { timeout: 10_000 }).toBe(2);
+    expect(served).toEqual(['heavy', 'light']);
+  }, 30_000);
 });
+

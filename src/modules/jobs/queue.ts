@@ -162,20 +162,6 @@ export function startJobQueue(
 
   const leaseEnd = Prisma.sql`clock_timestamp() + make_interval(secs => ${options.leaseMs / 1000})`;
 
-  /**
-   * Users in the order they were last served, least recently first. A claim takes the oldest
-   * job of the user served longest ago (a user never served comes first), so one user's many
-   * or large uploads cannot hold back everybody else's: users take turns. The order lives in
-   * this process; with several processes on PostgreSQL each keeps its own turns.
-   */
-  const servedUsers: string[] = [];
-  const markServed = (userId: string | null) => {
-    if (!userId) return;
-    const index = servedUsers.indexOf(userId);
-    if (index >= 0) servedUsers.splice(index, 1);
-    servedUsers.push(userId);
-  };
-
   const claimable = () =>
     Prisma.sql`j.kind = ANY(${claimableKinds}::job_kind[]) AND ((j.status = 'queued' AND j.run_after <= clock_timestamp()) OR (j.status = 'running' AND j.lease_expires < clock_timestamp()))`;
   /** Jobs being run by this process's workers, by kind. */
@@ -206,7 +192,8 @@ export function startJobQueue(
            WHERE j.status IN ('queued', 'running') AND ${claimable()}
            ORDER BY j.user_id, ${rank(jumping)}, j.run_after, j.created_at
         ) AS first_per_user
-        ORDER BY coalesce(array_position(${servedUsers}::uuid[], user_id), 0), run_after, created_at
+        LEFT JOIN job_turns t USING (user_id)
+        ORDER BY t.served_at NULLS FIRST, run_after, created_at
         LIMIT 8`;
       nextScanAt = found.length === 1 ? Date.now() + singleUserScanMs : 0;
       return found;
@@ -234,13 +221,24 @@ export function startJobQueue(
     return found;
   }
 
-  /** Claims the jobs with these ids that are still claimable (a given id may be taken meanwhile). */
+  /**
+   * Claims the jobs with these ids that are still claimable (a given id may be taken meanwhile),
+   * and records that their users were served now. A scan takes the first job of the user served
+   * longest ago, by any process (a user never served comes first), so one user's many or large
+   * uploads cannot hold back everybody else's: users take turns across all processes.
+   */
   const claimIds = (ids: string[]) =>
     prisma.$queryRaw<ClaimedJob[]>`
-      UPDATE jobs
-         SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}, claim = gen_random_uuid()
-       WHERE id IN (SELECT j.id FROM jobs j WHERE j.id = ANY(${ids}::uuid[]) AND ${claimable()} FOR UPDATE SKIP LOCKED)
-      RETURNING id, kind::text AS kind, document_id, user_id, attempts, claim::text AS claim, payload, last_error`;
+      WITH claimed AS (
+        UPDATE jobs
+           SET status = 'running', attempts = attempts + 1, updated_at = now(), lease_expires = ${leaseEnd}, claim = gen_random_uuid()
+         WHERE id IN (SELECT j.id FROM jobs j WHERE j.id = ANY(${ids}::uuid[]) AND ${claimable()} FOR UPDATE SKIP LOCKED)
+        RETURNING id, kind, document_id, user_id, attempts, claim, payload, last_error),
+      served AS (
+        INSERT INTO job_turns (user_id, served_at)
+        SELECT DISTINCT c.user_id, clock_timestamp() FROM claimed c JOIN users u ON u.id = c.user_id
+        ON CONFLICT (user_id) DO UPDATE SET served_at = excluded.served_at)
+      SELECT id, kind::text AS kind, document_id, user_id, attempts, claim::text AS claim, payload, last_error FROM claimed`;
 
   /**
    * This process's workers claim one at a time, each claim counted in `runningKinds` before the
@@ -261,7 +259,6 @@ export function startJobQueue(
     for (const candidate of await candidates()) {
       const [first] = await claimIds([candidate.id]);
       if (!first) continue;
-      markServed(candidate.user_id);
       const handler = handlers[first.kind];
       // A job that failed in company runs alone; so does one whose last attempt never ended (a
       // crash, perhaps on this very job), lest it take others down with it.
