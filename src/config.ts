@@ -107,6 +107,7 @@ const environmentSchema = z.object({
   KB_INSTANCE: optionalString.pipe(z.string().max(200).optional()),
   KB_ROLE: optionalString.pipe(z.enum(['all', 'api', 'worker']).default('all')),
   KB_DRAIN_SECONDS: z.coerce.number().min(0).max(3600).default(30),
+  KB_MIGRATE: optionalString.pipe(z.enum(['on', 'off']).default('on')),
   KB_DRAIN_NOTICE_SECONDS: z.coerce.number().min(0).max(600).optional(),
   KB_LOG_LEVEL: z.enum(['silent', 'error', 'info', 'debug']).default('info'),
   KB_URL: optionalString.pipe(z.url().optional()),
@@ -125,6 +126,11 @@ export type Config = {
   role: 'all' | 'api' | 'worker';
   /** On SIGTERM: how long requests and uploads in flight may take to finish before the process stops. */
   drainSeconds: number;
+  /**
+   * Whether this process brings the database (and the pgvector index's tables) up to its version
+   * at start; when not, it refuses to start on a database `kb migrate` has not brought there.
+   */
+  migrate: boolean;
   /** On SIGTERM: how long `/readyz` says 503 while requests are still accepted, for a load balancer's health checks to notice. */
   drainNoticeSeconds: number;
   dataDir: string;
@@ -285,6 +291,9 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       `KB_MAX_GRAPHQL_RESPONSE_BYTES: must be at least ${uploadAnswerBytes} for KB_MAX_UPLOAD_FILES=${env.KB_MAX_UPLOAD_FILES}, so that the answer to an upload fits (68 KiB a file: its metadata of up to 64 KiB and the document's other fields)`,
     ]);
   }
+  if (env.KB_MIGRATE === 'off' && !env.DATABASE_URL) {
+    throw new ConfigError(['KB_MIGRATE: off needs DATABASE_URL: the embedded store is migrated by the one process that opens it']);
+  }
   if (env.KB_ROLE !== 'all' && !env.DATABASE_URL) {
     throw new ConfigError([
       `KB_ROLE: ${env.KB_ROLE} needs DATABASE_URL: the embedded store belongs to one process, which does everything (kb serve)`,
@@ -295,6 +304,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     port: env.PORT,
     role: env.KB_ROLE,
     drainSeconds: env.KB_DRAIN_SECONDS,
+    migrate: env.KB_MIGRATE === 'on',
     // Behind a load balancer (several processes need PostgreSQL): long enough for two health checks a second apart.
     drainNoticeSeconds: Math.min(env.KB_DRAIN_SECONDS, env.KB_DRAIN_NOTICE_SECONDS ?? (env.DATABASE_URL ? 2 : 0)),
     instance: env.KB_INSTANCE ?? `${os.hostname()}:${env.PORT === 0 ? `pid${process.pid}` : env.PORT}`,

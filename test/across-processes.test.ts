@@ -1,8 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../src/app.js';
 import { openDatabase } from '../src/db/database.js';
+import pg from 'pg';
 import { upload, waitForDocuments } from './support/documents.js';
-import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { migrate } from '../src/cli/migrate.js';
+import { loadConfig } from '../src/config.js';
+import { createOwnDatabase, expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 // Two server processes' worth of services on one PostgreSQL (vitest.config.ts runs this file on
 // the legs with a PostgreSQL server only).
@@ -106,4 +112,42 @@ describe('an api process and a worker process on one PostgreSQL', () => {
       expect(body.message).toContain('KB_ROLE=worker');
     }
   }, 120_000);
+});
+
+// A deploy migrates once (kb migrate), and its replicas start with KB_MIGRATE=off.
+describe('processes told not to migrate', () => {
+  it('refuse a database kb migrate has not brought to their version, and start on one it has', async () => {
+    const database = await createOwnDatabase(process.env.DATABASE_URL!);
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-migrate-'));
+    const environment = { ...process.env, DATABASE_URL: database.url, KB_DATA_DIR: dataDir, PORT: '0', KB_LOG_LEVEL: 'error' };
+    try {
+      await expect(startApp(loadConfig({ ...environment, KB_MIGRATE: 'off' }))).rejects.toThrow(
+        /the database lacks \d+ migrations of this version \(.*\); run kb migrate with this version first/,
+      );
+      const first = await migrate(loadConfig(environment));
+      expect(first.appliedMigrations.length).toBeGreaterThan(10);
+      expect(first).toMatchObject({ index: process.env.ELASTICSEARCH_URL ? 'elasticsearch' : 'pgvector', dimensions: 384 });
+      expect((await migrate(loadConfig(environment))).appliedMigrations).toEqual([]);
+
+      if (!process.env.ELASTICSEARCH_URL) {
+        // The index's tables of another version: refused too, until kb migrate makes them again.
+        const pool = new pg.Pool({ connectionString: database.url });
+        await pool.query(`UPDATE chunk_index_schema SET fingerprint = 'an older version'`);
+        await expect(startApp(loadConfig({ ...environment, KB_MIGRATE: 'off' }))).rejects.toThrow(/the pgvector index's tables are not those of this version/);
+        await migrate(loadConfig(environment));
+        expect((await pool.query('SELECT fingerprint FROM chunk_index_schema')).rows[0].fingerprint).not.toBe('an older version');
+        await pool.end();
+      }
+
+      const app = await startApp(loadConfig({ ...environment, KB_MIGRATE: 'off' }));
+      try {
+        expect((await fetch(new URL('/readyz', app.url))).status).toBe(200);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await database.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
 });

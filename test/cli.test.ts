@@ -74,6 +74,21 @@ describe('kb account commands on the store directly', () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('PORT');
     expect(result.stderr).toContain('KB_AGENT_COST_FAST');
+
+    // Roles and KB_MIGRATE=off need PostgreSQL; a database that cannot be opened is said in a line.
+    for (const [variables, message] of [
+      [{ KB_ROLE: 'worker', DATABASE_URL: '' }, 'KB_ROLE: worker needs DATABASE_URL'],
+      [{ KB_MIGRATE: 'off', DATABASE_URL: '' }, 'KB_MIGRATE: off needs DATABASE_URL'],
+      [{ DATABASE_URL: 'postgresql://kb@127.0.0.1:1/kb' }, 'kb: cannot open the PostgreSQL database of DATABASE_URL: connect ECONNREFUSED 127.0.0.1:1'],
+    ] as const) {
+      const refused = await kb(['serve'], environment(variables));
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(message);
+      expect(refused.stderr).not.toContain('    at ');
+    }
+    const worker = await kb(['worker'], environment({ DATABASE_URL: '' }));
+    expect(worker.code).toBe(1);
+    expect(worker.stderr).toContain('KB_ROLE: worker needs DATABASE_URL');
   });
 });
 

@@ -23,8 +23,8 @@ async function config(overrides: Record<string, string> = {}): Promise<Config> {
 }
 
 async function openStore(config: Config) {
-  const { openDatabase, StoreLockedError } = await import('../db/database.js');
-  userErrors.add(StoreLockedError);
+  const { openDatabase, StoreLockedError, StoreOpenError } = await import('../db/database.js');
+  userErrors.add(StoreLockedError).add(StoreOpenError);
   return openDatabase(config);
 }
 
@@ -56,14 +56,15 @@ const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(val
 
 async function serve(options: { role?: string }) {
   const settings = await config(options.role ? { KB_ROLE: options.role } : {});
-  const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError }, { ModelUnavailableError }, { PgvectorMissingError }] = await Promise.all([
+  const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError, StoreOpenError }, { ModelUnavailableError }, { PgvectorMissingError }, { MigrationsPendingError }] = await Promise.all([
     import('../app.js'),
     import('../errors.js'),
     import('../db/database.js'),
     import('../modules/embeddings/embedder.js'),
     import('../modules/retrieval/pgvector-index.js'),
+    import('../db/migrations.js'),
   ]);
-  userErrors.add(AppError).add(StoreLockedError).add(ModelUnavailableError).add(PgvectorMissingError);
+  userErrors.add(AppError).add(StoreLockedError).add(StoreOpenError).add(ModelUnavailableError).add(PgvectorMissingError).add(MigrationsPendingError);
   const app = await startApp(settings, {
     onFirstAdmin: (rawKey) => {
       process.stdout.write(
@@ -103,6 +104,21 @@ program
       .env('KB_ROLE'),
   )
   .action(serve);
+
+program
+  .command('migrate')
+  .description('bring the database and the index to this version (for processes started with KB_MIGRATE=off), and print what was applied')
+  .action(async () => {
+    const settings = await config({ KB_MIGRATE: 'on' });
+    const [{ migrate }, { ModelUnavailableError }, { PgvectorMissingError }, { StoreLockedError, StoreOpenError }] = await Promise.all([
+      import('./migrate.js'),
+      import('../modules/embeddings/embedder.js'),
+      import('../modules/retrieval/pgvector-index.js'),
+      import('../db/database.js'),
+    ]);
+    userErrors.add(ModelUnavailableError).add(PgvectorMissingError).add(StoreLockedError).add(StoreOpenError);
+    printJson(await migrate(settings));
+  });
 
 program
   .command('worker')

@@ -12,7 +12,8 @@ import { BackgroundWork } from '../observability/background-work.js';
 import { warmPageCache, type WarmResult } from './embedded-cache-warm.js';
 import { maintainOnce, startEmbeddedMaintenance } from './embedded-maintenance.js';
 import { EmbeddedStoreThread } from './embedded-store-thread.js';
-import { applyMigrations, type SqlRunner } from './migrations.js';
+import { storeUnavailable } from './store-errors.js';
+import { applyMigrations, MigrationsPendingError, pendingMigrations, type SqlRunner } from './migrations.js';
 
 export type StoreKind = 'pglite' | 'postgres';
 
@@ -41,6 +42,8 @@ export interface Database {
    * was queued". Undefined on the embedded store, which one process holds.
    */
   readonly signals?: StoreSignals;
+  /** The migrations this opening applied, oldest first (none when the database was up to date, or not migrated: KB_MIGRATE=off). */
+  readonly appliedMigrations: string[];
   /** Answers when the store can run a query; used by /readyz. */
   ping(): Promise<void>;
   /**
@@ -78,6 +81,11 @@ export type StoreSignals = {
   listen(channel: string, onSignal: (message: string | undefined) => void): Promise<void>;
 };
 
+/** DATABASE_URL names a database this process cannot open. */
+export class StoreOpenError extends Error {
+  override name = 'StoreOpenError';
+}
+
 export class StoreLockedError extends Error {
   constructor(readonly directory: string) {
     super(`the embedded store at ${directory} is open in another process`);
@@ -89,10 +97,10 @@ const maintenanceCheckMs = 15_000;
 
 /** Opens the configured store and brings its schema up to date. */
 export async function openDatabase(
-  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'>,
+  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'> & { migrate?: boolean },
   logger?: Logger,
 ): Promise<Database> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl, logger) : openEmbedded(config, logger);
+  return config.databaseUrl ? openPostgres(config.databaseUrl, logger, config.migrate ?? true) : openEmbedded(config, logger);
 }
 
 export function embeddedStoreDirectory(dataDir: string) {
@@ -271,7 +279,7 @@ async function openEmbedded(
   }
 }
 
-async function openPostgres(url: string, logger?: Logger): Promise<Database> {
+async function openPostgres(url: string, logger: Logger | undefined, migrate: boolean): Promise<Database> {
   // A server that does not answer (a host gone, a network partition) fails a connection attempt
   // after 5 s, and the request answers 503, rather than after the system's TCP timeout of minutes.
   const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 5_000 });
@@ -315,9 +323,16 @@ async function openPostgres(url: string, logger?: Logger): Promise<Database> {
       afterReconnect.add(() => onSignal(undefined));
     },
   };
-  const database = await openWithPool('postgres', pool, {}, async () => {
+  const database = await openWithPool('postgres', pool, { migrate }, async () => {
     closed = true;
     if (listening) await subscriber.close().catch(() => {});
+  }).catch((error: unknown) => {
+    // No such database, refused credentials, no server: the operator's to fix, said in a line.
+    const code = (error as { code?: unknown }).code;
+    if (storeUnavailable(error) || code === '3D000' || code === 'ENOTFOUND' || (typeof code === 'string' && code.startsWith('28'))) {
+      throw new StoreOpenError(`cannot open the PostgreSQL database of DATABASE_URL: ${(error as Error).message}`);
+    }
+    throw error;
   });
   return { ...database, signals };
 }
@@ -325,9 +340,10 @@ async function openPostgres(url: string, logger?: Logger): Promise<Database> {
 async function openWithPool(
   kind: StoreKind,
   pool: pg.Pool,
-  transactionOptions: { maxWait?: number },
+  { migrate = true, ...transactionOptions }: { maxWait?: number; migrate?: boolean },
   afterClose: () => Promise<void>,
 ): Promise<Database> {
+  let appliedMigrations: string[] = [];
   try {
     const client = await pool.connect();
     try {
@@ -345,7 +361,11 @@ async function openWithPool(
           }
         },
       };
-      await applyMigrations(runner);
+      if (migrate) appliedMigrations = await applyMigrations(runner);
+      else {
+        const pending = await pendingMigrations(runner);
+        if (pending.length > 0) throw new MigrationsPendingError(`the database lacks ${pending.length} migrations of this version (${pending.join(', ')})`);
+      }
     } finally {
       client.release();
     }
@@ -356,6 +376,7 @@ async function openWithPool(
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions });
   return {
     kind,
+    appliedMigrations,
     prisma,
     ...(kind === 'postgres' && { sharedPool: pool }),
     query: async <Row>(statement: Prisma.Sql) => {

@@ -27,6 +27,26 @@ CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
   "applied_steps_count" INTEGER NOT NULL DEFAULT 0
 )`;
 
+/** A process told not to migrate (KB_MIGRATE=off) found the database behind its version. */
+export class MigrationsPendingError extends Error {
+  override name = 'MigrationsPendingError';
+  constructor(what: string) {
+    super(`${what}; run kb migrate with this version first (this process has KB_MIGRATE=off)`);
+  }
+}
+
+/** The migrations of this version that `runner`'s database lacks (all of them on a new one). */
+export async function pendingMigrations(runner: SqlRunner): Promise<string[]> {
+  const migrations = await readMigrations();
+  const [exists] = await runner.query<{ present: boolean }>(`SELECT to_regclass('"_prisma_migrations"') IS NOT NULL AS present`);
+  if (!exists?.present) return migrations.map((migration) => migration.name);
+  const rows = await runner.query<{ migration_name: string }>(
+    'SELECT migration_name FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL',
+  );
+  const done = new Set(rows.map((row) => row.migration_name));
+  return migrations.filter((migration) => !done.has(migration.name)).map((migration) => migration.name);
+}
+
 // Arbitrary constant: serialises concurrent starts against one PostgreSQL database.
 const migrationLockKey = 72707369;
 

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { MigrationsPendingError } from '../../db/migrations.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
@@ -47,6 +48,8 @@ export type PgvectorIndexOptions = {
   backgroundWork?: BackgroundWork;
   /** Whether workspaces that change are loaded or synced before a search asks (a serving process: yes; a tool's second view of the store: no). */
   loadAhead?: boolean;
+  /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
+  migrate?: boolean;
 };
 
 export class PgvectorMissingError extends Error {
@@ -71,6 +74,12 @@ const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).join(',')
  * - `chunk_index_model`: the model and dimensions the vectors were made with.
  */
 export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexModel, options: PgvectorIndexOptions): Promise<VectorIndex> {
+  if (options.migrate === false) {
+    const recorded = await prisma.$queryRaw<IndexModel[]>`SELECT model, dimensions FROM chunk_index_model`.catch(() => []);
+    if (!recorded[0]) throw new MigrationsPendingError("the pgvector index's tables have not been made");
+    await createTables(prisma, recorded[0].dimensions, false);
+    return new PgvectorIndex(prisma, recorded[0], options);
+  }
   try {
     await prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
   } catch (error) {
@@ -104,7 +113,8 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
   return new PgvectorIndex(prisma, { model: recorded.model, dimensions: recorded.dimensions }, options);
 }
 
-async function createTables(prisma: PrismaClient, dimensions: number) {
+/** Makes or changes the index's tables when they are not this version's; `migrate` false: refuses to start instead. */
+async function createTables(prisma: PrismaClient, dimensions: number, migrate = true) {
   // The graph's table and the table of chunks waiting to be merged into it hold the same rows.
   const rowColumns = `
     chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
@@ -182,6 +192,7 @@ async function createTables(prisma: PrismaClient, dimensions: number) {
   const fingerprint = createHash('sha256').update(statements.join(';\n')).digest('hex');
   const recorded = await prisma.$queryRawUnsafe<{ fingerprint: string }[]>('SELECT fingerprint FROM chunk_index_schema').catch(() => []);
   if (recorded[0]?.fingerprint === fingerprint) return;
+  if (!migrate) throw new MigrationsPendingError("the pgvector index's tables are not those of this version");
   for (let attempt = 1; ; attempt += 1) {
     try {
       await prisma.$transaction(

@@ -19,14 +19,21 @@ export async function openVectorIndex(
   // Every search lists its workspace's documents that are not ready; without this it reads every
   // document of the workspace (3 ms at 10,000 documents). Prisma's schema cannot declare a
   // partial index, so search, which needs it, makes it.
-  await db.prisma.$transaction(async (tx) => {
-    // Two processes starting together on one PostgreSQL database must not both create it.
-    await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241599)');
-    await tx.$executeRawUnsafe(`CREATE INDEX IF NOT EXISTS documents_not_ready ON documents (workspace_id) WHERE status <> 'ready'`);
-  });
+  if (config.migrate) {
+    await db.prisma.$transaction(async (tx) => {
+      // Two processes starting together on one PostgreSQL database must not both create it.
+      await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241599)');
+      await tx.$executeRawUnsafe(`CREATE INDEX IF NOT EXISTS documents_not_ready ON documents (workspace_id) WHERE status <> 'ready'`);
+    });
+  }
   if (config.elasticsearch) {
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
     return openElasticsearchIndex(config.elasticsearch, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
   }
-  return openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes, backgroundWork: db.backgroundWork, loadAhead: options.loadAhead });
+  return openPgvectorIndex(db.prisma, model, {
+    keywordMemoryBytes: config.keywordMemoryBytes,
+    backgroundWork: db.backgroundWork,
+    loadAhead: options.loadAhead,
+    migrate: config.migrate,
+  });
 }
