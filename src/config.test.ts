@@ -53,6 +53,18 @@ describe('configuration', () => {
     expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb', KB_AGENT_LEASE_SECONDS: '30' }).agent.leaseSeconds).toBe(30);
   });
 
+  it('takes a variable set to nothing as unset', () => {
+    const empty = loadConfig({ KB_ES_SHARDS: '', KB_ES_SNIFF: ' ', KB_INGEST_LEASE_SECONDS: '', KB_INGEST_POLL_SECONDS: '', KB_DRAIN_NOTICE_SECONDS: '', PORT: '', ELASTICSEARCH_URL: 'http://a:9200' });
+    expect(empty).toMatchObject({ port: loadConfig({}).port, drainNoticeSeconds: 0, ingestion: { leaseSeconds: 60, pollSeconds: 5 } });
+    expect(empty.elasticsearch).toMatchObject({ shards: 1, sniff: false });
+  });
+
+  it('migrates at start unless told not to, which needs PostgreSQL', () => {
+    expect(loadConfig({}).migrate).toBe(true);
+    expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb', KB_MIGRATE: 'off' }).migrate).toBe(false);
+    expect(() => loadConfig({ KB_MIGRATE: 'off' })).toThrow(/KB_MIGRATE: off needs DATABASE_URL/);
+  });
+
   it('gives a load balancer notice of a drain only where there can be one (several processes need PostgreSQL)', () => {
     const postgres = 'postgresql://kb@127.0.0.1:5432/kb';
     expect(loadConfig({})).toMatchObject({ drainSeconds: 30, drainNoticeSeconds: 0 });

@@ -273,7 +273,8 @@ export class ConfigError extends Error {
 
 /** Parses the whole environment at once and reports every problem, not just the first. */
 export function loadConfig(environment: Record<string, string | undefined> = process.env): Config {
-  const parsed = environmentSchema.safeParse(environment);
+  // A variable set to nothing (`KB_ES_SHARDS=` in a compose file) is taken as unset: its default.
+  const parsed = environmentSchema.safeParse(Object.fromEntries(Object.entries(environment).filter(([, value]) => value === undefined || value.trim() !== '')));
   if (!parsed.success) {
     throw new ConfigError(
       parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message} (got ${JSON.stringify(environment[String(issue.path[0])])})`),

@@ -145,8 +145,8 @@ class ElasticsearchIndex implements VectorIndex {
       ];
     });
     // The batch must be searchable when this returns: the document is marked ready right after its
-    // last batch, and upsert cannot tell which batch is the last. `refresh: true` refreshes the one
-    // shard at once: 30-50 ms per batch of 32 here, against 600-1,000 ms for `wait_for`, which
+    // last batch, and upsert cannot tell which batch is the last. `refresh: true` refreshes the
+    // shards the batch wrote to (and their replicas) at once: 30-50 ms per batch of 32 on one shard here, against 600-1,000 ms for `wait_for`, which
     // waits for the next scheduled refresh (1 s). It makes one small segment per batch, at about
     // the rate the scheduled refresh would while documents are embedded (a batch takes ~1.4 s to
     // embed per worker), and merges fold them; `wait_for` would add up to a second to every
