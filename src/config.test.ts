@@ -49,7 +49,7 @@ describe('configuration', () => {
 
   it('ends the runs of a dead process within seconds where there can be another process (PostgreSQL)', () => {
     expect(loadConfig({}).agent.leaseSeconds).toBe(60);
-    expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb' }).agent.leaseSeconds).toBe(10);
+    expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb' }).agent.leaseSeconds).toBe(15);
     expect(loadConfig({ DATABASE_URL: 'postgresql://kb@127.0.0.1:5432/kb', KB_AGENT_LEASE_SECONDS: '30' }).agent.leaseSeconds).toBe(30);
   });
 

@@ -345,8 +345,9 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     agentCost: { fast: env.KB_AGENT_COST_FAST, deep: env.KB_AGENT_COST_DEEP },
     agent: {
       timeoutSeconds: env.KB_AGENT_TIMEOUT_SECONDS,
-      // Several processes need PostgreSQL: a run whose process died is ended within seconds there.
-      leaseSeconds: env.KB_AGENT_LEASE_SECONDS ?? (env.DATABASE_URL ? 10 : 60),
+      // Several processes need PostgreSQL: a run whose process died is ended within seconds there,
+      // while a store outage of up to ~10 s (renewals every 5 s) does not end live runs.
+      leaseSeconds: env.KB_AGENT_LEASE_SECONDS ?? (env.DATABASE_URL ? 15 : 60),
       heartbeatSeconds: env.KB_AGENT_HEARTBEAT_SECONDS,
       resumeGraceSeconds: env.KB_AGENT_RESUME_GRACE_SECONDS,
     },

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApp } from '../src/app.js';
+import { refundAbandonedRuns } from '../src/modules/credits/service.js';
 import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
@@ -186,6 +187,29 @@ describe('the event log and SSE ids', () => {
     release();
     expect(seqs.length).toBeGreaterThanOrEqual(4);
     expect(logged.map((event) => event.seq).sort((a, b) => a - b)).toEqual(seqs);
+  });
+
+  it('once another process has ended the run (its lease sweep), sends nothing more and ends with that end', async () => {
+    hold(3);
+    const before = await balance();
+    const streaming = ask();
+    // The run has logged its first tokens and waits on the model.
+    let jobId = '';
+    await until(async () => {
+      const job = await server.app.db.prisma.agentJob.findFirst({ where: { userId: user.id, status: 'running' }, select: { id: true } });
+      jobId = job?.id ?? '';
+      return jobId !== '' && (await server.app.db.prisma.agentEvent.count({ where: { jobId } })) >= 4;
+    });
+    // A process that thinks this one dead ends the run: refund, and its error after the last event logged.
+    expect(await refundAbandonedRuns(server.app.db.prisma, { all: true })).toBe(1);
+    release();
+    const stream = await streaming;
+    const logged = await server.app.db.prisma.agentEvent.findMany({ where: { jobId }, orderBy: { seq: 'asc' } });
+    // What the client was sent is exactly the log, ids included, ending with the sweep's error.
+    expect(stream.ids).toEqual(logged.map((event) => `${jobId}:${event.seq}`));
+    expect(stream.events.at(-1)).toMatchObject({ type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' });
+    expect(stream.events.filter((event) => event.type === 'error' || event.type === 'done')).toHaveLength(1);
+    expect(await balance()).toBe(before);
   });
 
   it('replays a finished run: after Last-Event-ID, after ?after=, everything, and 204 after the last event', async () => {

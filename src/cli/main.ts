@@ -77,7 +77,8 @@ async function serve(options: { role?: string }) {
   if (settings.role !== 'worker') process.stdout.write(`  console        ${app.url}/\n  API reference  ${app.url}/docs\n`);
   let stopping = false;
   const stop = async (drain: boolean) => {
-    if (stopping) return;
+    // A second signal while stopping (Ctrl-C during a drain) ends the process at once.
+    if (stopping) process.exit(1);
     stopping = true;
     await app.close({ drain });
     process.exit(0);
@@ -99,9 +100,12 @@ program
   .command('serve')
   .description('run the service (embedded store under KB_DATA_DIR unless DATABASE_URL is set)')
   .addOption(
-    new Option('--role <role>', 'all: HTTP and background work; api: HTTP only; worker: ingestion and maintenance (both need DATABASE_URL)')
-      .choices(['all', 'api', 'worker'])
-      .env('KB_ROLE'),
+    // KB_ROLE itself is read with the rest of the configuration (an empty value means unset there).
+    new Option('--role <role>', 'all: HTTP and background work; api: HTTP only; worker: ingestion and maintenance (both need DATABASE_URL); default KB_ROLE, else all').choices([
+      'all',
+      'api',
+      'worker',
+    ]),
   )
   .action(serve);
 

@@ -184,6 +184,8 @@ export class RunEventLog {
   #writing: Promise<void> = Promise.resolve();
   #busy = false;
   #failures = 0;
+  /** The job was ended by someone else (a lease sweep): events are no longer stored or sent. */
+  #ended = false;
   /** The number reserved for the terminal event and not yet used by a committed one. */
   #terminal: number | undefined;
 
@@ -249,16 +251,32 @@ export class RunEventLog {
     try {
       while (this.#pending.length > 0) {
         const batch = this.#pending.splice(0);
+        if (this.#ended) continue;
+        let stored: { seq: number }[];
         try {
-          // A slot already taken means the job was ended by another process's sweep, whose
-          // terminal event stays: readers stop there.
-          await this.prisma.agentEvent.createMany({ data: batch.map(({ seq, data }) => ({ jobId: this.jobId, seq, data })), skipDuplicates: true });
+          // Only while the job runs, its row share-locked: a lease sweep of another process (which
+          // ends the job and logs its `error` after the last event logged) comes before or after
+          // the whole batch, never inside it.
+          stored = await this.prisma.$queryRaw<{ seq: number }[]>`
+            INSERT INTO agent_events (job_id, seq, data)
+            SELECT ${this.jobId}::uuid, e.seq, e.data::jsonb
+              FROM unnest(${batch.map(({ seq }) => seq)}::integer[], ${batch.map(({ data }) => JSON.stringify(data))}::text[]) AS e(seq, data)
+             WHERE EXISTS (SELECT 1 FROM agent_jobs WHERE id = ${this.jobId}::uuid AND status = 'running' FOR SHARE)
+            ON CONFLICT DO NOTHING
+            RETURNING seq`;
         } catch (error) {
           this.#pending.unshift(...batch);
           throw error;
         }
         this.#failures = 0;
+        const kept = new Set(stored.map((row) => row.seq));
         for (const { seq, data, onWritten } of batch) {
+          // Not stored: the job was ended meanwhile (by a sweep that thought this process dead),
+          // and its terminal event is the last one; nothing more is sent.
+          if (!kept.has(seq)) {
+            this.#ended = true;
+            break;
+          }
           this.#written.push({ seq, data });
           onWritten(seq);
         }

@@ -9,7 +9,7 @@ import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { characterCount, textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
-import { loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
+import { eventOfLogged, isTerminal, loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
 import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, GenerationClock, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
@@ -501,17 +501,25 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     // Every event before the error is in the log first; the error itself is written with the refund.
     await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
     const seq = run.log.terminalSeq();
+    /** What the client is sent last: this error as logged, or the end another process logged. */
+    let terminal: SequencedEvent | undefined = { ...event, jobId: run.jobId, seq };
     try {
-      // False: the job had been ended already (another process's sweep), which wrote its own end.
+      // False: the job had been ended already (another process's sweep), which logged its own end.
       if (await refundAgentRun(prisma, run.jobId, cancelled ? 'cancelled' : 'failed', cancelled ? reason.jobError : message, { seq, data: loggedForm(event) })) {
         run.log.terminalWritten({ seq, data: loggedForm(event) });
+      } else {
+        const last = await prisma.agentEvent.findFirst({ where: { jobId: run.jobId }, orderBy: { seq: 'desc' }, select: { seq: true, data: true } });
+        const ended = last && eventOfLogged(last.data);
+        terminal = ended && isTerminal(ended) ? { ...ended, jobId: run.jobId, seq: last.seq } : undefined;
       }
     } catch (error) {
+      // The store cannot be reached: the client is told under the number reserved for the end,
+      // which the sweep's own `error` (logged after the last stored event) can take only for an error too.
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
     }
     dependencies.runs.notify(run.jobId);
     dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: cancelled ? 'cancelled' : 'failed' });
-    if (!cancelled) run.channel.push({ ...event, jobId: run.jobId, seq });
+    if (!cancelled && terminal) run.channel.push(terminal);
   } finally {
     clearTimeout(timeout);
   }

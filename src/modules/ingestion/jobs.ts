@@ -74,10 +74,18 @@ async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: strin
 const heldDocuments = (jobs: ClaimedJob[]) => Prisma.sql`
   SELECT document_id FROM jobs
    WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
-const lockHeld = (prisma: PrismaClient, jobs: ClaimedJob[]) => prisma.$queryRaw`
-  SELECT id FROM jobs
-   WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'
-     FOR UPDATE`;
+/**
+ * Locks the jobs' documents, then the jobs, in the order a deletion takes them (the document,
+ * then by cascade its job), so that a deletion meanwhile waits rather than deadlocks.
+ */
+const lockHeld = (prisma: PrismaClient, jobs: ClaimedJob[]) => [
+  prisma.$queryRaw`
+    SELECT id FROM documents WHERE id = ANY(${jobs.map((job) => job.document_id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE`,
+  prisma.$queryRaw`
+    SELECT id FROM jobs
+     WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'
+     ORDER BY id FOR UPDATE`,
+];
 
 /** A parse claim takes at most this many jobs, and only of documents no larger than this. */
 const PARSE_CLAIM_JOBS = 16;
@@ -189,7 +197,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
     // Only documents whose jobs this worker still holds: one deleted meanwhile (its job went with
     // it) or taken over by another worker after this one's lease ran out is left as it is.
     await prisma.$transaction([
-      lockHeld(prisma, parsedJobs),
+      ...lockHeld(prisma, parsedJobs),
       prisma.$executeRaw`DELETE FROM chunks WHERE document_id = ANY(${parsedIds}::uuid[]) AND document_id IN (${held})`,
       prisma.$executeRaw`
         INSERT INTO chunks (id, document_id, chunk_index, content, token_count, metadata)

@@ -123,5 +123,34 @@ describe('job leases', () => {
     await expect.poll(() => served.length, { timeout: 10_000 }).toBe(2);
     expect(served).toEqual(['heavy', 'light']);
   }, 30_000);
+
+  it("claims a job with companions of the same user in one claim, and records the user's turn once", async () => {
+    for (const other of queues.splice(0)) await other.stop();
+    await db.prisma.job.deleteMany();
+    const { user } = await createUser(db.prisma, { email: `batch-${Date.now()}@example.com`, name: 'batch', credits: 0 });
+    for (let n = 0; n < 4; n++) await db.prisma.job.create({ data: { kind: 'index_delete', userId: user.id, payload: { n } } });
+    const batches: number[] = [];
+    const batching: JobHandler = {
+      maxAttempts: 1,
+      backoffMs: () => 0,
+      fail: async () => {},
+      companions: async (first) =>
+        (await db.prisma.job.findMany({ where: { userId: first.user_id, status: 'queued', id: { not: first.id } }, select: { id: true } })).map((job) => job.id),
+      run: async (jobs) => {
+        batches.push(jobs.length);
+        await db.prisma.job.updateMany({ where: { id: { in: jobs.map((job) => job.id) } }, data: { status: 'done' } });
+      },
+    };
+    queues.push(
+      startJobQueue(
+        db.prisma,
+        { parse: batching, embed: batching, index_delete: batching },
+        { concurrency: 1, leaseMs: 30_000, pollMs: 50, releaseStaleClaims: false },
+        createLogger('error'),
+      ),
+    );
+    await expect.poll(() => batches, { timeout: 10_000 }).toEqual([4]);
+    expect(await db.prisma.jobTurn.count({ where: { userId: user.id } })).toBe(1);
+  }, 30_000);
 });
 

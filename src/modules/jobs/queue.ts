@@ -135,6 +135,7 @@ export function startJobQueue(
   log: Logger,
 ): JobQueue {
   let stopping = false;
+  let stopped: Promise<void> | undefined;
   let claimableKinds: JobKind[] = Object.keys(handlers) as JobKind[];
   const stopController = new AbortController();
   const wakers = new Set<() => void>();
@@ -236,7 +237,7 @@ export function startJobQueue(
         RETURNING id, kind, document_id, user_id, attempts, claim, payload, last_error),
       served AS (
         INSERT INTO job_turns (user_id, served_at)
-        SELECT DISTINCT c.user_id, clock_timestamp() FROM claimed c JOIN users u ON u.id = c.user_id
+        SELECT served.user_id, clock_timestamp() FROM (SELECT DISTINCT c.user_id FROM claimed c JOIN users u ON u.id = c.user_id) AS served
         ON CONFLICT (user_id) DO UPDATE SET served_at = excluded.served_at)
       SELECT id, kind::text AS kind, document_id, user_id, attempts, claim::text AS claim, payload, last_error FROM claimed`;
 
@@ -268,7 +269,14 @@ export function startJobQueue(
         log.error(`could not look for ${first.kind} jobs to run with job ${first.id}`, error);
         return [];
       });
-      const companions = companionIds.length > 0 ? await claimIds(companionIds) : [];
+      // The first job is claimed already: a failure here must not leave it waiting for its lease.
+      const companions =
+        companionIds.length > 0
+          ? await claimIds(companionIds).catch((error: unknown) => {
+              log.error(`could not claim ${first.kind} jobs to run with job ${first.id}; it runs alone`, error);
+              return [];
+            })
+          : [];
       return [first, ...companions];
     }
     return [];
@@ -445,18 +453,28 @@ export function startJobQueue(
       nextScanAt = 0;
       wakeAll();
     },
-    async stop(graceMs = 0) {
-      stopping = true;
-      wakeAll();
-      if (graceMs > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([started, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-        clearTimeout(timer);
-      }
-      stopController.abort();
-      await started;
+    stop(graceMs?: number) {
+      // A second call (the close after a drain) waits for the first, never longer.
+      stopped ??= stopWithin(graceMs);
+      return stopped;
     },
   };
+
+  async function stopWithin(graceMs: number | undefined) {
+    stopping = true;
+    wakeAll();
+    const within = async (ms: number) => {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([started, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+      clearTimeout(timer);
+    };
+    if (graceMs !== undefined) await within(Math.max(0, graceMs));
+    stopController.abort();
+    // A drain is bounded: work that does not heed the abort (a store write) is left to its
+    // lease, which gives the job to another process.
+    if (graceMs !== undefined) await within(5_000);
+    else await started;
+  }
 }
 
 /** Queues the removal of index entries for what was just deleted, in the deleting transaction. */
