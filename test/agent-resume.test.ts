@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApp } from '../src/app.js';
-import { refundAbandonedRuns } from '../src/modules/credits/service.js';
+import { refundAgentRun } from '../src/modules/credits/service.js';
 import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
@@ -191,17 +191,20 @@ describe('the event log and SSE ids', () => {
 
   it('once another process has ended the run (its lease sweep), sends nothing more and ends with that end', async () => {
     hold(3);
-    const before = await balance();
+    // Runs of earlier tests may still be going (a resumable one waits out its grace period).
+    const earlier = (await server.app.db.prisma.agentJob.findMany({ where: { status: 'running' }, select: { id: true } })).map((job) => job.id);
     const streaming = ask();
     // The run has logged its first tokens and waits on the model.
     let jobId = '';
     await until(async () => {
-      const job = await server.app.db.prisma.agentJob.findFirst({ where: { userId: user.id, status: 'running' }, select: { id: true } });
+      const job = await server.app.db.prisma.agentJob.findFirst({ where: { userId: user.id, status: 'running', id: { notIn: earlier } }, select: { id: true } });
       jobId = job?.id ?? '';
       return jobId !== '' && (await server.app.db.prisma.agentEvent.count({ where: { jobId } })) >= 4;
     });
-    // A process that thinks this one dead ends the run: refund, and its error after the last event logged.
-    expect(await refundAbandonedRuns(server.app.db.prisma, { all: true })).toBe(1);
+    // A process that thinks this one dead ends the run as its lease sweep does: refund, and its
+    // error after the last event logged.
+    const swept = { type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' };
+    expect(await refundAgentRun(server.app.db.prisma, jobId, 'failed', 'the process running it stopped', { seq: null, data: swept })).toBe(true);
     release();
     const stream = await streaming;
     const logged = await server.app.db.prisma.agentEvent.findMany({ where: { jobId }, orderBy: { seq: 'asc' } });
@@ -209,7 +212,10 @@ describe('the event log and SSE ids', () => {
     expect(stream.ids).toEqual(logged.map((event) => `${jobId}:${event.seq}`));
     expect(stream.events.at(-1)).toMatchObject({ type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' });
     expect(stream.events.filter((event) => event.type === 'error' || event.type === 'done')).toHaveLength(1);
-    expect(await balance()).toBe(before);
+    // Reserved, refunded, never charged.
+    expect(await server.app.db.prisma.agentJob.findUnique({ where: { id: jobId }, select: { status: true, creditsUsed: true } })).toEqual({ status: 'failed', creditsUsed: 0 });
+    const ledger = await server.app.db.prisma.creditEntry.aggregate({ where: { jobId }, _sum: { amount: true } });
+    expect(ledger._sum.amount).toBe(0);
   });
 
   it('replays a finished run: after Last-Event-ID, after ?after=, everything, and 204 after the last event', async () => {
