@@ -67,13 +67,15 @@ async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: strin
      WHERE id IN (SELECT document_id FROM failed)`;
 }
 
+/** The rows of `jobs` this worker still holds: running under their claims. */
+const stillHeld = (jobs: ClaimedJob[]) =>
+  Prisma.sql`id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
+
 /**
  * The documents of `jobs` whose jobs this worker still holds, for the statements of a transaction
  * that begins with `lockHeld` (so no other worker can claim them before it commits).
  */
-const heldDocuments = (jobs: ClaimedJob[]) => Prisma.sql`
-  SELECT document_id FROM jobs
-   WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
+const heldDocuments = (jobs: ClaimedJob[]) => Prisma.sql`SELECT document_id FROM jobs WHERE ${stillHeld(jobs)}`;
 /**
  * Locks the jobs' documents, then the jobs, in the order a deletion takes them (the document,
  * then by cascade its job), so that a deletion meanwhile waits rather than deadlocks.
@@ -81,10 +83,7 @@ const heldDocuments = (jobs: ClaimedJob[]) => Prisma.sql`
 const lockHeld = (prisma: PrismaClient, jobs: ClaimedJob[]) => [
   prisma.$queryRaw`
     SELECT id FROM documents WHERE id = ANY(${jobs.map((job) => job.document_id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE`,
-  prisma.$queryRaw`
-    SELECT id FROM jobs
-     WHERE id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'
-     ORDER BY id FOR UPDATE`,
+  prisma.$queryRaw`SELECT id FROM jobs WHERE ${stillHeld(jobs)} ORDER BY id FOR UPDATE`,
 ];
 
 /** A parse claim takes at most this many jobs, and only of documents no larger than this. */
