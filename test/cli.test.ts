@@ -5,19 +5,27 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kb as runKb, serve, stop } from './support/cli.js';
 import { benchPdfDirectory } from './support/documents.js';
+import { createOwnDatabase } from './support/server.js';
 
 const allScopes = ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'];
 
 let dataDir: string;
+let database: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'kb-cli-'));
+  // On PostgreSQL a database of this file's own: a server on the suite's shared one would take
+  // other files' jobs and, stopped with SIGTERM, wait for them to finish.
+  if (process.env.DATABASE_URL) database = await createOwnDatabase(process.env.DATABASE_URL);
 });
-afterAll(() => rm(dataDir, { recursive: true, force: true }));
+afterAll(async () => {
+  await database?.drop();
+  await rm(dataDir, { recursive: true, force: true });
+});
 
-/** The configured store (DATABASE_URL, when the suite runs on PostgreSQL) unless overridden. */
+/** The configured store (a database of its own, when the suite runs on PostgreSQL) unless overridden. */
 function environment(overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', ...overrides };
+  return { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', ...(database && { DATABASE_URL: database.url }), ...overrides };
 }
 
 const kb = (args: string[], env = environment()) => runKb(args, env);

@@ -5,16 +5,24 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kb, serve, stop, type ServerProcess } from './support/cli.js';
 import { readBenchPdf } from './support/documents.js';
+import { createOwnDatabase } from './support/server.js';
 
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
+let database: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'kb-crash-'));
+  // On PostgreSQL a database of this file's own, so that the killed server's jobs are taken
+  // again by its successor, not by a server another test file runs on the shared database.
+  if (process.env.DATABASE_URL) database = await createOwnDatabase(process.env.DATABASE_URL);
   // A short lease: on PostgreSQL, jobs of a killed process are taken again once it runs out.
-  env = { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', KB_INGEST_LEASE_SECONDS: '2' };
+  env = { ...process.env, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error', KB_INGEST_LEASE_SECONDS: '2', ...(database && { DATABASE_URL: database.url }) };
 });
-afterAll(() => rm(dataDir, { recursive: true, force: true }));
+afterAll(async () => {
+  await database?.drop();
+  await rm(dataDir, { recursive: true, force: true });
+});
 
 async function api(server: ServerProcess, key: string, method: string, pathname: string, body?: FormData | object) {
   const headers: Record<string, string> = { authorization: `Bearer ${key}` };
