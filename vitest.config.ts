@@ -37,6 +37,8 @@ const storeIndependent = [
   'test/embedded-store-thread.test.ts',
   'test/embedding-server.test.ts',
   'test/reindex.test.ts',
+  // MCP is a transport over the REST endpoints, which every leg tests on its own store.
+  'test/mcp.test.ts',
 ];
 
 // The console's end-to-end tests drive a browser against the embedded store's leg (the console

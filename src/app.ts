@@ -12,6 +12,7 @@ import { createMetrics, meteredEmbedder, meteredHandlers } from './observability
 import { removeStaleSpoolFiles } from './http/body.js';
 import { createHttpServer } from './http/connections.js';
 import { Drain } from './http/drain.js';
+import { McpCalls } from './mcp/cancellations.js';
 import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.js';
@@ -136,7 +137,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       drain: new Drain(),
     };
     const yoga = createGraphQLServer(app, log, persistedOperations());
-    const server = createHttpServer(createRequestHandler(app, yoga, log), config.server, log);
+    const mcpCalls = new McpCalls(db.signals);
+    await mcpCalls.listen();
+    const server = createHttpServer(createRequestHandler(app, yoga, log, mcpCalls), config.server, log);
     app.drain.track(server);
     // A body is cut once its request times out: a spool file older than that (and a margin for its parsing) is left over.
     const leftOver = await removeStaleSpoolFiles(config.server.uploadSpoolDir, (config.server.requestTimeoutSeconds + 600) * 1000);

@@ -218,6 +218,20 @@ program
   });
 
 program
+  .command('mcp')
+  .description('speak MCP on stdin and stdout for a local client (Claude Desktop, Cursor), forwarding to a running server')
+  .option('--url <url>', 'the server (default KB_URL, else http://HOST:PORT)')
+  .option('--key <key>', 'an API key (default KB_API_KEY); its scopes decide the tools')
+  .action(async (options: { url?: string; key?: string }) => {
+    const settings = await config();
+    const [{ bridgeStdioToServer }, { AppError }] = await Promise.all([import('./mcp.js'), import('../errors.js')]);
+    userErrors.add(AppError);
+    const apiKey = options.key ?? settings.client.apiKey;
+    if (!apiKey) throw new AppError('bad_request', 'an API key is needed: pass --key or set KB_API_KEY');
+    await bridgeStdioToServer(options.url ?? settings.client.url ?? `http://${settings.host}:${settings.port}`, apiKey);
+  });
+
+program
   .command('reindex')
   .description('re-embed every document with the configured model and rebuild the index (stop an embedded-store server first)')
   .action(async () => {

@@ -10,10 +10,10 @@ import { schema } from '../graphql/schema.js';
 import { errorResponse, methodNotAllowed } from '../rest/handler.js';
 import { openApiDocument } from '../rest/openapi.js';
 import { routes } from '../rest/routes.js';
+import { serviceVersion } from '../version.js';
 
 const require = createRequire(import.meta.url);
 const assetDirectory = path.dirname(require.resolve('swagger-ui-dist/package.json'));
-const { version } = require('../../package.json') as { version: string };
 
 const assets: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
@@ -57,7 +57,7 @@ export type ApiReference = { handle(request: Request, pathname: string): Promise
 /** The description is generated once, on first request; it depends on code and configuration, never on a request. */
 export function apiReference(config: Config): ApiReference {
   let description: string | undefined;
-  const describe = () => (description ??= JSON.stringify(openApiDocument(routes, schema, { version, maxUploadFiles: config.uploads.maxFiles })));
+  const describe = () => (description ??= JSON.stringify(openApiDocument(routes, schema, { version: serviceVersion, maxUploadFiles: config.uploads.maxFiles })));
   return {
     handle(request, pathname) {
       if (pathname !== '/openapi.json' && pathname !== '/docs' && !pathname.startsWith('/docs/')) return null;

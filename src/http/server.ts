@@ -14,6 +14,8 @@ import { apiReference } from './api-reference.js';
 import type { ServerContext } from './connections.js';
 import { consoleSite } from './console.js';
 import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
+import type { McpCalls } from '../mcp/cancellations.js';
+import { handleMcpRequest, mcpPath, protectedResourceMetadata, protectedResourcePaths, type McpDependencies } from '../mcp/server.js';
 
 /**
  * The request handler of the whole service, as a fetch-style function. Every response carries
@@ -24,9 +26,10 @@ import { graphiqlAssetsPath, graphiqlSite } from './graphiql.js';
  * answered 400 here, and logged and counted by the path of its request line. Every request runs
  * as foreground work of the store (see BackgroundWork) until its response starts.
  */
-export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) {
-  const handle = routeRequest(app, yoga, log);
-  return (request: Request, { refusal }: ServerContext = {}): Promise<Response> => {
+export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger, mcpCalls: McpCalls) {
+  // MCP tools run the REST endpoints through this same handler.
+  const handle = routeRequest(app, yoga, log, { app, calls: mcpCalls, dispatch: (request) => handler(request) });
+  const handler = (request: Request, { refusal }: ServerContext = {}): Promise<Response> => {
     const requestId = requestIdOf(request);
     const timings = new ServerTimings();
     return requestContext.run({ requestId, timings }, async () => {
@@ -50,11 +53,12 @@ export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger) 
       return response;
     });
   };
+  return handler;
 }
 
 /** The route pattern (`/v1/kb/workspaces/:id`), never the path itself: ids would make a series each. */
 function routeLabel(pathname: string, match: RouteMatch): string {
-  if (['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', graphqlEndpoint, graphqlStreamEndpoint].includes(pathname)) return pathname;
+  if (['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', graphqlEndpoint, graphqlStreamEndpoint, mcpPath, ...protectedResourcePaths].includes(pathname)) return pathname;
   if (pathname.startsWith('/docs/')) return '/docs/:asset';
   if (pathname === '/' || pathname === '/index.html') return '/';
   if (pathname.startsWith('/assets/')) return '/assets/:asset';
@@ -84,7 +88,7 @@ function withReasonPhrase(response: Response): Response {
   return new Response(response.body, { status: response.status, statusText: reason, headers: response.headers });
 }
 
-function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
+function routeRequest(app: AppServices, yoga: Yoga, log: Logger, mcp: McpDependencies) {
   const reference = apiReference(app.config);
   const site = consoleSite();
   const graphiql = graphiqlSite();
@@ -111,6 +115,12 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger) {
       }
       if (url.pathname === graphqlEndpoint || url.pathname === graphqlStreamEndpoint) {
         return await handleGraphQLHttpRequest(request, app, yoga);
+      }
+      if (url.pathname === mcpPath) return await handleMcpRequest(request, mcp);
+      if (protectedResourcePaths.includes(url.pathname)) {
+        if (request.method !== 'GET' && request.method !== 'HEAD') return methodNotAllowed(request.method, url.pathname, ['GET', 'HEAD']);
+        const response = protectedResourceMetadata(request);
+        return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (match && 'route' in match) {
         const response = await handleRestRequest(request, match.route, match.params, yoga, app);

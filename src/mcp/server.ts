@@ -1,0 +1,215 @@
+import { randomUUID } from 'node:crypto';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type CallToolResult,
+  type JSONRPCMessage,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { authenticate, type Viewer } from '../auth/authenticate.js';
+import { AppError, authenticationRequired } from '../errors.js';
+import type { AppServices } from '../graphql/context.js';
+import { accessError } from '../graphql/operation-gate.js';
+import { schema } from '../graphql/schema.js';
+import { readJsonBody } from '../http/body.js';
+import { serviceVersion } from '../version.js';
+import type { McpCalls } from './cancellations.js';
+import { listDocumentResources, readResource, ResourceNotFound, resourceTemplates } from './resources.js';
+import { RestRefusal, restCalls, type RestCalls } from './rest-calls.js';
+import { AgentRunFailed, ToolInputError, tools, type Tool } from './tools.js';
+
+export const mcpPath = '/mcp';
+/** RFC 9728: where a client that was refused finds what the resource needs. */
+export const protectedResourcePaths = ['/.well-known/oauth-protected-resource', `/.well-known/oauth-protected-resource${mcpPath}`];
+
+/** Most JSON-RPC messages one POST may carry (a batch). */
+export const maxBatchMessages = 10;
+
+const instructions =
+  "This server is a knowledge base of the user's documents, grouped in workspaces. Call list_workspaces for workspace ids. " +
+  'search finds passages (free); ask has the research agent write a cited answer (costs credits; deep costs more). ' +
+  'read_document, chunk_context and grep read a document further; add_document saves one.';
+
+export type McpDependencies = {
+  app: AppServices;
+  calls: McpCalls;
+  /** The server's own request handler: tools run the REST endpoints through it. */
+  dispatch: (request: Request) => Promise<Response>;
+};
+
+/** The document describing /mcp as a protected resource (RFC 9728), for clients told 401. */
+export function protectedResourceMetadata(request: Request): Response {
+  const origin = new URL(request.url).origin;
+  return Response.json({
+    resource: `${origin}${mcpPath}`,
+    resource_name: 'Knowledge base (MCP)',
+    bearer_methods_supported: ['header'],
+    scopes_supported: ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'],
+    resource_documentation: `${origin}/docs`,
+    // No OAuth authorization server: a key is created in the console or with `kb users create` (docs/mcp.md).
+    authorization_servers: [],
+  });
+}
+
+/**
+ * Streamable HTTP at /mcp. Every POST is answered by a server made for it (no session state is
+ * kept between requests, so any process can answer any request); the caller's credential is
+ * checked on every request, and each tool runs REST endpoints with it.
+ */
+export async function handleMcpRequest(request: Request, dependencies: McpDependencies): Promise<Response> {
+  const { app } = dependencies;
+  let viewer: Viewer | null;
+  try {
+    viewer = await authenticate(request.headers.get('authorization'), app.auth);
+  } catch (error) {
+    if (error instanceof AppError) return unauthorized(request, error);
+    throw error;
+  }
+  if (!viewer) return unauthorized(request, authenticationRequired());
+  if (request.method === 'DELETE') return new Response(null, { status: 204 });
+  if (request.method !== 'POST') {
+    return jsonRpcError(405, -32000, `${request.method} ${mcpPath}: this server opens no stream of its own; send requests with POST`, { allow: 'POST, DELETE' });
+  }
+  let body: unknown;
+  try {
+    body = await readJsonBody(request, app.config.maxJsonBytes);
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    return jsonRpcError(error.status, ErrorCode.ParseError, error.message);
+  }
+  const messages = (Array.isArray(body) ? body : [body]) as JSONRPCMessage[];
+  if (messages.length > maxBatchMessages) {
+    return jsonRpcError(400, ErrorCode.InvalidRequest, `a batch of ${messages.length} messages: at most ${maxBatchMessages} per request`);
+  }
+  const initializing = messages.some((message) => (message as { method?: unknown }).method === 'initialize');
+  // The session is only a name for the client's calls, so that it can cancel them: nothing is kept for it.
+  const given = request.headers.get('mcp-session-id');
+  const session = initializing ? randomUUID() : given && given.length <= 100 ? given : undefined;
+  for (const message of messages) {
+    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
+    const requestId = params?.requestId;
+    if (method === 'notifications/cancelled' && session && (typeof requestId === 'string' || typeof requestId === 'number')) {
+      dependencies.calls.cancel({ session, request: requestId, userId: viewer.userId });
+    }
+  }
+
+  const server = mcpServer(dependencies, request, viewer, session);
+  const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: false });
+  await server.connect(transport);
+  const end = () => void server.close().catch(() => {});
+  // The client going away ends the calls it made (an agent run stops, and is not charged).
+  request.signal.addEventListener('abort', end, { once: true });
+  const response = await transport.handleRequest(request, { parsedBody: body });
+  const headers = new Headers(response.headers);
+  if (initializing && session && response.status < 400) headers.set('mcp-session-id', session);
+  if (!response.body) {
+    end();
+    return new Response(null, { status: response.status, headers });
+  }
+  // The server made for this request is closed once its answers are written (or the client leaves).
+  return new Response(response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({ flush: end })), { status: response.status, headers });
+}
+
+function mcpServer({ app, calls, dispatch }: McpDependencies, request: Request, viewer: Viewer, session: string | undefined) {
+  const server = new Server({ name: 'kb', title: 'Knowledge base', version: serviceVersion }, { capabilities: { tools: {}, resources: {} }, instructions });
+  const origin = new URL(request.url).origin;
+  const authorization = request.headers.get('authorization')!;
+  const allowed = (tool: Tool) => tool.operations.every((operation) => accessError(schema, operation, viewer) === null);
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: tools.filter(allowed).map((tool) => ({
+      name: tool.name,
+      title: tool.title,
+      description: tool.description,
+      inputSchema: jsonSchemaOf(tool.input, 'input'),
+      outputSchema: jsonSchemaOf(tool.output, 'output'),
+      annotations: tool.annotations,
+    })),
+  }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (call, extra): Promise<CallToolResult> => {
+    const tool = tools.find((candidate) => candidate.name === call.params.name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(call.params.name)}: tools/list names the tools this credential may use`);
+    // The refusal REST gives for the operation, naming the scope (the tool is not listed for this credential).
+    for (const operation of tool.operations) {
+      const denied = accessError(schema, operation, viewer);
+      if (denied) return failure(denied.status, denied.code, denied.message);
+    }
+    const parsed = tool.input.safeParse(call.params.arguments ?? {});
+    if (!parsed.success) return failure(400, 'bad_request', `arguments: ${z.prettifyError(parsed.error).replaceAll('\n', '; ')}`);
+    const cancelled = new AbortController();
+    const untrack = session ? calls.track(session, extra.requestId, viewer.userId, cancelled) : () => {};
+    const signal = AbortSignal.any([extra.signal, cancelled.signal]);
+    const progressToken = call.params._meta?.progressToken;
+    let progress = 0;
+    try {
+      const structured = await tool.run(parsed.data as never, {
+        rest: restCalls(dispatch, origin, authorization, signal),
+        progress: async (message) => {
+          if (progressToken === undefined || signal.aborted) return;
+          progress += 1;
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } }).catch(() => {});
+        },
+      });
+      return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
+    } catch (error) {
+      if (signal.aborted) return failure(499, 'cancelled', 'the call was cancelled; an agent run it started was stopped and not charged');
+      if (error instanceof RestRefusal) return failure(error.status, error.code, error.message, error.retryAfterSeconds);
+      if (error instanceof AgentRunFailed) return failure(500, error.code, error.message);
+      if (error instanceof ToolInputError) return failure(400, 'bad_request', error.message);
+      throw error;
+    } finally {
+      untrack();
+    }
+  });
+
+  const resourceCalls = (): RestCalls => restCalls(dispatch, origin, authorization, request.signal);
+  const resourceRefusal = (error: unknown): never => {
+    if (error instanceof ResourceNotFound) throw new McpError(-32002, error.message);
+    if (error instanceof RestRefusal) {
+      throw new McpError(error.status === 404 ? -32002 : ErrorCode.InvalidRequest, `${error.status} ${error.code}: ${error.message}`, { status: error.status, error: error.code });
+    }
+    throw error;
+  };
+  server.setRequestHandler(ListResourcesRequestSchema, (list) => listDocumentResources(resourceCalls(), list.params?.cursor).catch(resourceRefusal));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates }));
+  server.setRequestHandler(ReadResourceRequestSchema, (read) => readResource(resourceCalls(), read.params.uri).catch(resourceRefusal));
+  return server;
+}
+
+/**
+ * A tool's schema as MCP gives it: JSON Schema with no `$schema`, which MCP reads as 2020-12; these
+ * schemas use nothing that draft-07 validators (the SDK's Ajv among them) read differently.
+ */
+function jsonSchemaOf(type: z.ZodType, io: 'input' | 'output') {
+  const { $schema: _dialect, ...jsonSchema } = z.toJSONSchema(type, { io });
+  return jsonSchema as { type: 'object' };
+}
+
+/** A tool's refusal: the REST status, code and message, as text for the model and in `_meta` for programs. */
+function failure(status: number, code: string, message: string, retryAfterSeconds?: number): CallToolResult {
+  return {
+    isError: true,
+    content: [{ type: 'text', text: `${status} ${code}: ${message}${retryAfterSeconds ? ` (retry after ${retryAfterSeconds} s)` : ''}` }],
+    _meta: { status, error: code, message, ...(retryAfterSeconds && { retry_after_seconds: retryAfterSeconds }) },
+  };
+}
+
+function unauthorized(request: Request, error: AppError): Response {
+  const metadata = `${new URL(request.url).origin}${protectedResourcePaths[1]}`;
+  return Response.json(
+    { error: error.code, message: `${error.message}. Create an API key in the console or with kb users create, and send it as Authorization: Bearer <key>` },
+    { status: 401, headers: { 'www-authenticate': `Bearer resource_metadata="${metadata}"` } },
+  );
+}
+
+function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
+  return Response.json({ jsonrpc: '2.0', error: { code, message }, id: null }, { status, headers });
+}

@@ -1,0 +1,390 @@
+import type { DocumentNode } from 'graphql';
+import { z } from 'zod';
+import * as operations from '../rest/operations.js';
+import type { RestCalls } from './rest-calls.js';
+
+/** What a tool's run is given besides its arguments. */
+export type ToolContext = {
+  rest: RestCalls;
+  /** Reports progress to a client that asked for it (`_meta.progressToken`); a no-op otherwise. */
+  progress(message: string): Promise<void>;
+};
+
+export type Tool = {
+  name: string;
+  title: string;
+  /** Written for a model choosing a tool: when to use it and what it costs (test/mcp.test.ts keeps them short). */
+  description: string;
+  input: z.ZodObject;
+  output: z.ZodObject;
+  /** The REST operations the tool runs: a credential that may not run them does not see the tool. */
+  operations: DocumentNode[];
+  annotations: { readOnlyHint: boolean; openWorldHint: false; destructiveHint?: boolean; idempotentHint?: boolean };
+  run(input: never, context: ToolContext): Promise<Record<string, unknown>>;
+};
+
+/** Most characters of document text one call returns; the rest is a call away (`next_chunk`). */
+export const maxTextCharacters = 40_000;
+/** Most characters of passages a search or a context returns: the first items that fit (at least one). */
+export const maxPassageCharacters = 100_000;
+
+/** The first items whose content fits `maxPassageCharacters`, and whether any were left out. */
+function fitting<T extends { content: string }>(items: readonly T[]): { kept: T[]; truncated: boolean } {
+  let characters = 0;
+  const kept: T[] = [];
+  for (const item of items) {
+    characters += item.content.length;
+    if (kept.length > 0 && characters > maxPassageCharacters) return { kept, truncated: true };
+    kept.push(item);
+  }
+  return { kept, truncated: false };
+}
+
+const id = z.string().min(1).max(100);
+const workspaceIds = z.array(id).min(1).max(20);
+const cursor = z.string().max(200).optional().describe('next_cursor of the previous page');
+const limit = (defaultValue: number, max: number) => z.number().int().min(1).max(max).default(defaultValue);
+const json = z.record(z.string(), z.unknown());
+
+const documentFields = z.object({
+  id: z.string(),
+  workspace_id: z.string(),
+  filename: z.string(),
+  status: z.string(),
+  stage: z.string().nullable(),
+  error: z.string().nullable(),
+  page_count: z.number().nullable(),
+  chunk_count: z.number(),
+  metadata: json,
+  created_at: z.string(),
+});
+type DocumentFields = z.infer<typeof documentFields>;
+
+const chunkFields = z.object({ chunk_index: z.number(), page: z.number().nullable(), content: z.string() });
+
+const pageOf = (metadata: unknown): number | null => {
+  const page = (metadata as { page?: unknown } | null)?.page;
+  return typeof page === 'number' ? page : null;
+};
+
+/** The workspace a document is in, from the argument or the document itself. */
+async function workspaceOf(rest: RestCalls, documentId: string, workspaceId: string | undefined) {
+  if (workspaceId) return workspaceId;
+  return (await rest.json<{ workspace_id: string }>('GET', `/v1/kb/documents/${encodeURIComponent(documentId)}`)).body.workspace_id;
+}
+
+const define = <Input extends z.ZodObject>(tool: Omit<Tool, 'input' | 'run'> & { input: Input; run(input: z.infer<Input>, context: ToolContext): Promise<Record<string, unknown>> }) =>
+  tool as unknown as Tool;
+
+const search = define({
+  name: 'search',
+  title: 'Search the knowledge base',
+  description:
+    "Finds passages in the user's documents. Use it first for any question about their content; it is free and fast. Returns the best-matching chunks with document, file name, page and score. Search several workspaces at once with workspace_ids.",
+  input: z.object({
+    query: z.string().describe('What to look for, in words'),
+    workspace_ids: workspaceIds.describe('Workspaces to search (list_workspaces gives their ids)'),
+    top_k: limit(5, 100).describe('How many passages (default 5)'),
+    mode: z.enum(['hybrid', 'vector', 'keyword']).optional().describe('hybrid (default), vector or keyword'),
+    filter: json.optional().describe('Document metadata to match: {"key": value} or {"key": {"in": [values]}}'),
+  }),
+  output: z.object({
+    results: z.array(
+      z.object({
+        workspace_id: z.string(),
+        document_id: z.string(),
+        filename: z.string(),
+        page: z.number().nullable(),
+        chunk_index: z.number(),
+        score: z.number(),
+        content: z.string(),
+        metadata: json,
+      }),
+    ),
+    truncated: z.boolean().describe(`Whether passages were left out to keep the result under ${maxPassageCharacters.toLocaleString('en')} characters`),
+  }),
+  operations: [operations.RestSearch],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ query, workspace_ids, top_k, mode, filter }, { rest }) {
+    type Hit = { document_id: string; filename: string; chunk_index: number; score: number; content: string; metadata: Record<string, unknown> };
+    // One search per workspace (the endpoint takes one); the best top_k of them all by score.
+    const lists = await Promise.all(
+      [...new Set(workspace_ids)].map(async (workspaceId) => {
+        const { body } = await rest.json<{ results: Hit[] }>('POST', '/v1/kb/query', { body: { query, workspace_id: workspaceId, top_k, mode, filter } });
+        return body.results.map((hit) => ({ workspace_id: workspaceId, ...hit }));
+      }),
+    );
+    const ranked = lists
+      .flat()
+      .sort((a, b) => b.score - a.score)
+      .slice(0, top_k)
+      .map(({ workspace_id, document_id, filename, chunk_index, score, content, metadata }) => ({
+        workspace_id,
+        document_id,
+        filename,
+        page: pageOf(metadata),
+        chunk_index,
+        score,
+        content,
+        metadata,
+      }));
+    const { kept, truncated } = fitting(ranked);
+    return { results: kept, truncated };
+  },
+});
+
+const ask = define({
+  name: 'ask',
+  title: 'Ask the research agent',
+  description:
+    'Answers a question from the documents with citations, as the service\'s agent: it searches, reads and writes a cited answer. Costs credits: fast (default) is cheap; deep does multi-hop research for comparisons and questions of several steps and costs more. Pass session_id to follow up. Prefer search when passages are enough.',
+  input: z.object({
+    question: z.string().describe('The question'),
+    workspace_ids: workspaceIds.describe('Workspaces to research'),
+    mode: z.enum(['fast', 'deep']).default('fast'),
+    session_id: id.optional().describe('A previous answer\'s session_id, to continue that conversation'),
+  }),
+  output: z.object({
+    answer: z.string(),
+    sources: z.array(json),
+    session_id: z.string(),
+    job_id: z.string(),
+    credits_used: z.number(),
+    support_score: z.number().nullable(),
+    reasoning: z.array(json),
+  }),
+  operations: [operations.RestAgentStream],
+  annotations: { readOnlyHint: false, openWorldHint: false, destructiveHint: false, idempotentHint: false },
+  async run({ question, workspace_ids, mode, session_id }, { rest, progress }) {
+    const events = await rest.events('/agent/stream', { message: question, workspaceIds: workspace_ids, sessionId: session_id, mode });
+    let answer = '';
+    let sources: Record<string, unknown>[] = [];
+    const reasoning: Record<string, unknown>[] = [];
+    let lastReported = 0;
+    for await (const event of events) {
+      switch (event.type) {
+        case 'job_started':
+          await progress(`research started (run ${String(event.jobId)})`);
+          break;
+        case 'reasoning':
+          for (const step of event.steps as { index: number; kind: string; queries: string[]; found: unknown[]; reason: string }[]) {
+            reasoning.push(step);
+            await progress(`step ${step.index} ${step.kind}: ${step.queries.join(' | ')} → ${step.found.length} found; ${step.reason}`);
+          }
+          break;
+        case 'token':
+          answer += String(event.content);
+          // Partial text now and then, not per token.
+          if (performance.now() - lastReported > 250) {
+            lastReported = performance.now();
+            await progress(`writing: ${answer.length > 500 ? `…${answer.slice(-500)}` : answer}`);
+          }
+          break;
+        case 'sources':
+          sources = event.sources as Record<string, unknown>[];
+          break;
+        case 'done':
+          return {
+            answer,
+            sources,
+            session_id: event.sessionId,
+            job_id: event.jobId,
+            credits_used: event.creditsUsed,
+            support_score: (event.support_score as number | null | undefined) ?? null,
+            reasoning,
+          };
+        case 'error':
+          throw new AgentRunFailed(String(event.code ?? 'internal_error'), String(event.message));
+      }
+    }
+    throw new AgentRunFailed('internal_error', 'the answer stream ended without a done event');
+  },
+});
+
+/** An `error` event of the agent's stream: the run ended without an answer (and was not charged). */
+export class AgentRunFailed extends Error {
+  override name = 'AgentRunFailed';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const listWorkspaces = define({
+  name: 'list_workspaces',
+  title: 'List workspaces',
+  description: "Lists the user's workspaces (id, name), newest first. Call it to find the workspace ids the other tools take.",
+  input: z.object({ limit: limit(50, 1000), cursor }),
+  output: z.object({ workspaces: z.array(json), next_cursor: z.string().optional() }),
+  operations: [operations.RestListWorkspaces],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ limit, cursor }, { rest }) {
+    const { body, next } = await rest.json<Record<string, unknown>[]>('GET', '/v1/kb/workspaces', { query: { limit, cursor } });
+    return { workspaces: body, ...(next && { next_cursor: next }) };
+  },
+});
+
+const listDocuments = define({
+  name: 'list_documents',
+  title: 'List documents',
+  description: "Lists a workspace's documents, newest first, with processing status (queued, processing, ready, failed) and stage.",
+  input: z.object({ workspace_id: id, limit: limit(50, 1000), cursor }),
+  output: z.object({ documents: z.array(documentFields), next_cursor: z.string().optional() }),
+  operations: [operations.RestListDocuments],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ workspace_id, limit, cursor }, { rest }) {
+    const { body, next } = await rest.json<DocumentFields[]>('GET', `/v1/kb/workspaces/${encodeURIComponent(workspace_id)}/documents`, { query: { limit, cursor } });
+    return { documents: body.map((document) => documentFields.parse(document)), ...(next && { next_cursor: next }) };
+  },
+});
+
+const chunkWindow = 100;
+
+const readDocument = define({
+  name: 'read_document',
+  title: 'Read a document',
+  description: `Reads a document's text in order, from a chunk or from a page on, up to ${maxTextCharacters.toLocaleString('en')} characters per call; next_chunk says where to go on. Use it when search found the right document and you need more than a passage.`,
+  input: z.object({
+    document_id: id,
+    workspace_id: id.optional(),
+    from_chunk: z.number().int().min(0).default(0).describe('First chunk to read'),
+    from_page: z.number().int().min(1).optional().describe('Read from this page instead (PDFs)'),
+    max_chunks: limit(20, 100),
+  }),
+  output: z.object({ document_id: z.string(), chunks: z.array(chunkFields), next_chunk: z.number().nullable(), truncated: z.boolean() }),
+  operations: [operations.RestChunkContext],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ document_id, workspace_id, from_chunk, from_page, max_chunks }, { rest }) {
+    const workspaceId = await workspaceOf(rest, document_id, workspace_id);
+    const window = async (start: number, count: number) => {
+      const path = `/v1/kb/documents/${encodeURIComponent(document_id)}/chunks/${start}/context`;
+      const { body } = await rest.json<{ chunks: { chunk_index: number; content: string; metadata: unknown }[] }>('GET', path, {
+        query: { workspace_id: workspaceId, before: 0, after: Math.min(chunkWindow, count - 1) },
+      });
+      return body.chunks.map((chunk) => ({ chunk_index: chunk.chunk_index, page: pageOf(chunk.metadata), content: chunk.content }));
+    };
+    let start = from_chunk;
+    if (from_page !== undefined) {
+      // The first chunk on or after the page, looked for a window at a time (at most 20 windows).
+      start = -1;
+      for (let scanned = 0, at = 0; scanned < 20; scanned += 1, at += chunkWindow + 1) {
+        const chunks = await window(at, chunkWindow + 1).catch((error: unknown) => {
+          if (at > 0 && (error as { status?: number }).status === 404) return [];
+          throw error;
+        });
+        const found = chunks.find((chunk) => chunk.page !== null && chunk.page >= from_page);
+        if (found) {
+          start = found.chunk_index;
+          break;
+        }
+        if (chunks.length < chunkWindow + 1) break;
+      }
+      if (start < 0) return { document_id, chunks: [], next_chunk: null, truncated: false };
+    }
+    const chunks: z.infer<typeof chunkFields>[] = [];
+    let characters = 0;
+    let truncated = false;
+    let next: number | null = null;
+    for (const chunk of await window(start, max_chunks + 1)) {
+      if (chunks.length === max_chunks) {
+        next = chunk.chunk_index;
+        break;
+      }
+      if (characters + chunk.content.length > maxTextCharacters && chunks.length > 0) {
+        truncated = true;
+        next = chunk.chunk_index;
+        break;
+      }
+      chunks.push(chunk);
+      characters += chunk.content.length;
+    }
+    return { document_id, chunks, next_chunk: next, truncated };
+  },
+});
+
+const chunkContext = define({
+  name: 'chunk_context',
+  title: 'Passages around a chunk',
+  description: 'Returns a chunk with the chunks before and after it, to read a search hit in its context.',
+  input: z.object({
+    document_id: id,
+    workspace_id: id.optional(),
+    chunk_index: z.number().int().min(0),
+    before: z.number().int().min(0).max(100).default(2),
+    after: z.number().int().min(0).max(100).default(2),
+  }),
+  output: z.object({ document_id: z.string(), chunk_index: z.number(), chunks: z.array(json), truncated: z.boolean() }),
+  operations: [operations.RestChunkContext],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ document_id, workspace_id, chunk_index, before, after }, { rest }) {
+    const workspaceId = await workspaceOf(rest, document_id, workspace_id);
+    const path = `/v1/kb/documents/${encodeURIComponent(document_id)}/chunks/${chunk_index}/context`;
+    const { body } = await rest.json<{ document_id: string; chunk_index: number; chunks: { chunk_index: number; content: string; is_target: boolean }[] }>('GET', path, {
+      query: { workspace_id: workspaceId, before, after },
+    });
+    // Cut from the far ends first: the target and its nearest neighbours stay.
+    const byDistance = [...body.chunks].sort((a, b) => Math.abs(a.chunk_index - chunk_index) - Math.abs(b.chunk_index - chunk_index));
+    const { kept, truncated } = fitting(byDistance);
+    return { ...body, chunks: kept.sort((a, b) => a.chunk_index - b.chunk_index), truncated };
+  },
+});
+
+const grep = define({
+  name: 'grep',
+  title: 'Find a pattern in a document',
+  description: 'Finds every match of a regular expression (RE2 syntax) in one document, with the chunks that hold them. Use it for exact names, numbers or phrases that search ranks poorly.',
+  input: z.object({ document_id: id, workspace_id: id.optional(), pattern: z.string(), case_sensitive: z.boolean().default(false) }),
+  output: z.object({ document_id: z.string(), total_matches: z.number(), truncated: z.boolean(), chunks: z.array(json) }),
+  operations: [operations.RestGrepDocument],
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  async run({ document_id, workspace_id, pattern, case_sensitive }, { rest }) {
+    const workspaceId = await workspaceOf(rest, document_id, workspace_id);
+    const { body } = await rest.json<{ total_matches: number; truncated: boolean; chunks: Record<string, unknown>[] }>(
+      'GET',
+      `/v1/kb/documents/${encodeURIComponent(document_id)}/grep`,
+      { query: { workspace_id: workspaceId, pattern, case_sensitive } },
+    );
+    return { document_id, total_matches: body.total_matches, truncated: body.truncated, chunks: body.chunks };
+  },
+});
+
+const addDocument = define({
+  name: 'add_document',
+  title: 'Add a document',
+  description:
+    'Saves a document into a workspace: text (content) or a file\'s bytes (content_base64: PDF, DOCX, HTML, Markdown...). It is processed in the background; list_documents shows when it is ready to search.',
+  input: z.object({
+    workspace_id: id,
+    filename: z.string().min(1).describe('With its extension, which tells the format'),
+    content: z.string().optional().describe('The text'),
+    content_base64: z.string().optional().describe("Or the file's bytes, base64"),
+    metadata: json.optional(),
+  }),
+  output: z.object({ document: documentFields }),
+  operations: [operations.RestUploadDocuments],
+  annotations: { readOnlyHint: false, openWorldHint: false, destructiveHint: false, idempotentHint: false },
+  async run({ workspace_id, filename, content, content_base64, metadata }, { rest }) {
+    if ((content === undefined) === (content_base64 === undefined)) throw new ToolInputError('give exactly one of content and content_base64');
+    const path = `/v1/kb/workspaces/${encodeURIComponent(workspace_id)}/documents`;
+    let body: unknown;
+    if (content !== undefined) body = { filename, content, metadata };
+    else {
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content_base64!.replace(/\s+/g, ''))) throw new ToolInputError('content_base64: is not base64');
+      const form = new FormData();
+      form.append('file', new File([Buffer.from(content_base64!, 'base64')], filename));
+      if (metadata) form.append('metadata', JSON.stringify(metadata));
+      body = form;
+    }
+    const { body: created } = await rest.json<DocumentFields | DocumentFields[]>('POST', path, { body });
+    return { document: documentFields.parse(Array.isArray(created) ? created[0] : created) };
+  },
+});
+
+/** An argument the tool itself refuses (the REST layer refuses the rest). */
+export class ToolInputError extends Error {
+  override name = 'ToolInputError';
+}
+
+export const tools: Tool[] = [search, ask, listWorkspaces, listDocuments, readDocument, chunkContext, grep, addDocument];
