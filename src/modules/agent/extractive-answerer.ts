@@ -18,6 +18,12 @@ export type ScoredSentence = Sentence & {
   lexical: number;
   /** Cosine similarity of the sentence's and the question's embeddings. */
   semantic: number;
+  /**
+   * Whether it holds the date or number a question of that kind asks for (`answerKind`), one
+   * that the question does not state. Null for other questions: a capitalised word or the
+   * asked thing's name says too little about a sentence to reorder an answer by.
+   */
+  holdsAsked: boolean | null;
   score: number;
 };
 
@@ -58,19 +64,19 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
     const terms = [...new Set(topicTerms(question))];
     const candidates: ScoredSentence[] = [];
     passages.forEach((passage, rank) => {
-      sentencesOf(passage.content)
-        .slice(0, extractiveSettings.sentencesPerPassage)
+      const sentences = sentencesOf(passage.content).slice(0, extractiveSettings.sentencesPerPassage);
+      let position = 0;
+      sentences.forEach((sentence, index) => {
         // A heading or a label is no answer: a sentence has a few words at least and is not a title, a table row a label and a figure.
-        .filter((sentence) =>
-          isTableRow(sentence.text)
-            ? /\p{L}/u.test(rowCells(sentence.text).label)
-            : (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords && !isTitle(sentence.text),
-        )
-        .forEach((sentence, position) => {
-          // A row is judged by its label and its table's title, not by its figures.
-          const about = isTableRow(sentence.text) ? `${tableTitle(passage.content, sentence.start)} ${rowCells(sentence.text).label}` : sentence.text;
-          candidates.push({ ...sentence, about, passage, position, terms: new Set(topicTerms(about)), lexical: 0, semantic: 0, score: 1 - rank / Math.max(passages.length, 1) });
-        });
+        const answers = isTableRow(sentence.text)
+          ? /\p{L}/u.test(rowCells(sentence.text).label)
+          : (sentence.text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0) >= extractiveSettings.minimumWords && !isTitle(sentence.text);
+        if (!answers) return;
+        // A row is judged by its label and its table's title, not by its figures.
+        const about = isTableRow(sentence.text) ? `${tableTitle(passage.content, sentence.start)} ${rowCells(sentence.text).label}` : sentence.text;
+        const terms = new Set(topicTerms(`${about} ${referentOf(sentences, index)}`));
+        candidates.push({ ...sentence, about, passage, position: position++, terms, lexical: 0, semantic: 0, holdsAsked: null, score: 1 - rank / Math.max(passages.length, 1) });
+      });
     });
     if (candidates.length === 0) return [];
     const weightOf = new Map(
@@ -121,6 +127,7 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
       const ofKind = kind !== null && holdsKind(candidate.text, question, kind);
       const namesThing = thing !== null && candidate.terms.has(thing);
       const pronoun = pronounSubject.test(candidate.text);
+      candidate.holdsAsked = kind === 'date' || kind === 'quantity' ? ofKind : null;
       candidate.score =
         sentenceWeights.semantic * candidate.semantic +
         sentenceWeights.lexical * candidate.lexical +
@@ -134,8 +141,12 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
 
   function compose(question: string, chosen: ScoredSentence[]): string {
     if (chosen.length === 0) return notFoundAnswer;
-    // The sentence that answers first; the others in reading order: by passage as cited, then by place in the passage.
-    const [lead, ...rest] = chosen;
+    // The sentence that answers first: the best, unless it lacks the date or number asked for
+    // and another chosen sentence holds one. The others in reading order:
+    // by passage as cited, then by place in the passage.
+    const leading = chosen[0]!.holdsAsked === false ? chosen.findIndex((sentence) => sentence.holdsAsked) : 0;
+    const lead = chosen[Math.max(leading, 0)]!;
+    const rest = chosen.filter((sentence) => sentence !== lead);
     const ordered = [lead!, ...rest.sort((a, b) => a.passage.number - b.passage.number || a.position - b.position)];
     return ordered.map((sentence) => cite(isTableRow(sentence.text) ? rowStatement(question, sentence) : sentence.text, sentence.passage.number)).join(' ');
   }
@@ -306,6 +317,30 @@ export function isTitle(text: string): boolean {
 }
 
 const companyForm = /,?\s*\b(?:inc|corp|co|ltd|llc|plc|l\.p|n\.a|s\.a)\.$/i;
+
+/** A sentence that opens with a pronoun ("It was designed by Ilse Marant", "She was born in Ghent"). */
+const pronounOpening = /^(it|its|he|his|she|her|they|their|this|these)\b/i;
+
+/**
+ * "It" that stands for a clause to come, not for a thing before: "It was shown by Ladner that ...",
+ * "It is believed that ..." (not "It is a device that ...", whose "that" opens a relative clause).
+ */
+const extraposedIt = /^it\s+(?:is|was|has been|had been|seems|seemed|appears|appeared)\s+(?!(?:a|an|the|one)\s)(?:[\p{L}-]+\s+){0,4}?(?:that|whether|to)\b/iu;
+
+/**
+ * What a sentence that opens with a pronoun is about: the names of the nearest of the two
+ * sentences before it that names something ("The Zephyr-9 reactor is cooled by lead. It was
+ * designed by Ilse Marant": the second is about Zephyr-9). Empty for other sentences.
+ */
+function referentOf(sentences: readonly Sentence[], index: number): string {
+  const text = sentences[index]!.text;
+  if (!pronounOpening.test(text) || extraposedIt.test(text)) return '';
+  for (let before = index - 1; before >= Math.max(0, index - 2); before--) {
+    const names = namesIn(sentences[before]!.text);
+    if (names.length > 0) return names.join(' ');
+  }
+  return '';
+}
 
 /** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */
 const pronounSubject = /^(he|she|they|his|her|their)\b/i;

@@ -207,6 +207,32 @@ describe("the extractive answerer's words", () => {
     expect(embedded).toEqual(expect.arrayContaining(['She was born in Ghent in 1961.', 'Her first design was a reactor.']));
   });
 
+  it('reads a sentence that opens with a pronoun as about what the sentence before it named, unless its "it" stands for a clause', async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(flat);
+    const reactor = passage(1, 'The Zephyr-9 is cooled by liquid lead. It was designed by Ilse Marant.');
+    const [best] = await answerer.scoreSentences('Who designed the Zephyr-9?', [reactor], AbortSignal.timeout(1000));
+    expect(best!.text).toBe('It was designed by Ilse Marant.');
+    expect(best!.terms.has('zephyr')).toBe(true);
+    const ladner = passage(2, 'Problems in NP were studied by Karp. It was shown by Ladner that some problems are neither.');
+    const scored = await answerer.scoreSentences('Who showed it?', [ladner], AbortSignal.timeout(1000));
+    expect(scored.find((sentence) => sentence.text.startsWith('It was shown'))!.terms.has('karp')).toBe(false);
+  });
+
+  it('leads with the sentence that holds the year a when-question asks for', async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(flat);
+    const voyage = passage(1, 'A storm hit the fleet and scattered its ships. After the storm the fleet reached Limassol on 1 May 1191.');
+    const question = 'What year did the storm hit the fleet?';
+    const [best] = await answerer.scoreSentences(question, [voyage], AbortSignal.timeout(1000));
+    expect(best!.text).toBe('A storm hit the fleet and scattered its ships.');
+    let answer = '';
+    for await (const token of answerer.answer({ question, passages: [voyage], mode: 'fast', signal: AbortSignal.timeout(1000), clock: new GenerationClock() })) answer += token;
+    expect(answer).toBe('After the storm the fleet reached Limassol on 1 May 1191 [1]. A storm hit the fleet and scattered its ships [1].');
+  });
+
   it("judges a table row by its table's title and its label, not by its figures", async () => {
     const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
     const embedded: string[] = [];
