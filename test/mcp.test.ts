@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -6,6 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { McpCalls } from '../src/mcp/cancellations.js';
 import { kbBin } from './support/cli.js';
 import { readBenchPdf, upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
@@ -306,6 +307,8 @@ describe('MCP refusals', () => {
     expect(await response.json()).toMatchObject({ error: 'unauthorized', message: expect.stringContaining('API key') });
     const metadata = await (await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`)).json();
     expect(metadata).toMatchObject({ resource: `${server.url}/mcp`, bearer_methods_supported: ['header'], scopes_supported: expect.arrayContaining(['kb:read']) });
+    // The origin's own document describes the origin (RFC 9728: the resource whose well-known path was asked for).
+    expect(await (await fetch(`${server.url}/.well-known/oauth-protected-resource`)).json()).toMatchObject({ resource: server.url });
 
     const client = new Client({ name: 'kb-test', version: '1.0.0' });
     await expect(client.connect(new StreamableHTTPClientTransport(mcpUrl(), { requestInit: { headers: { authorization: 'Bearer sk_not_a_key' } } }))).rejects.toMatchObject({
@@ -395,6 +398,76 @@ describe('MCP refusals', () => {
     }
   });
 
+  it('hands filters and metadata to REST as they came, and refuses deep nesting, dot ids and malformed resource ids', async () => {
+    const client = await connect(user.key);
+    try {
+      const before = (await server.request('GET', `/v1/kb/workspaces/${otherWorkspaceId}/documents`, { key: user.key })).body.length;
+      const pollutedFilter = refusal(await client.callTool({ name: 'search', arguments: JSON.parse(`{"query":"launch","workspace_ids":["${otherWorkspaceId}"],"filter":{"__proto__":{"team":"x"}}}`) }));
+      expect(pollutedFilter.meta).toMatchObject({ status: 400, error: 'bad_request' });
+      expect(pollutedFilter.text).toContain('__proto__');
+      const pollutedMetadata = refusal(
+        await client.callTool({ name: 'add_document', arguments: JSON.parse(`{"workspace_id":"${otherWorkspaceId}","filename":"p.txt","content":"x","metadata":{"__proto__":{"a":1},"k":1}}`) }),
+      );
+      expect(pollutedMetadata.text).toContain('__proto__');
+      let deep: unknown = 1;
+      for (let level = 0; level < 200; level += 1) deep = [deep];
+      const nested = refusal(await client.callTool({ name: 'search', arguments: { query: 'x', workspace_ids: [otherWorkspaceId], filter: { a: deep } } }));
+      expect(nested.text).toContain('nest');
+      for (const id of ['.', '..']) {
+        const dotted = refusal(await client.callTool({ name: 'read_document', arguments: { document_id: id, workspace_id: workspaceId } }));
+        expect(dotted.meta).toMatchObject({ status: 400, error: 'bad_request' });
+      }
+      expect(refusal(await client.callTool({ name: 'add_document', arguments: { workspace_id: '..', filename: 'a.txt', content: 'a' } })).meta.status).toBe(400);
+      for (const uri of ['kb://documents/%', 'kb://documents/%E0%A4%A']) await expect(client.readResource({ uri })).rejects.toMatchObject({ code: -32002 });
+      expect((await server.request('GET', `/v1/kb/workspaces/${otherWorkspaceId}/documents`, { key: user.key })).body).toHaveLength(before);
+
+      // A file's name reaches the store as given, quotes included.
+      const quoted = structured(await client.callTool({ name: 'add_document', arguments: { workspace_id: otherWorkspaceId, filename: 'say "hi".txt', content_base64: Buffer.from('hello there').toString('base64') } }));
+      expect(quoted.document.filename).toBe('say "hi".txt');
+      await waitForDocuments(server, user.key, [quoted.document.id]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("lets only the user who made a call cancel it, whatever session and request ids another user sends", () => {
+    const calls = new McpCalls(undefined);
+    const mine = new AbortController();
+    const theirs = new AbortController();
+    const untrackMine = calls.track('session', 11, 'user-a', mine);
+    const untrackTheirs = calls.track('session', 11, 'user-b', theirs);
+    untrackTheirs();
+    calls.cancel({ session: 'session', request: 11, userId: 'user-b' });
+    expect(mine.signal.aborted).toBe(false);
+    calls.cancel({ session: 'session', request: 11, userId: 'user-a' });
+    expect(mine.signal.aborted).toBe(true);
+    expect(theirs.signal.aborted).toBe(false);
+    untrackMine();
+  });
+
+  it('passes over empty workspaces a page at a time when listing resources', async () => {
+    const owner = await server.createUser();
+    const first = (await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'with a document' } })).body.id;
+    const [document] = (await upload(server, owner.key, first, [{ name: 'only.txt', bytes: 'the only document' }])).body;
+    for (let index = 0; index < 60; index += 1) await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: `empty ${index}` } });
+    const client = await connect(owner.key);
+    try {
+      const pages: number[] = [];
+      let cursor: string | undefined;
+      const uris: string[] = [];
+      do {
+        const page = await client.listResources(cursor ? { cursor } : undefined);
+        pages.push(page.resources.length);
+        uris.push(...page.resources.map((resource) => resource.uri));
+        cursor = page.nextCursor;
+      } while (cursor && pages.length < 10);
+      expect(uris).toEqual([`kb://documents/${document.id}`]);
+      expect(pages).toEqual([0, 1]);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('answers a small batch and refuses a batch of more than 10 messages', async () => {
     const post = (body: unknown) =>
       fetch(mcpUrl(), {
@@ -405,7 +478,7 @@ describe('MCP refusals', () => {
     const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_workspaces', arguments: {} } });
     const big = await post(Array.from({ length: 11 }, (_, index) => call(index)));
     expect(big.status).toBe(400);
-    expect(await big.json()).toMatchObject({ jsonrpc: '2.0', error: { code: ErrorCode.InvalidRequest, message: expect.stringContaining('at most 10') } });
+    expect(await big.json()).toMatchObject({ jsonrpc: '2.0', error: { code: ErrorCode.InvalidRequest, message: 'a batch of 11 messages: from 1 to 10 per request' } });
     const small = await post([call(1), call(2)]);
     expect(small.status).toBe(200);
     const text = await small.text();
@@ -413,6 +486,12 @@ describe('MCP refusals', () => {
     const notJson = await fetch(mcpUrl(), { method: 'POST', headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json' }, body: '{"jsonrpc":' });
     expect(notJson.status).toBe(400);
     expect(await notJson.json()).toMatchObject({ error: { code: ErrorCode.ParseError } });
+    // JSON that is no JSON-RPC message, an empty batch, no body at all: an invalid request each.
+    for (const body of ['null', '[null]', '[]', '5', '{}', '{"jsonrpc":"2.0","id":null,"method":"ping"}', '']) {
+      const refused = await fetch(mcpUrl(), { method: 'POST', headers: { authorization: `Bearer ${user.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body });
+      expect(refused.status, body).toBe(400);
+      expect(await refused.json(), body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: ErrorCode.InvalidRequest } });
+    }
   });
 
   it('serves 100 sessions at once', async () => {
@@ -506,6 +585,27 @@ describe('kb mcp (stdio)', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('answers a line that is no JSON-RPC message, and answers what is on its way before it ends with stdin', async () => {
+    const child = spawn(process.execPath, [kbBin, 'mcp'], { env: { ...process.env, KB_URL: server.url, KB_API_KEY: user.key }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const lines: Record<string, any>[] = [];
+    let buffered = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const complete = buffered.split('\n');
+      buffered = complete.pop()!;
+      lines.push(...complete.filter(Boolean).map((line) => JSON.parse(line)));
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.stdin.write('this is not json\n');
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } })}\n`);
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'list_workspaces', arguments: {} } })}\n`);
+    child.stdin.end();
+    expect(await exited).toBe(0);
+    expect(lines.find((line) => line.id === null)).toMatchObject({ error: { code: -32700 } });
+    expect(lines.find((line) => line.id === 1)).toMatchObject({ result: { serverInfo: { name: 'kb' } } });
+    expect(lines.find((line) => line.id === 2)?.result?.structuredContent?.workspaces.length).toBeGreaterThanOrEqual(2);
   });
 
   it('says what is missing without a key', async () => {

@@ -28,7 +28,7 @@ import { handleMcpRequest, mcpPath, protectedResourceMetadata, protectedResource
  */
 export function createRequestHandler(app: AppServices, yoga: Yoga, log: Logger, mcpCalls: McpCalls) {
   // MCP tools run the REST endpoints through this same handler.
-  const handle = routeRequest(app, yoga, log, { app, calls: mcpCalls, dispatch: (request) => handler(request) });
+  const handle = routeRequest(app, yoga, log, { app, log, calls: mcpCalls, dispatch: (request) => handler(request) });
   const handler = (request: Request, { refusal }: ServerContext = {}): Promise<Response> => {
     const requestId = requestIdOf(request);
     const timings = new ServerTimings();

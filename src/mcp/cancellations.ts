@@ -2,7 +2,7 @@ import type { StoreSignals } from '../db/database.js';
 
 const channel = 'kb_mcp_cancel';
 
-type Call = { userId: string; controller: AbortController };
+type Call = { controller: AbortController };
 type Cancellation = { session: string; request: string | number; userId: string };
 
 /**
@@ -34,8 +34,8 @@ export class McpCalls {
 
   /** Registers a running call; the returned function ends its registration. */
   track(session: string, request: string | number, userId: string, controller: AbortController): () => void {
-    const key = keyOf(session, request);
-    const call = { userId, controller };
+    const key = keyOf(userId, session, request);
+    const call = { controller };
     this.#calls.set(key, call);
     return () => {
       if (this.#calls.get(key) === call) this.#calls.delete(key);
@@ -47,11 +47,13 @@ export class McpCalls {
   }
 
   #cancelHere({ session, request, userId }: Cancellation): boolean {
-    const call = this.#calls.get(keyOf(session, request));
-    if (!call || call.userId !== userId) return false;
+    const call = this.#calls.get(keyOf(userId, session, request));
+    if (!call) return false;
     call.controller.abort(new Error('the client cancelled the call'));
     return true;
   }
 }
 
-const keyOf = (session: string, request: string | number) => `${session}\n${JSON.stringify(request)}`;
+// The user is part of the key: a session id is whatever a client sends, and another user's call
+// under the same session and request id must neither replace nor cancel this one.
+const keyOf = (userId: string, session: string, request: string | number) => `${userId}\n${session}\n${JSON.stringify(request)}`;

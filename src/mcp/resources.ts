@@ -32,6 +32,7 @@ type ListedDocument = { id: string; workspace_id: string; filename: string; cont
 type ListCursor = { workspace: string; after?: string };
 
 const pageSize = 100;
+const workspacesPerPage = 50;
 
 export async function listDocumentResources(rest: RestCalls, cursor: string | undefined) {
   let position: ListCursor | undefined;
@@ -53,11 +54,12 @@ export async function listDocumentResources(rest: RestCalls, cursor: string | un
   let index = position ? workspaces.findIndex((workspace) => workspace.id === position.workspace) : 0;
   if (index < 0) return { resources: [] };
   let after = position?.after;
-  for (; index < workspaces.length; index += 1, after = undefined) {
+  for (let visited = 1; index < workspaces.length; index += 1, visited += 1, after = undefined) {
     const workspace = workspaces[index]!;
     const { body, next } = await rest.json<ListedDocument[]>('GET', `/v1/kb/workspaces/${workspace.id}/documents`, { query: { limit: pageSize, cursor: after } });
     const following = next ? { workspace: workspace.id, after: next } : workspaces[index + 1] ? { workspace: workspaces[index + 1]!.id } : undefined;
-    if (body.length === 0 && following) continue;
+    // Empty workspaces are passed over, at most `workspacesPerPage` of them a call: then the page is empty and the cursor goes on.
+    if (body.length === 0 && following && visited < workspacesPerPage) continue;
     return {
       resources: body.map((document) => ({
         uri: `kb://documents/${document.id}`,
@@ -77,7 +79,12 @@ export async function readResource(rest: RestCalls, uri: string) {
   const chunk = chunkUri.exec(uri);
   const document = chunk ?? documentUri.exec(uri);
   if (!document) throw new ResourceNotFound(`unknown resource ${uri}: the server has ${documentTemplate} and ${chunkContextTemplate}`);
-  const documentId = decodeURIComponent(document[1]!);
+  let documentId: string;
+  try {
+    documentId = decodeURIComponent(document[1]!);
+  } catch {
+    throw new ResourceNotFound(`unknown resource ${uri}: its document id is not well-formed`);
+  }
   const { body: found } = await rest.json<{ workspace_id: string }>('GET', `/v1/kb/documents/${encodeURIComponent(documentId)}`);
   if (chunk) {
     const path = `/v1/kb/documents/${encodeURIComponent(documentId)}/chunks/${chunk[2]}/context`;

@@ -17,7 +17,8 @@ export type QueryValues = Record<string, string | number | boolean | undefined>;
 
 export type RestCalls = {
   /** A JSON endpoint's body (null for 204); a refusal throws RestRefusal. `next` is the Link header's next-page cursor. */
-  json<T = unknown>(method: string, path: string, options?: { query?: QueryValues; body?: unknown }): Promise<{ body: T; next?: string }>;
+  /** `body` is sent as JSON, or as it is when `contentType` is given. */
+  json<T = unknown>(method: string, path: string, options?: { query?: QueryValues; body?: unknown; contentType?: string }): Promise<{ body: T; next?: string }>;
   /** An event-stream endpoint's events, each the JSON of its `data:` line; a refusal before the stream opens throws RestRefusal. */
   events(path: string, body: unknown): Promise<AsyncIterable<Record<string, unknown>>>;
 };
@@ -28,13 +29,17 @@ export type RestCalls = {
  * errors included) with the caller's Authorization header, ended when `signal` aborts.
  */
 export function restCalls(dispatch: (request: Request) => Promise<Response>, origin: string, authorization: string, signal: AbortSignal): RestCalls {
-  const send = async (method: string, path: string, query: QueryValues = {}, body?: unknown, accept = 'application/json') => {
+  const send = async (method: string, path: string, query: QueryValues = {}, body?: unknown, accept = 'application/json', contentType?: string) => {
     const url = new URL(path, origin);
+    // An id of "." or ".." would make another path of the one built ("/v1/kb/documents/../file").
+    if (url.pathname !== path) throw new RestRefusal(400, 'bad_request', 'an id must not be "." or ".."');
     for (const [name, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(name, String(value));
     const headers = new Headers({ authorization, accept });
     let payload: BodyInit | undefined;
-    if (body instanceof FormData) payload = body;
-    else if (body !== undefined) {
+    if (contentType !== undefined) {
+      headers.set('content-type', contentType);
+      payload = body as BodyInit;
+    } else if (body !== undefined) {
       headers.set('content-type', 'application/json');
       payload = JSON.stringify(body);
     }
@@ -43,8 +48,8 @@ export function restCalls(dispatch: (request: Request) => Promise<Response>, ori
     return response;
   };
   return {
-    async json<T>(method: string, path: string, options: { query?: QueryValues; body?: unknown } = {}) {
-      const response = await send(method, path, options.query, options.body);
+    async json<T>(method: string, path: string, options: { query?: QueryValues; body?: unknown; contentType?: string } = {}) {
+      const response = await send(method, path, options.query, options.body, 'application/json', options.contentType);
       const body = (response.status === 204 ? null : await response.json()) as T;
       return { body, next: nextCursor(response.headers.get('link')) };
     },

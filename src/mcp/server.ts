@@ -9,6 +9,7 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  JSONRPCMessageSchema,
   type CallToolResult,
   type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -19,6 +20,7 @@ import type { AppServices } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
+import type { Logger } from '../logger.js';
 import { serviceVersion } from '../version.js';
 import type { McpCalls } from './cancellations.js';
 import { listDocumentResources, readResource, ResourceNotFound, resourceTemplates } from './resources.js';
@@ -39,6 +41,7 @@ const instructions =
 
 export type McpDependencies = {
   app: AppServices;
+  log: Logger;
   calls: McpCalls;
   /** The server's own request handler: tools run the REST endpoints through it. */
   dispatch: (request: Request) => Promise<Response>;
@@ -46,9 +49,12 @@ export type McpDependencies = {
 
 /** The document describing /mcp as a protected resource (RFC 9728), for clients told 401. */
 export function protectedResourceMetadata(request: Request): Response {
-  const origin = new URL(request.url).origin;
+  const url = new URL(request.url);
+  const origin = url.origin;
+  // RFC 9728: the resource a document describes is the one whose well-known path was asked for.
+  const resource = url.pathname === protectedResourcePaths[1] ? `${origin}${mcpPath}` : origin;
   return Response.json({
-    resource: `${origin}${mcpPath}`,
+    resource,
     resource_name: 'Knowledge base (MCP)',
     bearer_methods_supported: ['header'],
     scopes_supported: ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'],
@@ -82,11 +88,17 @@ export async function handleMcpRequest(request: Request, dependencies: McpDepend
     body = await readJsonBody(request, app.config.maxJsonBytes);
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
-    return jsonRpcError(error.status, ErrorCode.ParseError, error.message);
+    // Only JSON that does not parse is a parse error; a body too large or of another type is an invalid request.
+    return jsonRpcError(error.status, error.code === 'bad_request' ? ErrorCode.ParseError : ErrorCode.InvalidRequest, error.message);
   }
+  if (body === undefined) return jsonRpcError(400, ErrorCode.InvalidRequest, 'body: a JSON-RPC message or a batch of them is required');
   const messages = (Array.isArray(body) ? body : [body]) as JSONRPCMessage[];
-  if (messages.length > maxBatchMessages) {
-    return jsonRpcError(400, ErrorCode.InvalidRequest, `a batch of ${messages.length} messages: at most ${maxBatchMessages} per request`);
+  if (messages.length === 0 || messages.length > maxBatchMessages) {
+    return jsonRpcError(400, ErrorCode.InvalidRequest, `a batch of ${messages.length} messages: from 1 to ${maxBatchMessages} per request`);
+  }
+  const invalid = messages.findIndex((message) => !JSONRPCMessageSchema.safeParse(message).success);
+  if (invalid >= 0) {
+    return jsonRpcError(400, ErrorCode.InvalidRequest, `${Array.isArray(body) ? `message ${invalid}` : 'body'}: is not a JSON-RPC 2.0 request, notification or response`);
   }
   const initializing = messages.some((message) => (message as { method?: unknown }).method === 'initialize');
   // The session is only a name for the client's calls, so that it can cancel them: nothing is kept for it.
@@ -117,7 +129,7 @@ export async function handleMcpRequest(request: Request, dependencies: McpDepend
   return new Response(response.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({ flush: end })), { status: response.status, headers });
 }
 
-function mcpServer({ app, calls, dispatch }: McpDependencies, request: Request, viewer: Viewer, session: string | undefined) {
+function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Request, viewer: Viewer, session: string | undefined) {
   const server = new Server({ name: 'kb', title: 'Knowledge base', version: serviceVersion }, { capabilities: { tools: {}, resources: {} }, instructions });
   const origin = new URL(request.url).origin;
   const authorization = request.headers.get('authorization')!;
@@ -142,15 +154,19 @@ function mcpServer({ app, calls, dispatch }: McpDependencies, request: Request, 
       const denied = accessError(schema, operation, viewer);
       if (denied) return failure(denied.status, denied.code, denied.message);
     }
-    const parsed = tool.input.safeParse(call.params.arguments ?? {});
+    const raw = call.params.arguments ?? {};
+    if (nestingDepth(raw) > maxArgumentDepth) return failure(400, 'bad_request', `arguments: must not nest more than ${maxArgumentDepth} levels deep`);
+    const parsed = tool.input.safeParse(raw);
     if (!parsed.success) return failure(400, 'bad_request', `arguments: ${z.prettifyError(parsed.error).replaceAll('\n', '; ')}`);
+    // Objects passed on to REST as they came: REST checks them (keys such as "__proto__" included), which a parsed copy would hide.
+    const input = { ...parsed.data, ...Object.fromEntries(passedAsGiven.filter((key) => key in raw).map((key) => [key, raw[key]])) };
     const cancelled = new AbortController();
     const untrack = session ? calls.track(session, extra.requestId, viewer.userId, cancelled) : () => {};
     const signal = AbortSignal.any([extra.signal, cancelled.signal]);
     const progressToken = call.params._meta?.progressToken;
     let progress = 0;
     try {
-      const structured = await tool.run(parsed.data as never, {
+      const structured = await tool.run(input as never, {
         rest: restCalls(dispatch, origin, authorization, signal),
         progress: async (message) => {
           if (progressToken === undefined || signal.aborted) return;
@@ -164,7 +180,8 @@ function mcpServer({ app, calls, dispatch }: McpDependencies, request: Request, 
       if (error instanceof RestRefusal) return failure(error.status, error.code, error.message, error.retryAfterSeconds);
       if (error instanceof AgentRunFailed) return failure(500, error.code, error.message);
       if (error instanceof ToolInputError) return failure(400, 'bad_request', error.message);
-      throw error;
+      log.error(`MCP tool ${tool.name} failed`, error);
+      return failure(500, 'internal_error', 'internal error');
     } finally {
       untrack();
     }
@@ -176,12 +193,32 @@ function mcpServer({ app, calls, dispatch }: McpDependencies, request: Request, 
     if (error instanceof RestRefusal) {
       throw new McpError(error.status === 404 ? -32002 : ErrorCode.InvalidRequest, `${error.status} ${error.code}: ${error.message}`, { status: error.status, error: error.code });
     }
-    throw error;
+    log.error('MCP resource request failed', error);
+    throw new McpError(ErrorCode.InternalError, 'internal error');
   };
   server.setRequestHandler(ListResourcesRequestSchema, (list) => listDocumentResources(resourceCalls(), list.params?.cursor).catch(resourceRefusal));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates }));
   server.setRequestHandler(ReadResourceRequestSchema, (read) => readResource(resourceCalls(), read.params.uri).catch(resourceRefusal));
   return server;
+}
+
+/** How deep a tool's arguments may nest; REST sets its own, lower bounds on filters and metadata. */
+const maxArgumentDepth = 64;
+
+/** Arguments handed to REST as the client sent them, for REST to check (see tools.ts). */
+const passedAsGiven = ['filter', 'metadata'];
+
+/** The nesting depth of a JSON value, measured without recursion. */
+function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    deepest = Math.max(deepest, depth);
+    if (deepest > maxArgumentDepth) return deepest;
+    if (item && typeof item === 'object') for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 /**
@@ -205,7 +242,7 @@ function failure(status: number, code: string, message: string, retryAfterSecond
 function unauthorized(request: Request, error: AppError): Response {
   const metadata = `${new URL(request.url).origin}${protectedResourcePaths[1]}`;
   return Response.json(
-    { error: error.code, message: `${error.message}. Create an API key in the console or with kb users create, and send it as Authorization: Bearer <key>` },
+    { error: error.code, message: `${error.message} (an API key is created in the console or with kb users create)` },
     { status: 401, headers: { 'www-authenticate': `Bearer resource_metadata="${metadata}"` } },
   );
 }

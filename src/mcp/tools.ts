@@ -1,5 +1,6 @@
 import type { DocumentNode } from 'graphql';
 import { z } from 'zod';
+import { multipartBlob } from '../http/multipart-body.js';
 import * as operations from '../rest/operations.js';
 import type { RestCalls } from './rest-calls.js';
 
@@ -368,16 +369,15 @@ const addDocument = define({
   async run({ workspace_id, filename, content, content_base64, metadata }, { rest }) {
     if ((content === undefined) === (content_base64 === undefined)) throw new ToolInputError('give exactly one of content and content_base64');
     const path = `/v1/kb/workspaces/${encodeURIComponent(workspace_id)}/documents`;
-    let body: unknown;
-    if (content !== undefined) body = { filename, content, metadata };
+    let created: DocumentFields | DocumentFields[];
+    if (content !== undefined) created = (await rest.json<DocumentFields[]>('POST', path, { body: { filename, content, metadata } })).body;
     else {
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content_base64!.replace(/\s+/g, ''))) throw new ToolInputError('content_base64: is not base64');
-      const form = new FormData();
-      form.append('file', new File([Buffer.from(content_base64!, 'base64')], filename));
-      if (metadata) form.append('metadata', JSON.stringify(metadata));
-      body = form;
+      // The upload as a client would send it: the file's bytes with its name as given, and the metadata.
+      const file = new File([Buffer.from(content_base64!, 'base64')], filename);
+      const upload = multipartBlob([{ name: 'file', file }, ...(metadata === undefined ? [] : [{ name: 'metadata', value: JSON.stringify(metadata) }])]);
+      created = (await rest.json<DocumentFields[]>('POST', path, upload)).body;
     }
-    const { body: created } = await rest.json<DocumentFields | DocumentFields[]>('POST', path, { body });
     return { document: documentFields.parse(Array.isArray(created) ? created[0] : created) };
   },
 });

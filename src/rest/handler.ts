@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { Readable } from 'node:stream';
 import { AppError, badRequest, isErrorCode } from '../errors.js';
@@ -10,6 +9,7 @@ import type { AppServices, RestResultHandOver } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody, refuseAfterDraining } from '../http/body.js';
+import { encodeRfc5987, multipartBody } from '../http/multipart-body.js';
 import type { FileResult, Route } from './routes.js';
 import { parsePrismaCursor } from '@pothos/plugin-prisma';
 import { readUploadBody } from './upload-body.js';
@@ -119,35 +119,11 @@ function graphqlRequestBody(operation: { variables: unknown; extensions: unknown
   const files = filesIn(operation.variables);
   const operations = JSON.stringify(operation, (_key, value: unknown) => (value instanceof File ? null : value));
   if (files.length === 0) return { body: operations, contentType: 'application/json' };
-  // Written here rather than by FormData, whose encoder puts a file name between quotes as it
-  // is: a name holding `"` (`a".txt`) came out at the other end cut short. RFC 5987 encoding
-  // carries any name through unchanged.
-  const boundary = `kb-${randomUUID()}`;
-  const part = (disposition: string, type: string) =>
-    `--${boundary}\r\nContent-Disposition: form-data; ${disposition}\r\nContent-Type: ${type}\r\n\r\n`;
-  const parts: (Buffer | File)[] = [
-    part('name="operations"', 'application/json'),
-    operations,
-    '\r\n',
-    part('name="map"', 'application/json'),
-    JSON.stringify(Object.fromEntries(files.map(([path], index) => [String(index), [path]]))),
-    '\r\n',
-  ].map((text) => Buffer.from(text));
-  files.forEach(([, file], index) => {
-    parts.push(Buffer.from(part(`name="${index}"; filename*=UTF-8''${encodeRfc5987(file.name)}`, 'application/octet-stream')), file, Buffer.from('\r\n'));
-  });
-  parts.push(Buffer.from(`--${boundary}--\r\n`));
-  const contentLength = parts.reduce((sum, item) => sum + (item instanceof File ? item.size : item.byteLength), 0);
-  // A Node stream: Yoga's fetch implementation takes one as a body (not a Blob's web stream).
-  const body = Readable.from(
-    (async function* () {
-      for (const item of parts) {
-        if (item instanceof File) yield* item.stream() as unknown as AsyncIterable<Uint8Array>;
-        else yield item;
-      }
-    })(),
-  );
-  return { body, contentType: `multipart/form-data; boundary=${boundary}`, contentLength };
+  return multipartBody([
+    { name: 'operations', value: operations },
+    { name: 'map', value: JSON.stringify(Object.fromEntries(files.map(([path], index) => [String(index), [path]]))) },
+    ...files.map(([, file], index) => ({ name: String(index), file })),
+  ]);
 }
 
 /** The files among the variables with their paths (`variables.files.0`), found without recursion. */
@@ -162,10 +138,6 @@ function filesIn(variables: unknown): [path: string, file: File][] {
   }
   return files.reverse();
 }
-
-/** RFC 5987 `value-chars`: UTF-8, percent-encoded except for attr-chars. */
-const encodeRfc5987 = (text: string) =>
-  encodeURIComponent(text).replace(/['()*]/g, (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`);
 
 /** The request headers a route reads, as parameters to parse like a query (by the names the route gives). */
 function namedHeaders(headers: Headers, shape: Record<string, unknown>): URLSearchParams {
