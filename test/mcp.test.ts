@@ -563,23 +563,52 @@ describe('MCP refusals', () => {
 });
 
 describe('kb mcp (stdio)', () => {
-  it('forwards a local client to the server: tools, a search, a resource, a refusal', async () => {
-    const key = await server.createKey(user, ['kb:read']);
+  /** A client of `kb mcp` with `key`, as Claude Desktop would start it. */
+  async function connectStdio(key: string) {
     const client = new Client({ name: 'kb-test-stdio', version: '1.0.0' });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [kbBin, 'mcp'],
-      env: { ...(process.env as Record<string, string>), KB_URL: server.url, KB_API_KEY: key },
-      stderr: 'pipe',
-    });
-    await client.connect(transport);
+    await client.connect(
+      new StdioClientTransport({ command: process.execPath, args: [kbBin, 'mcp'], env: { ...(process.env as Record<string, string>), KB_URL: server.url, KB_API_KEY: key }, stderr: 'pipe' }),
+    );
+    return client;
+  }
+
+  it('forwards a local client to the server: tools and resources, a search, fast and deep asks with progress, reading and adding a document', async () => {
+    const client = await connectStdio(user.key);
+    try {
+      expect((await client.listTools()).tools).toHaveLength(8);
+      const { resources } = await client.listResources();
+      expect(resources.length).toBeGreaterThan(0);
+      expect(resources.every((resource) => resource.uri.startsWith('kb://documents/'))).toBe(true);
+      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId], top_k: 1 } }));
+      expect(found.results[0]).toMatchObject({ document_id: reactorId });
+
+      const before = await balance();
+      const fast = await askWithProgress(client, { question: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId] });
+      expect(fast.answer.answer).toContain('lead-bismuth eutectic');
+      expect(fast.answer.sources[0]).toMatchObject({ doc_id: reactorId });
+      expect(fast.progress[0]).toMatch(/^research started/);
+      const deep = await askWithProgress(client, { question: 'Where was the designer of the Zephyr-9 reactor born?', workspace_ids: [workspaceId], mode: 'deep' });
+      expect(deep.answer.answer).toContain('Ghent');
+      expect(deep.progress.some((message) => /^step 1 decompose/.test(message))).toBe(true);
+      expect(fast.answer.credits_used + deep.answer.credits_used).toBe(6);
+      expect(await balance()).toBe(before - 6);
+
+      const document = await client.readResource({ uri: `kb://documents/${reactorId}` });
+      expect((document.contents[0] as { text: string }).text).toContain('lead-bismuth');
+      const read = structured(await client.callTool({ name: 'read_document', arguments: { document_id: reactorId } }));
+      expect(read.chunks[0].content).toContain('nineteen fuel assemblies');
+      const added = structured(await client.callTool({ name: 'add_document', arguments: { workspace_id: otherWorkspaceId, filename: 'stdio.md', content: 'Saved over stdio.' } }));
+      expect((await waitForDocuments(server, user.key, [added.document.id]))[0]!.status).toBe('ready');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("shows a scoped key's tools only, and refuses the others as the server does", async () => {
+    const client = await connectStdio(await server.createKey(user, ['kb:read']));
     try {
       const { tools } = await client.listTools();
       expect(tools.map((tool) => tool.name)).toEqual(['search', 'list_workspaces', 'list_documents', 'read_document', 'chunk_context', 'grep']);
-      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId], top_k: 1 } }));
-      expect(found.results[0]).toMatchObject({ document_id: reactorId });
-      const document = await client.readResource({ uri: `kb://documents/${reactorId}` });
-      expect((document.contents[0] as { text: string }).text).toContain('lead-bismuth');
       const refused = refusal(await client.callTool({ name: 'ask', arguments: { question: 'coolant?', workspace_ids: [workspaceId] } }));
       expect(refused.text).toContain('chat:write');
     } finally {
