@@ -3,6 +3,7 @@ import { startApp, type RunningApp } from '../src/app.js';
 import { openDatabase } from '../src/db/database.js';
 import pg from 'pg';
 import { upload, waitForDocuments } from './support/documents.js';
+import { runStartedIn, settledJob } from './support/mcp.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -42,6 +43,50 @@ describe('servers on one PostgreSQL', () => {
     // (they would otherwise look again only after 600 s).
     const ready = await waitForDocuments(first, user.key, uploaded.body.map((document: { id: string }) => document.id), 60_000);
     expect(ready.map((document) => document.status)).toEqual(['ready', 'ready']);
+  }, 120_000);
+
+  it('stop an MCP ask when its cancellation reaches another server than the one running it', async () => {
+    const asker = await first.createUser({ credits: 100 });
+    const workspace = (await first.request('POST', '/v1/kb/workspaces', { key: asker.key, json: { name: 'mcp across' } })).body.id as string;
+    const notes = [
+      { name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by liquid lead. It was designed by Ilse Marant.' },
+      { name: 'marant.txt', bytes: 'Ilse Marant is a Belgian engineer. She was born in Ghent in 1961.' },
+    ];
+    const uploaded = await upload(first, asker.key, workspace, notes);
+    await waitForDocuments(first, asker.key, uploaded.body.map((document: { id: string }) => document.id), 60_000);
+    const post = (url: string, body: unknown, session?: string, signal?: AbortSignal) =>
+      fetch(new URL('/mcp', url), {
+        method: 'POST',
+        signal,
+        headers: {
+          authorization: `Bearer ${asker.key}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(session && { 'mcp-session-id': session }),
+        },
+        body: JSON.stringify(body),
+      });
+    const initialized = await post(second.url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'across', version: '1' } } });
+    const session = initialized.headers.get('mcp-session-id')!;
+    await initialized.text();
+    const balance = async () => (await first.request('GET', '/v1/user/me', { key: asker.key })).body.creditsBalance as number;
+    // A run may end before its cancellation arrives (it is short): then it is charged, and another is tried.
+    const outcomes: string[] = [];
+    for (let attempt = 0; attempt < 5 && !outcomes.includes('cancelled'); attempt += 1) {
+      const before = await balance();
+      const leaving = new AbortController();
+      const call = { name: 'ask', arguments: { question: 'Where was the designer of the Zephyr-9 reactor born?', workspace_ids: [workspace], mode: 'deep' }, _meta: { progressToken: 1 } };
+      const running = await post(second.url, { jsonrpc: '2.0', id: 10 + attempt, method: 'tools/call', params: call }, session, leaving.signal);
+      const jobId = await runStartedIn(running);
+      // Sent to the first server, which is not running the call.
+      const cancelled = await post(first.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 10 + attempt, reason: 'enough' } }, session);
+      expect(cancelled.status).toBe(202);
+      const job = await settledJob(first.app.db.prisma, jobId);
+      outcomes.push(job.status);
+      if (job.status === 'cancelled') expect(await balance()).toBe(before);
+      leaving.abort();
+    }
+    expect(outcomes).toContain('cancelled');
   }, 120_000);
 
   it("hear each other's signals, and not their own", async () => {

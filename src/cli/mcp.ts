@@ -19,13 +19,18 @@ export async function bridgeStdioToServer(serverUrl: string, apiKey: string): Pr
   const initializeIds = new Set<RequestId>();
   /** Requests sent to the server and not answered yet. */
   const pending = new Set<RequestId>();
+  /** Requests answered here with an error: a late answer of the server to one of them is dropped (a request gets one answer). */
+  const failed = new Set<RequestId>();
   let settled: (() => void) | undefined;
   const answered = (id: RequestId) => {
     pending.delete(id);
     if (pending.size === 0) settled?.();
   };
   const fail = (id: RequestId | null, code: number, message: string) => {
-    if (id !== null) answered(id);
+    if (id !== null) {
+      answered(id);
+      failed.add(id);
+    }
     void local.send({ jsonrpc: '2.0', id, error: { code, message: `kb mcp: ${message}` } } as JSONRPCMessage);
   };
 
@@ -51,6 +56,7 @@ export async function bridgeStdioToServer(serverUrl: string, apiKey: string): Pr
   remote.onmessage = (message: JSONRPCMessage) => {
     const response = message as { id?: RequestId; method?: string; result?: { protocolVersion?: unknown } };
     if (response.id !== undefined && response.method === undefined) {
+      if (failed.delete(response.id)) return;
       answered(response.id);
       if (initializeIds.delete(response.id) && typeof response.result?.protocolVersion === 'string') {
         // Later requests carry the negotiated version, as the SDK's client would send it.
@@ -63,7 +69,7 @@ export async function bridgeStdioToServer(serverUrl: string, apiKey: string): Pr
     process.stderr.write(`kb mcp: ${error.message}\n`);
     // A stream that broke before its answer leaves its request unanswered; which one is not said, so every one waiting is told.
     if (/stream|terminated|disconnected/i.test(error.message)) {
-      for (const id of [...pending]) fail(id, -32000, `the server's answer stream broke (${error.message}); the request may be sent again`);
+      for (const id of [...pending]) fail(id, -32000, `the server's answer stream broke (${error.message})`);
     }
   };
   await remote.start();

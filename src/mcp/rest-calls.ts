@@ -16,8 +16,10 @@ export class RestRefusal extends Error {
 export type QueryValues = Record<string, string | number | boolean | undefined>;
 
 export type RestCalls = {
-  /** A JSON endpoint's body (null for 204); a refusal throws RestRefusal. `next` is the Link header's next-page cursor. */
-  /** `body` is sent as JSON, or as it is when `contentType` is given. */
+  /**
+   * A JSON endpoint's body (null for 204); a refusal throws RestRefusal. `next` is the Link
+   * header's next-page cursor. `body` is sent as JSON, or as it is when `contentType` is given.
+   */
   json<T = unknown>(method: string, path: string, options?: { query?: QueryValues; body?: unknown; contentType?: string }): Promise<{ body: T; next?: string }>;
   /** An event-stream endpoint's events, each the JSON of its `data:` line; a refusal before the stream opens throws RestRefusal. */
   events(path: string, body: unknown): Promise<AsyncIterable<Record<string, unknown>>>;
@@ -28,13 +30,20 @@ export type RestCalls = {
  * through the server's own handler (authentication, scopes, rate limits, costs, credits and
  * errors included) with the caller's Authorization header, ended when `signal` aborts.
  */
-export function restCalls(dispatch: (request: Request) => Promise<Response>, origin: string, authorization: string, signal: AbortSignal): RestCalls {
+export function restCalls(
+  dispatch: (request: Request) => Promise<Response>,
+  origin: string,
+  caller: { authorization: string; requestId?: string },
+  signal: AbortSignal,
+): RestCalls {
   const send = async (method: string, path: string, query: QueryValues = {}, body?: unknown, accept = 'application/json', contentType?: string) => {
     const url = new URL(path, origin);
     // An id of "." or ".." would make another path of the one built ("/v1/kb/documents/../file").
     if (url.pathname !== path) throw new RestRefusal(400, 'bad_request', 'an id must not be "." or ".."');
     for (const [name, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(name, String(value));
-    const headers = new Headers({ authorization, accept });
+    const headers = new Headers({ authorization: caller.authorization, accept });
+    // The MCP request's id: its REST requests are logged under it.
+    if (caller.requestId) headers.set('x-request-id', caller.requestId);
     let payload: BodyInit | undefined;
     if (contentType !== undefined) {
       headers.set('content-type', contentType);
@@ -55,9 +64,20 @@ export function restCalls(dispatch: (request: Request) => Promise<Response>, ori
     },
     async events(path: string, body: unknown) {
       const response = await send('POST', path, {}, body, 'text/event-stream');
-      const stream = response.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+      // Reading stops when the call is cancelled, whether or not the stream ends by itself then.
+      const stop = () => void reader.cancel().catch(() => {});
       return (async function* () {
-        for await (const event of stream as unknown as AsyncIterable<{ data: string }>) yield JSON.parse(event.data) as Record<string, unknown>;
+        signal.addEventListener('abort', stop, { once: true });
+        try {
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) return;
+            yield JSON.parse(value.data) as Record<string, unknown>;
+          }
+        } finally {
+          signal.removeEventListener('abort', stop);
+        }
       })();
     },
   };

@@ -15,12 +15,14 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { authenticate, type Viewer } from '../auth/authenticate.js';
-import { AppError, authenticationRequired } from '../errors.js';
+import { allScopes } from '../auth/scopes.js';
+import { AppError, authenticationRequired, errorCatalogue, isErrorCode } from '../errors.js';
 import type { AppServices } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
 import type { Logger } from '../logger.js';
+import { requestContext } from '../observability/request-context.js';
 import { serviceVersion } from '../version.js';
 import type { McpCalls } from './cancellations.js';
 import { listDocumentResources, readResource, ResourceNotFound, resourceTemplates } from './resources.js';
@@ -57,7 +59,7 @@ export function protectedResourceMetadata(request: Request): Response {
     resource,
     resource_name: 'Knowledge base (MCP)',
     bearer_methods_supported: ['header'],
-    scopes_supported: ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'],
+    scopes_supported: allScopes,
     resource_documentation: `${origin}/docs`,
     // No OAuth authorization server: a key is created in the console or with `kb users create` (docs/mcp.md).
     authorization_servers: [],
@@ -104,12 +106,11 @@ export async function handleMcpRequest(request: Request, dependencies: McpDepend
   // The session is only a name for the client's calls, so that it can cancel them: nothing is kept for it.
   const given = request.headers.get('mcp-session-id');
   const session = initializing ? randomUUID() : given && given.length <= 100 ? given : undefined;
-  for (const message of messages) {
-    const { method, params } = message as { method?: unknown; params?: { requestId?: unknown } };
-    const requestId = params?.requestId;
-    if (method === 'notifications/cancelled' && session && (typeof requestId === 'string' || typeof requestId === 'number')) {
-      dependencies.calls.cancel({ session, request: requestId, userId: viewer.userId });
-    }
+  // A client cancels one call at a time: the first cancellation of a POST is acted on.
+  const cancellation = messages.find((message) => (message as { method?: unknown }).method === 'notifications/cancelled') as { params?: { requestId?: unknown } } | undefined;
+  const cancelled = cancellation?.params?.requestId;
+  if (session && (typeof cancelled === 'number' || (typeof cancelled === 'string' && cancelled.length <= 100))) {
+    dependencies.calls.cancel({ session, request: cancelled, userId: viewer.userId });
   }
 
   const server = mcpServer(dependencies, request, viewer, session);
@@ -132,7 +133,7 @@ export async function handleMcpRequest(request: Request, dependencies: McpDepend
 function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Request, viewer: Viewer, session: string | undefined) {
   const server = new Server({ name: 'kb', title: 'Knowledge base', version: serviceVersion }, { capabilities: { tools: {}, resources: {} }, instructions });
   const origin = new URL(request.url).origin;
-  const authorization = request.headers.get('authorization')!;
+  const caller = { authorization: request.headers.get('authorization')!, requestId: requestContext.getStore()?.requestId };
   const allowed = (tool: Tool) => tool.operations.every((operation) => accessError(schema, operation, viewer) === null);
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -167,7 +168,7 @@ function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Requ
     let progress = 0;
     try {
       const structured = await tool.run(input as never, {
-        rest: restCalls(dispatch, origin, authorization, signal),
+        rest: restCalls(dispatch, origin, caller, signal),
         progress: async (message) => {
           if (progressToken === undefined || signal.aborted) return;
           progress += 1;
@@ -176,9 +177,10 @@ function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Requ
       });
       return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
     } catch (error) {
-      if (signal.aborted) return failure(499, 'cancelled', 'the call was cancelled; an agent run it started was stopped and not charged');
+      if (signal.aborted) return failure(null, 'cancelled', `the call was cancelled${tool.name === 'ask' ? '; its agent run was stopped and not charged' : ''}`);
       if (error instanceof RestRefusal) return failure(error.status, error.code, error.message, error.retryAfterSeconds);
-      if (error instanceof AgentRunFailed) return failure(500, error.code, error.message);
+      // An error event of the agent's stream: its code is the catalogue's when it is one (a 503), else the stream's own (`cancelled`, ...).
+      if (error instanceof AgentRunFailed) return failure(isErrorCode(error.code) ? errorCatalogue[error.code] : null, error.code, error.message);
       if (error instanceof ToolInputError) return failure(400, 'bad_request', error.message);
       log.error(`MCP tool ${tool.name} failed`, error);
       return failure(500, 'internal_error', 'internal error');
@@ -187,7 +189,7 @@ function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Requ
     }
   });
 
-  const resourceCalls = (): RestCalls => restCalls(dispatch, origin, authorization, request.signal);
+  const resourceCalls = (): RestCalls => restCalls(dispatch, origin, caller, request.signal);
   const resourceRefusal = (error: unknown): never => {
     if (error instanceof ResourceNotFound) throw new McpError(-32002, error.message);
     if (error instanceof RestRefusal) {
@@ -230,12 +232,12 @@ function jsonSchemaOf(type: z.ZodType, io: 'input' | 'output') {
   return jsonSchema as { type: 'object' };
 }
 
-/** A tool's refusal: the REST status, code and message, as text for the model and in `_meta` for programs. */
-function failure(status: number, code: string, message: string, retryAfterSeconds?: number): CallToolResult {
+/** A tool's refusal: the REST status (when it has one), code and message, as text for the model and in `_meta` for programs. */
+function failure(status: number | null, code: string, message: string, retryAfterSeconds?: number): CallToolResult {
   return {
     isError: true,
-    content: [{ type: 'text', text: `${status} ${code}: ${message}${retryAfterSeconds ? ` (retry after ${retryAfterSeconds} s)` : ''}` }],
-    _meta: { status, error: code, message, ...(retryAfterSeconds && { retry_after_seconds: retryAfterSeconds }) },
+    content: [{ type: 'text', text: `${status === null ? '' : `${status} `}${code}: ${message}${retryAfterSeconds ? ` (retry after ${retryAfterSeconds} s)` : ''}` }],
+    _meta: { ...(status !== null && { status }), error: code, message, ...(retryAfterSeconds && { retry_after_seconds: retryAfterSeconds }) },
   };
 }
 

@@ -81,10 +81,10 @@ const search = define({
   name: 'search',
   title: 'Search the knowledge base',
   description:
-    "Finds passages in the user's documents. Use it first for any question about their content; it is free and fast. Returns the best-matching chunks with document, file name, page and score. Search several workspaces at once with workspace_ids.",
+    "Finds passages in one of the user's workspaces. Use it first for any question about their content; it is free and fast. Returns the best-matching chunks with document, file name, page and score.",
   input: z.object({
     query: z.string().describe('What to look for, in words'),
-    workspace_ids: workspaceIds.describe('Workspaces to search (list_workspaces gives their ids)'),
+    workspace_id: id.describe('The workspace to search (list_workspaces gives the ids)'),
     top_k: limit(5, 100).describe('How many passages (default 5)'),
     mode: z.enum(['hybrid', 'vector', 'keyword']).optional().describe('hybrid (default), vector or keyword'),
     filter: json.optional().describe('Document metadata to match: {"key": value} or {"key": {"in": [values]}}'),
@@ -92,7 +92,6 @@ const search = define({
   output: z.object({
     results: z.array(
       z.object({
-        workspace_id: z.string(),
         document_id: z.string(),
         filename: z.string(),
         page: z.number().nullable(),
@@ -106,31 +105,11 @@ const search = define({
   }),
   operations: [operations.RestSearch],
   annotations: { readOnlyHint: true, openWorldHint: false },
-  async run({ query, workspace_ids, top_k, mode, filter }, { rest }) {
+  async run({ query, workspace_id, top_k, mode, filter }, { rest }) {
     type Hit = { document_id: string; filename: string; chunk_index: number; score: number; content: string; metadata: Record<string, unknown> };
-    // One search per workspace (the endpoint takes one); the best top_k of them all by score.
-    const lists = await Promise.all(
-      [...new Set(workspace_ids)].map(async (workspaceId) => {
-        const { body } = await rest.json<{ results: Hit[] }>('POST', '/v1/kb/query', { body: { query, workspace_id: workspaceId, top_k, mode, filter } });
-        return body.results.map((hit) => ({ workspace_id: workspaceId, ...hit }));
-      }),
-    );
-    const ranked = lists
-      .flat()
-      .sort((a, b) => b.score - a.score)
-      .slice(0, top_k)
-      .map(({ workspace_id, document_id, filename, chunk_index, score, content, metadata }) => ({
-        workspace_id,
-        document_id,
-        filename,
-        page: pageOf(metadata),
-        chunk_index,
-        score,
-        content,
-        metadata,
-      }));
-    const { kept, truncated } = fitting(ranked);
-    return { results: kept, truncated };
+    const { body } = await rest.json<{ results: Hit[] }>('POST', '/v1/kb/query', { body: { query, workspace_id, top_k, mode, filter } });
+    const { kept, truncated } = fitting(body.results.map((hit) => ({ ...hit, page: pageOf(hit.metadata) })));
+    return { results: kept.map(({ document_id, filename, page, chunk_index, score, content, metadata }) => ({ document_id, filename, page, chunk_index, score, content, metadata })), truncated };
   },
 });
 
@@ -242,16 +221,18 @@ const listDocuments = define({
 });
 
 const chunkWindow = 100;
+/** Windows of chunks one call reads looking for a page: about 2,000 chunks. */
+const pageScanWindows = 20;
 
 const readDocument = define({
   name: 'read_document',
   title: 'Read a document',
-  description: `Reads a document's text in order, from a chunk or from a page on, up to ${maxTextCharacters.toLocaleString('en')} characters per call; next_chunk says where to go on. Use it when search found the right document and you need more than a passage.`,
+  description: `Reads a document's text in order, from a chunk or from a page on, up to ${maxTextCharacters.toLocaleString('en')} characters per call; next_chunk says where to go on (as from_chunk). Use it when search found the right document and you need more than a passage.`,
   input: z.object({
     document_id: id,
     workspace_id: id.optional(),
     from_chunk: z.number().int().min(0).default(0).describe('First chunk to read'),
-    from_page: z.number().int().min(1).optional().describe('Read from this page instead (PDFs)'),
+    from_page: z.number().int().min(1).optional().describe('Read from the first chunk at or after from_chunk that is on this page or later (PDFs)'),
     max_chunks: limit(20, 100),
   }),
   output: z.object({ document_id: z.string(), chunks: z.array(chunkFields), next_chunk: z.number().nullable(), truncated: z.boolean() }),
@@ -268,21 +249,21 @@ const readDocument = define({
     };
     let start = from_chunk;
     if (from_page !== undefined) {
-      // The first chunk on or after the page, looked for a window at a time (at most 20 windows).
-      start = -1;
-      for (let scanned = 0, at = 0; scanned < 20; scanned += 1, at += chunkWindow + 1) {
+      // The first chunk on or after the page, looked for a window at a time from `from_chunk`.
+      let found: number | undefined;
+      let at = from_chunk;
+      for (let windows = 0; found === undefined && windows < pageScanWindows; windows += 1, at += chunkWindow + 1) {
         const chunks = await window(at, chunkWindow + 1).catch((error: unknown) => {
           if (at > 0 && (error as { status?: number }).status === 404) return [];
           throw error;
         });
-        const found = chunks.find((chunk) => chunk.page !== null && chunk.page >= from_page);
-        if (found) {
-          start = found.chunk_index;
-          break;
-        }
-        if (chunks.length < chunkWindow + 1) break;
+        found = chunks.find((chunk) => chunk.page !== null && chunk.page >= from_page)?.chunk_index;
+        // Past the last chunk: the document has no such page.
+        if (found === undefined && chunks.length < chunkWindow + 1) return { document_id, chunks: [], next_chunk: null, truncated: false };
       }
-      if (start < 0) return { document_id, chunks: [], next_chunk: null, truncated: false };
+      // Not found within this call's windows: where to go on looking (from_chunk), said as a cut.
+      if (found === undefined) return { document_id, chunks: [], next_chunk: at, truncated: true };
+      start = found;
     }
     const chunks: z.infer<typeof chunkFields>[] = [];
     let characters = 0;
