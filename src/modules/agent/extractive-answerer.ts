@@ -318,14 +318,17 @@ export function isTitle(text: string): boolean {
 
 const companyForm = /,?\s*\b(?:inc|corp|co|ltd|llc|plc|l\.p|n\.a|s\.a)\.$/i;
 
-/** A sentence that opens with a pronoun ("It was designed by Ilse Marant", "She was born in Ghent"). */
-const pronounOpening = /^(it|its|he|his|she|her|they|their|this|these)\b/i;
+/** A sentence that opens with a pronoun ("It was designed by Ilse Marant", "She was born in Ghent"; not "IT spending", "He-3"). */
+const pronounOpening = /^(?:It|Its|He|His|She|Her|They|Their|This|These)\b(?![-\d])/u;
 
 /**
  * "It" that stands for a clause to come, not for a thing before: "It was shown by Ladner that ...",
- * "It is believed that ..." (not "It is a device that ...", whose "that" opens a relative clause).
+ * "It is believed that ...", "It turned out that ...", "It is possible to ...". Not "It is a device
+ * that ..." or "It was so heavy that ...", whose "that" belongs to what "it" is said to be, nor
+ * "It is used to cool ...".
  */
-const extraposedIt = /^it\s+(?:is|was|has been|had been|seems|seemed|appears|appeared)\s+(?!(?:a|an|the|one)\s)(?:[\p{L}-]+\s+){0,4}?(?:that|whether|to)\b/iu;
+const extraposedIt =
+  /^It(?:['’]s|\s+(?:is|was|has been|had been|seems|seemed|appears|appeared|turned out|became|becomes|remains|remained|follows|followed))\s+(?:(?:possible|impossible|necessary|important|hard|difficult|easy|useful|common|rare|usual|unusual)\s+to\b|(?:(?!(?:a|an|the|not|so|such)\s)[\p{L}-]+\s+){0,6}?(?:that|whether)\b)/u;
 
 /**
  * What a sentence that opens with a pronoun is about: the names of the nearest of the two
@@ -345,14 +348,20 @@ function referentOf(sentences: readonly Sentence[], index: number): string {
 /** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */
 const pronounSubject = /^(he|she|they|his|her|their)\b/i;
 
-const monthPattern = /\b(january|february|march|april|may|june|july|august|september|october|november|december)\b/i;
+// Months as names: "may" and "march" are words too, and "May" opens sentences; one of those is a
+// month next to a day or a year, or after a word that places a time ("1 May", "May 1191", "in March").
+const monthPattern =
+  /\b(?:January|February|April|June|July|August|September|October|November|December)\b|\b(?:\d{1,2}|in|since|until|by|from|early|late|mid)[\s-]+(?:March|May)\b|\b(?:March|May)\s+\d{1,4}\b/u;
+
+/** Numbers written as words: "nineteen fuel assemblies" answers "how many" as "19" would ("one" is too often no number). */
+const numberWord = /\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|dozens|hundreds|thousands|millions|billions)\b/i;
 
 /** Whether a sentence holds something of the kind asked for that the question does not already say. */
 export function holdsKind(sentence: string, question: string, kind: AnswerKind): boolean {
   if (kind === 'person' || kind === 'place') return namesIn(sentence).some((name) => !questionMentions(question, name));
   if (kind === 'date') return [...sentence.matchAll(yearPattern)].some(([year]) => !question.includes(year)) || monthPattern.test(sentence);
   const asked = new Set(question.match(/\d[\d,.]*/g) ?? []);
-  return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number));
+  return (sentence.match(/\d[\d,.]*\d|\d/g) ?? []).some((number) => !asked.has(number)) || (numberWord.test(sentence) && !numberWord.test(question));
 }
 
 /** A passage's document name as it is embedded with its sentences: its file stem, unless that holds no word. */

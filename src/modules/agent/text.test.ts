@@ -220,6 +220,28 @@ describe("the extractive answerer's words", () => {
     expect(scored.find((sentence) => sentence.text.startsWith('It was shown'))!.terms.has('karp')).toBe(false);
   });
 
+  it('takes "it" for a clause to come only where it is one, and a pronoun only as a word', async () => {
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
+    const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(flat);
+    const referring = ['It is a device that reads tapes.', 'It was so heavy that it sank.', 'It is used to cool the core.', 'It was sold to Microsoft.'];
+    const extraposed = ["It's believed that the core melted.", 'It turned out that the core melted.', 'It is possible to show that the core melted.'];
+    const notPronouns = ['IT spending rose in every quarter.', 'He-3 is rare on the planet.'];
+    for (const text of [...referring, ...extraposed, ...notPronouns]) {
+      const scored = await answerer.scoreSentences('Who built it?', [passage(1, `Ilse Marant built the Zephyr-9 reactor. ${text}`)], AbortSignal.timeout(1000));
+      const sentence = scored.find((candidate) => candidate.text === text)!;
+      expect(sentence.terms.has('zephyr'), text).toBe(referring.includes(text));
+    }
+  });
+
+  it('counts a number written as a word as the quantity a how-many question asks for, and months only as dates', () => {
+    expect(holdsKind('Its core holds nineteen fuel assemblies.', 'How many fuel assemblies does the core hold?', 'quantity')).toBe(true);
+    expect(holdsKind('Its core holds the fuel assemblies.', 'How many fuel assemblies does the core hold?', 'quantity')).toBe(false);
+    expect(holdsKind('The fleet sailed on 1 May.', 'When did the fleet sail?', 'date')).toBe(true);
+    expect(holdsKind('The fleet may sail at dawn, weather permitting.', 'When did the fleet sail?', 'date')).toBe(false);
+    expect(holdsKind('May we march on, the captain asked.', 'When did the fleet sail?', 'date')).toBe(false);
+  });
+
   it('leads with the sentence that holds the year a when-question asks for', async () => {
     const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
     const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
