@@ -21,6 +21,8 @@ import type { AppServices } from '../graphql/context.js';
 import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
+import { checkJson } from '../input-limits.js';
+import { errorResponse } from '../rest/handler.js';
 import type { Logger } from '../logger.js';
 import { requestContext } from '../observability/request-context.js';
 import { serviceVersion } from '../version.js';
@@ -156,18 +158,22 @@ function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Requ
       if (denied) return failure(denied.status, denied.code, denied.message);
     }
     const raw = call.params.arguments ?? {};
-    if (nestingDepth(raw) > maxArgumentDepth) return failure(400, 'bad_request', `arguments: must not nest more than ${maxArgumentDepth} levels deep`);
+    // The checks REST makes of caller JSON, before the parse: a parsed copy would drop a "__proto__" key unseen.
+    try {
+      checkJson('arguments', raw, { maxDepth: maxArgumentDepth });
+    } catch (error) {
+      if (error instanceof AppError) return failure(error.status, error.code, error.message);
+      throw error;
+    }
     const parsed = tool.input.safeParse(raw);
     if (!parsed.success) return failure(400, 'bad_request', `arguments: ${z.prettifyError(parsed.error).replaceAll('\n', '; ')}`);
-    // Objects passed on to REST as they came: REST checks them (keys such as "__proto__" included), which a parsed copy would hide.
-    const input = { ...parsed.data, ...Object.fromEntries(passedAsGiven.filter((key) => key in raw).map((key) => [key, raw[key]])) };
     const cancelled = new AbortController();
     const untrack = session ? calls.track(session, extra.requestId, viewer.userId, cancelled) : () => {};
     const signal = AbortSignal.any([extra.signal, cancelled.signal]);
     const progressToken = call.params._meta?.progressToken;
     let progress = 0;
     try {
-      const structured = await tool.run(input as never, {
+      const structured = await tool.run(parsed.data as never, {
         rest: restCalls(dispatch, origin, caller, signal),
         progress: async (message) => {
           if (progressToken === undefined || signal.aborted) return;
@@ -207,22 +213,6 @@ function mcpServer({ app, log, calls, dispatch }: McpDependencies, request: Requ
 /** How deep a tool's arguments may nest; REST sets its own, lower bounds on filters and metadata. */
 const maxArgumentDepth = 64;
 
-/** Arguments handed to REST as the client sent them, for REST to check (see tools.ts). */
-const passedAsGiven = ['filter', 'metadata'];
-
-/** The nesting depth of a JSON value, measured without recursion. */
-function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [item, depth] = stack.pop()!;
-    deepest = Math.max(deepest, depth);
-    if (deepest > maxArgumentDepth) return deepest;
-    if (item && typeof item === 'object') for (const child of Object.values(item)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
-
 /**
  * A tool's schema as MCP gives it: JSON Schema with no `$schema`, which MCP reads as 2020-12; these
  * schemas use nothing that draft-07 validators (the SDK's Ajv among them) read differently.
@@ -242,11 +232,9 @@ function failure(status: number | null, code: string, message: string, retryAfte
 }
 
 function unauthorized(request: Request, error: AppError): Response {
-  const metadata = `${new URL(request.url).origin}${protectedResourcePaths[1]}`;
-  return Response.json(
-    { error: error.code, message: `${error.message} (an API key is created in the console or with kb users create)` },
-    { status: 401, headers: { 'www-authenticate': `Bearer resource_metadata="${metadata}"` } },
-  );
+  const response = errorResponse(new AppError(error.code, `${error.message} (an API key is created in the console or with kb users create)`));
+  response.headers.set('www-authenticate', `Bearer resource_metadata="${new URL(request.url).origin}${protectedResourcePaths[1]}"`);
+  return response;
 }
 
 function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {

@@ -1,6 +1,7 @@
 import type { DocumentNode } from 'graphql';
 import { z } from 'zod';
 import { multipartBlob } from '../http/multipart-body.js';
+import { pageOf } from '../modules/agent/answer-model.js';
 import * as operations from '../rest/operations.js';
 import type { RestCalls } from './rest-calls.js';
 
@@ -63,10 +64,6 @@ type DocumentFields = z.infer<typeof documentFields>;
 
 const chunkFields = z.object({ chunk_index: z.number(), page: z.number().nullable(), content: z.string() });
 
-const pageOf = (metadata: unknown): number | null => {
-  const page = (metadata as { page?: unknown } | null)?.page;
-  return typeof page === 'number' ? page : null;
-};
 
 /** The workspace a document is in, from the argument or the document itself. */
 async function workspaceOf(rest: RestCalls, documentId: string, workspaceId: string | undefined) {
