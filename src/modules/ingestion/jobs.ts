@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
+import { DocumentDeletedError, exponentialBackoff, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
@@ -66,10 +66,6 @@ async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: strin
     UPDATE documents SET status = 'failed', error = ${reason}, updated_at = now()
      WHERE id IN (SELECT document_id FROM failed)`;
 }
-
-/** The rows of `jobs` this worker still holds: running under their claims. */
-const stillHeld = (jobs: ClaimedJob[]) =>
-  Prisma.sql`id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
 
 /**
  * The documents of `jobs` whose jobs this worker still holds, for the statements of a transaction

@@ -17,6 +17,10 @@ export type ClaimedJob = {
   last_error: string | null;
 };
 
+/** The rows of `jobs` this worker still holds: running under their claims. */
+export const stillHeld = (jobs: readonly ClaimedJob[]) =>
+  Prisma.sql`id = ANY(${jobs.map((job) => job.id)}::uuid[]) AND claim = ANY(${jobs.map((job) => job.claim)}::uuid[]) AND status = 'running'`;
+
 /** A failure no retry can mend (a corrupt file, an answer of the wrong shape): the job fails at once. */
 export class PermanentJobError extends Error {
   override name = 'PermanentJobError';
@@ -345,15 +349,13 @@ export function startJobQueue(
       });
     }
     const jobIds = jobs.map((job) => job.id);
-    const claims = jobs.map((job) => job.claim);
     // Only this worker's claims are renewed. A job missing from the answer is lost: its row went
     // with its document (deleted by any process), or its lease ran out and another worker holds
     // it now.
     const renewal = setInterval(() => {
       prisma.$queryRaw<{ id: string; held: boolean }[]>`
         WITH renewed AS (
-          UPDATE jobs SET lease_expires = ${leaseEnd}
-           WHERE id = ANY(${jobIds}::uuid[]) AND claim = ANY(${claims}::uuid[]) AND status = 'running'
+          UPDATE jobs SET lease_expires = ${leaseEnd} WHERE ${stillHeld(jobs)}
           RETURNING id)
         SELECT j.id, EXISTS (SELECT 1 FROM renewed r WHERE r.id = j.id) AS held
           FROM jobs j WHERE j.id = ANY(${jobIds}::uuid[])`
@@ -380,17 +382,13 @@ export function startJobQueue(
       // The jobs still running under this worker's claims: a job goes with its deleted document,
       // another worker may hold it now, and a handler may have settled some itself before the
       // failure (a document of a batch that failed alone).
-      const running = new Set(
-        (
-          await prisma.job.findMany({ where: { id: { in: jobIds }, claim: { in: claims }, status: 'running' }, select: { id: true } })
-        ).map((job) => job.id),
-      );
+      const running = new Set((await prisma.$queryRaw<{ id: string }[]>`SELECT id FROM jobs WHERE ${stillHeld(jobs)}`).map((job) => job.id));
       const survivors = jobs.filter((job) => running.has(job.id));
       if (error instanceof PermanentJobError && survivors.length > 1) {
         // Which of them the failure belongs to is not known: each runs again alone, this attempt not counted.
         await prisma.$executeRaw`
           UPDATE jobs SET status = 'queued', lease_expires = NULL, claim = NULL, attempts = attempts - 1, payload = payload || '{"solo": true}'::jsonb
-           WHERE id = ANY(${survivors.map((job) => job.id)}::uuid[]) AND claim = ANY(${claims}::uuid[]) AND status = 'running'`;
+           WHERE ${stillHeld(survivors)}`;
         return;
       }
       for (const job of survivors) {
