@@ -331,18 +331,25 @@ const extraposedIt =
   /^It(?:['’]s|\s+(?:is|was|has been|had been|seems|seemed|appears|appeared|turned out|became|becomes|remains|remained|follows|followed))\s+(?:(?:possible|impossible|necessary|important|hard|difficult|easy|useful|common|rare|usual|unusual)\s+to\b|(?:(?!(?:a|an|the|not|so|such)\s)[\p{L}-]+\s+){0,6}?(?:that|whether)\b)/u;
 
 /**
- * What a sentence that opens with a pronoun is about: the names of the nearest of the two
- * sentences before it that names something ("The Zephyr-9 reactor is cooled by lead. It was
- * designed by Ilse Marant": the second is about Zephyr-9). Empty for other sentences.
+ * What a sentence that opens with a pronoun is about: the subject and the names of the nearest of
+ * the two sentences before it that has either ("The Zephyr-9 reactor is cooled by lead. It was
+ * designed by Ilse Marant": the second is about the Zephyr-9 reactor). Empty for other sentences.
  */
 function referentOf(sentences: readonly Sentence[], index: number): string {
   const text = sentences[index]!.text;
   if (!pronounOpening.test(text) || extraposedIt.test(text)) return '';
   for (let before = index - 1; before >= Math.max(0, index - 2); before--) {
-    const names = namesIn(sentences[before]!.text);
-    if (names.length > 0) return names.join(' ');
+    const previous = sentences[before]!.text;
+    const referent = [subjectOf(previous), ...namesIn(previous)].filter(Boolean).join(' ');
+    if (referent) return referent;
   }
   return '';
+}
+
+/** A sentence's subject, when it is the words before its first "is", "was", "has" and the like, within eight words. */
+function subjectOf(sentence: string): string {
+  if (pronounOpening.test(sentence)) return '';
+  return /^((?:\S+\s+){1,8}?)(?:is|was|are|were|has|have|had)\b/u.exec(sentence)?.[1]?.trim() ?? '';
 }
 
 /** A sentence whose subject is a person's pronoun names who it is about somewhere else ("it" is often no one: "It was shown by Ladner"). */

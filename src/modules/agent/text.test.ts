@@ -207,14 +207,16 @@ describe("the extractive answerer's words", () => {
     expect(embedded).toEqual(expect.arrayContaining(['She was born in Ghent in 1961.', 'Her first design was a reactor.']));
   });
 
-  it('reads a sentence that opens with a pronoun as about what the sentence before it named, unless its "it" stands for a clause', async () => {
+  it('reads a sentence that opens with a pronoun as about the subject and names of the sentence before it, unless its "it" stands for a clause', async () => {
     const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
     const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
     const answerer = createExtractiveAnswerer(flat);
-    const reactor = passage(1, 'The Zephyr-9 is cooled by liquid lead. It was designed by Ilse Marant.');
-    const [best] = await answerer.scoreSentences('Who designed the Zephyr-9?', [reactor], AbortSignal.timeout(1000));
+    const reactor = passage(1, 'The Zephyr-9 reactor is cooled by liquid lead. It was designed by Ilse Marant.');
+    const [best] = await answerer.scoreSentences('Who designed the Zephyr-9 reactor?', [reactor], AbortSignal.timeout(1000));
     expect(best!.text).toBe('It was designed by Ilse Marant.');
+    // The sentence before it: its subject ("The Zephyr-9 reactor") and its names.
     expect(best!.terms.has('zephyr')).toBe(true);
+    expect(best!.terms.has('reactor')).toBe(true);
     const ladner = passage(2, 'Problems in NP were studied by Karp. It was shown by Ladner that some problems are neither.');
     const scored = await answerer.scoreSentences('Who showed it?', [ladner], AbortSignal.timeout(1000));
     expect(scored.find((sentence) => sentence.text.startsWith('It was shown'))!.terms.has('karp')).toBe(false);
