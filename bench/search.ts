@@ -266,7 +266,7 @@ async function main() {
         index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: termsOf(queries[position]!), limit, readTop, excludeDocumentIds: [] }),
       vectorOnly: (position) => index!.search({ workspaceIds: [workspaceId], vector: queryVectors[position], terms: [], limit, excludeDocumentIds: [] }),
       keywordOnly: (position) => index!.search({ workspaceIds: [workspaceId], terms: termsOf(queries[position]!), limit, excludeDocumentIds: [] }),
-      notReady: () => searchScope(app.db.query, { userId: seeded!.userId, workspaceIds: null }, workspaceId),
+      notReady: () => searchScope(app.db.query, { userId: seeded!.userId, workspaceIds: null }, [workspaceId]),
       readBack: (position) => readBack(app.db.query, workspaceId, hybridTop.get(position) ?? []),
     };
     // The API's Server-Timing, milliseconds by part, and `outside`: the client's wait beyond the server's total.

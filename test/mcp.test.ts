@@ -91,7 +91,7 @@ describe('MCP over Streamable HTTP', () => {
       }
       // What a model reads to choose: all descriptions together stay short.
       expect(tools.reduce((sum, tool) => sum + tool.description!.length, 0)).toBeLessThanOrEqual(2_400);
-      expect(tools.find((tool) => tool.name === 'search')!.inputSchema.required).toEqual(['query', 'workspace_id']);
+      expect(tools.find((tool) => tool.name === 'search')!.inputSchema.required).toEqual(['query', 'workspace_ids']);
       expect(tools.find((tool) => tool.name === 'ask')!.annotations).toMatchObject({ readOnlyHint: false });
       const { resourceTemplates } = await client.listResourceTemplates();
       expect(resourceTemplates.map((template) => template.uriTemplate)).toEqual(['kb://documents/{document_id}', 'kb://documents/{document_id}/chunks/{chunk_index}']);
@@ -103,21 +103,27 @@ describe('MCP over Streamable HTTP', () => {
   it('searches a workspace: passages with document, file name, page, chunk index, score and text', async () => {
     const client = await connect(user.key);
     try {
-      const one = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_id: workspaceId, top_k: 3 } }));
+      const one = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId], top_k: 3 } }));
       expect(one.results).toHaveLength(3);
       expect(one.results[0]).toMatchObject({ document_id: reactorId, filename: 'reactor.md', chunk_index: 0, page: null });
       expect(one.results[0].content).toContain('lead-bismuth eutectic');
       expect(one.results[0].score).toBeGreaterThanOrEqual(one.results[1].score);
 
-      const other = structured(await client.callTool({ name: 'search', arguments: { query: 'When does the Kestrel launch window open?', workspace_id: otherWorkspaceId, top_k: 2 } }));
+      const other = structured(await client.callTool({ name: 'search', arguments: { query: 'When does the Kestrel launch window open?', workspace_ids: [otherWorkspaceId], top_k: 2 } }));
       expect(other.results[0]).toMatchObject({ filename: 'launch.txt' });
+      // Several workspaces are ranked together, as REST's workspace_ids does.
+      const both = structured(
+        await client.callTool({ name: 'search', arguments: { query: 'When does the Kestrel launch window open?', workspace_ids: [workspaceId, otherWorkspaceId], top_k: 100 } }),
+      );
+      expect(both.results[0]).toMatchObject({ filename: 'launch.txt' });
+      expect(both.results.map((hit: { document_id: string }) => hit.document_id)).toContain(reactorId);
       // The same results as REST gives.
       const rest = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_id: workspaceId, top_k: 3 } });
       expect(one.results.map((hit: { document_id: string; chunk_index: number; score: number }) => [hit.document_id, hit.chunk_index, hit.score])).toEqual(
         rest.body.results.map((hit: { document_id: string; chunk_index: number; score: number }) => [hit.document_id, hit.chunk_index, hit.score]),
       );
 
-      const pages = structured(await client.callTool({ name: 'search', arguments: { query: 'sample', workspace_id: workspaceId, mode: 'keyword', filter: { title: { in: ['nothing like it'] } } } }));
+      const pages = structured(await client.callTool({ name: 'search', arguments: { query: 'sample', workspace_ids: [workspaceId], mode: 'keyword', filter: { title: { in: ['nothing like it'] } } } }));
       expect(pages.results).toEqual([]);
     } finally {
       await client.close();
@@ -211,7 +217,7 @@ describe('MCP over Streamable HTTP', () => {
     expect(ledger!.status).toBe('ready');
     const client = await connect(user.key);
     try {
-      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'abbey ledger rents', workspace_id: bigWorkspace, top_k: 100 } }));
+      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'abbey ledger rents', workspace_ids: [bigWorkspace], top_k: 100 } }));
       expect(found.truncated).toBe(true);
       const characters = found.results.reduce((sum: number, hit: { content: string }) => sum + hit.content.length, 0);
       expect(characters).toBeLessThanOrEqual(100_000);
@@ -247,7 +253,7 @@ describe('MCP over Streamable HTTP', () => {
       const ready = await waitForDocuments(server, user.key, [text.document.id, file.document.id]);
       expect(ready.map((document) => document.status)).toEqual(['ready', 'ready']);
       expect(ready[1]!.page_count).toBeGreaterThan(0);
-      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'Where was the magnetometer built?', workspace_id: otherWorkspaceId, top_k: 1 } }));
+      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'Where was the magnetometer built?', workspace_ids: [otherWorkspaceId], top_k: 1 } }));
       expect(found.results[0]).toMatchObject({ document_id: text.document.id });
 
       const both = refusal(await client.callTool({ name: 'add_document', arguments: { workspace_id: otherWorkspaceId, filename: 'x.txt', content: 'a', content_base64: 'YQ==' } }));
@@ -348,7 +354,7 @@ describe('MCP refusals', () => {
     const created = await server.request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: 'restricted', scopes: ['kb:read', 'chat:write'], workspace_ids: [workspaceId] } });
     const client = await connect(created.body.raw_key);
     try {
-      const search = refusal(await client.callTool({ name: 'search', arguments: { query: 'Kestrel launch', workspace_id: otherWorkspaceId } }));
+      const search = refusal(await client.callTool({ name: 'search', arguments: { query: 'Kestrel launch', workspace_ids: [otherWorkspaceId] } }));
       expect(search.meta).toMatchObject({ status: 404, error: 'not_found' });
       const ask = refusal(await client.callTool({ name: 'ask', arguments: { question: 'Kestrel launch?', workspace_ids: [workspaceId, otherWorkspaceId] } }));
       expect(ask.meta.status).toBe(404);
@@ -367,11 +373,11 @@ describe('MCP refusals', () => {
       await expect(client.callTool({ name: 'delete_everything', arguments: {} })).rejects.toSatisfy(
         (error: unknown) => error instanceof McpError && error.code === ErrorCode.InvalidParams && /unknown tool/.test(error.message),
       );
-      const wrongType = refusal(await client.callTool({ name: 'search', arguments: { query: 42, workspace_id: [workspaceId] } }));
+      const wrongType = refusal(await client.callTool({ name: 'search', arguments: { query: 42, workspace_ids: workspaceId } }));
       expect(wrongType.meta).toMatchObject({ status: 400, error: 'bad_request' });
       expect(wrongType.text).toMatch(/query/);
-      expect(wrongType.text).toMatch(/workspace_id/);
-      const tooMany = refusal(await client.callTool({ name: 'search', arguments: { query: 'x', workspace_id: workspaceId, top_k: 101 } }));
+      expect(wrongType.text).toMatch(/workspace_ids/);
+      const tooMany = refusal(await client.callTool({ name: 'search', arguments: { query: 'x', workspace_ids: [workspaceId], top_k: 101 } }));
       expect(tooMany.text).toContain('top_k');
 
       const before = await balance();
@@ -407,7 +413,7 @@ describe('MCP refusals', () => {
       expect(pollutedMetadata.text).toContain('__proto__');
       let deep: unknown = 1;
       for (let level = 0; level < 200; level += 1) deep = [deep];
-      const nested = refusal(await client.callTool({ name: 'search', arguments: { query: 'x', workspace_id: otherWorkspaceId, filter: { a: deep } } }));
+      const nested = refusal(await client.callTool({ name: 'search', arguments: { query: 'x', workspace_ids: [otherWorkspaceId], filter: { a: deep } } }));
       expect(nested.text).toContain('nest');
       for (const id of ['.', '..']) {
         const dotted = refusal(await client.callTool({ name: 'read_document', arguments: { document_id: id, workspace_id: workspaceId } }));
@@ -569,7 +575,7 @@ describe('kb mcp (stdio)', () => {
       const { resources } = await client.listResources();
       expect(resources.length).toBeGreaterThan(0);
       expect(resources.every((resource) => resource.uri.startsWith('kb://documents/'))).toBe(true);
-      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_id: workspaceId, top_k: 1 } }));
+      const found = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId], top_k: 1 } }));
       expect(found.results[0]).toMatchObject({ document_id: reactorId });
 
       const before = await balance();
@@ -648,7 +654,7 @@ describe('the MCP Inspector (command-line mode)', () => {
     expect(listed.tools.map((tool: { name: string }) => tool.name)).toContain('search');
     const searched = await run(
       node,
-      [launcher, ...common, '--method', 'tools/call', '--tool-name', 'search', '--tool-arg', 'query=Zephyr-9 coolant', `workspace_id=${workspaceId}`, 'top_k=1'],
+      [launcher, ...common, '--method', 'tools/call', '--tool-name', 'search', '--tool-arg', 'query=Zephyr-9 coolant', `workspace_ids=["${workspaceId}"]`, 'top_k=1'],
       { maxBuffer: 1 << 22 },
     );
     const result = JSON.parse(searched.stdout);

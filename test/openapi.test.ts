@@ -83,7 +83,9 @@ describe('GET /openapi.json', () => {
 
     const search = body('/v1/kb/query', 'post');
     expect(search.properties.top_k.anyOf[0]).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 });
-    expect(search.required.sort()).toEqual(['query', 'workspace_id']);
+    expect(search.required.sort()).toEqual(['query']);
+    // One workspace or several: exactly one of the two fields, as the type's own validator requires.
+    expect(search.oneOf).toEqual([{ required: ['workspace_id'] }, { required: ['workspace_ids'] }]);
     const agent = body('/agent/stream', 'post');
     expect(agent.required.sort()).toEqual(['message', 'workspaceIds']);
     expect(agent.properties.workspaceIds).toMatchObject({ type: 'array', minItems: 1 });

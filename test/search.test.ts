@@ -176,6 +176,69 @@ describe('POST /v1/kb/query', () => {
     expect(whole.message).toBe(`workspace ${'y'.repeat(120)} not found`);
   });
 
+  it('searches several workspaces ranked together with workspace_ids', async () => {
+    const second = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'search, second' } })).body.id as string;
+    const secondFact = 'The Kestrel-4 probe carries a fluxgate magnetometer built in Tromso and launches in March.';
+    const uploaded = await upload(server, user.key, second, [{ name: 'probe.txt', bytes: secondFact }], JSON.stringify({ team: 'physics' }));
+    const [probe] = await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id));
+    expect(probe!.status).toBe('ready');
+    try {
+      const both = await query({ query: 'Which magnetometer does the Kestrel-4 probe carry?', workspace_ids: [workspaceId, second], top_k: 100 });
+      expect(both.status).toBe(200);
+      expect(both.body.results[0]).toMatchObject({ document_id: probe!.id, filename: 'probe.txt' });
+      const found = new Set(both.body.results.map((result: { document_id: string }) => result.document_id));
+      expect(found.has(texts['reactor.md']!)).toBe(true);
+      const scores = both.body.results.map((result: { score: number }) => result.score);
+      expect(scores).toEqual([...scores].sort((a, b) => b - a));
+      // Each workspace's own best result is in the joint ranking, in the same order.
+      const reactor = await query({ query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [second, workspaceId] });
+      expect(reactor.body.results[0]).toMatchObject({ document_id: texts['reactor.md'], filename: 'reactor.md' });
+      // One id named twice, in another case, is one workspace.
+      const once = await query({ query: 'Kestrel-4 magnetometer', workspace_ids: [second, second.toUpperCase()], mode: 'keyword' });
+      expect(once.body.results.map((result: { document_id: string }) => result.document_id)).toEqual([probe!.id]);
+      // Filters hold across them.
+      const filtered = await query({ query: 'reactor probe', workspace_ids: [workspaceId, second], top_k: 100, filter: { team: 'docs' } });
+      expect(new Set(filtered.body.results.map((result: { document_id: string }) => result.document_id))).toEqual(new Set([pdf.id]));
+      // GraphQL says the same.
+      const graphql = await server.graphql<{ search: { documentId: string; score: number }[] }>(
+        user.key,
+        'query($input: SearchInput!) { search(input: $input) { documentId score } }',
+        { input: { query: 'Which magnetometer does the Kestrel-4 probe carry?', workspaceIds: [workspaceId, second], topK: 100 } },
+      );
+      expect(graphql.data!.search.map((result) => [result.documentId, result.score])).toEqual(
+        both.body.results.map((result: { document_id: string; score: number }) => [result.document_id, result.score]),
+      );
+
+      // One workspace the caller may not see refuses the whole search, naming it.
+      const stranger = await server.createUser();
+      const theirs = (await server.request('POST', '/v1/kb/workspaces', { key: stranger.key, json: { name: 'theirs' } })).body.id as string;
+      expect(expectError(await query({ query: 'reactor', workspace_ids: [workspaceId, theirs] }), 404, 'not_found').message).toBe(`workspace ${theirs} not found`);
+      expect(expectError(await query({ query: 'reactor', workspace_ids: [workspaceId, 'nope'] }), 404, 'not_found').message).toBe('workspace nope not found');
+      const restricted = await server.request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: 'one workspace', scopes: ['kb:read'], workspace_ids: [second] } });
+      expect(restricted.status).toBe(201);
+      const restrictedKey = restricted.body.raw_key as string;
+      expectError(await query({ query: 'reactor', workspace_ids: [second, workspaceId] }, restrictedKey), 404, 'not_found');
+      expect((await query({ query: 'reactor', workspace_ids: [second] }, restrictedKey)).status).toBe(200);
+
+      const worded: [unknown, string][] = [
+        [{ query: 'reactor' }, 'workspace_id: is required (or workspace_ids, to search several workspaces)'],
+        [{ query: 'reactor', workspace_id: workspaceId, workspace_ids: [second] }, 'workspace_ids: name the workspaces with workspace_id or workspace_ids, not both'],
+        [{ query: 'reactor', workspace_ids: [] }, 'workspace_ids: must name at least one workspace'],
+        [{ query: 'reactor', workspace_ids: workspaceId }, 'workspace_ids: must be an array'],
+        [{ query: 'reactor', workspace_ids: [42] }, 'workspace_ids: must be an array of id strings'],
+        [{ query: 'reactor', workspace_ids: [null] }, 'workspace_ids: must be an array of id strings'],
+        [{ query: 'reactor', workspace_ids: null }, 'workspace_ids: must not be null'],
+        [
+          { query: 'reactor', workspace_ids: Array.from({ length: 101 }, (_, index) => `00000000-0000-4000-8000-${String(index).padStart(12, '0')}`) },
+          'workspace_ids: must name at most 100 different workspaces',
+        ],
+      ];
+      for (const [body, message] of worded) expect(expectError(await query(body), 400, 'bad_request').message).toBe(message);
+    } finally {
+      await server.request('DELETE', `/v1/kb/workspaces/${second}`, { key: user.key });
+    }
+  });
+
   it('refuses NUL, unpaired surrogates and __proto__ in the query or filter through GraphQL as through REST', async () => {
     const search = 'query($input: SearchInput!) { search(input: $input) { documentId } }';
     const inputs = [

@@ -56,13 +56,14 @@ export function documentWhere(viewer: Access, documentId: string, workspaceId?: 
 
 /**
  * The workspace rule as a condition on `workspaces` (alias `alias`) for raw statements that
- * check it together with other work. `workspaceId` must be a checked uuid.
+ * check it together with other work: the rows are those of `workspaceIds` (checked uuids) the
+ * viewer may see.
  */
-export function workspaceSql(alias: string, viewer: Access, workspaceId: string): Prisma.Sql {
+export function workspacesSql(alias: string, viewer: Access, workspaceIds: readonly string[]): Prisma.Sql {
   const table = Prisma.raw(alias);
   const ids = restrictedIds(viewer);
   const restriction = ids === null ? Prisma.empty : Prisma.sql` AND ${table}.id = ANY(${ids}::uuid[])`;
-  return Prisma.sql`${table}.id = ${workspaceId}::uuid AND ${table}.user_id = ${viewer.userId}::uuid${restriction}`;
+  return Prisma.sql`${table}.id = ANY(${[...workspaceIds]}::uuid[]) AND ${table}.user_id = ${viewer.userId}::uuid${restriction}`;
 }
 
 /**

@@ -78,10 +78,10 @@ const search = define({
   name: 'search',
   title: 'Search the knowledge base',
   description:
-    "Finds passages in one of the user's workspaces. Use it first for any question about their content; it is free and fast. Returns the best-matching chunks with document, file name, page and score.",
+    "Finds passages in the user's workspaces (one or several, ranked together). Use it first for any question about their content; it is free and fast. Returns the best-matching chunks with document, file name, page and score.",
   input: z.object({
     query: z.string().describe('What to look for, in words'),
-    workspace_id: id.describe('The workspace to search (list_workspaces gives the ids)'),
+    workspace_ids: workspaceIds.describe('The workspaces to search (list_workspaces gives the ids)'),
     top_k: limit(5, 100).describe('How many passages (default 5)'),
     mode: z.enum(['hybrid', 'vector', 'keyword']).optional().describe('hybrid (default), vector or keyword'),
     filter: json.optional().describe('Document metadata to match: {"key": value} or {"key": {"in": [values]}}'),
@@ -102,9 +102,9 @@ const search = define({
   }),
   operations: [operations.RestSearch],
   annotations: { readOnlyHint: true, openWorldHint: false },
-  async run({ query, workspace_id, top_k, mode, filter }, { rest }) {
+  async run({ query, workspace_ids, top_k, mode, filter }, { rest }) {
     type Hit = { document_id: string; filename: string; chunk_index: number; score: number; content: string; metadata: Record<string, unknown> };
-    const { body } = await rest.json<{ results: Hit[] }>('POST', '/v1/kb/query', { body: { query, workspace_id, top_k, mode, filter } });
+    const { body } = await rest.json<{ results: Hit[] }>('POST', '/v1/kb/query', { body: { query, workspace_ids, top_k, mode, filter } });
     const { kept, truncated } = fitting(body.results.map((hit) => ({ ...hit, page: pageOf(hit.metadata) })));
     return { results: kept.map(({ document_id, filename, page, chunk_index, score, content, metadata }) => ({ document_id, filename, page, chunk_index, score, content, metadata })), truncated };
   },

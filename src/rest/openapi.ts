@@ -189,7 +189,12 @@ function jsonBodySchema(body: JsonBody, schema: GraphQLSchema, _fieldNames: Rout
     if (!field) throw new Error(`${body.input} has no field ${target}`);
     shape[restName] = inputFieldSchema(field, typeValidatorShape(input));
   }
-  return z.object(shape).strict();
+  const object = z.object(shape).strict();
+  // Fields of which exactly one must be given (the type validator's `exactlyOneOf`), in the body's names.
+  const exactlyOneOf = (typeValidator(input)?.meta()?.exactlyOneOf ?? []) as string[];
+  if (exactlyOneOf.length === 0) return object;
+  const restNameOf = new Map(Object.entries(body.fields).map(([restName, target]) => [target.replace(/\[\]$/, ''), restName]));
+  return object.meta({ oneOf: exactlyOneOf.map((name) => ({ required: [restNameOf.get(name) ?? name] })) });
 }
 
 const validatorsOf = (extensions: Readonly<Record<string, unknown>> | null | undefined) =>
@@ -199,9 +204,10 @@ const validatorsOf = (extensions: Readonly<Record<string, unknown>> | null | und
 
 /** The fields of an input type's own object validator (one that checks fields together), if it has one. */
 function typeValidatorShape(type: GraphQLInputObjectType): Record<string, Schema> {
-  const object = validatorsOf(type.extensions).find((candidate): candidate is z.ZodObject => candidate instanceof z.ZodObject);
-  return (object?.shape ?? {}) as Record<string, Schema>;
+  return (typeValidator(type)?.shape ?? {}) as Record<string, Schema>;
 }
+
+const typeValidator = (type: GraphQLInputObjectType) => validatorsOf(type.extensions).find((candidate): candidate is z.ZodObject => candidate instanceof z.ZodObject);
 
 function inputFieldSchema(field: GraphQLInputField, typeValidators: Record<string, Schema> = {}): Schema {
   const typeValidator = typeValidators[field.name];

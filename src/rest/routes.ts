@@ -429,7 +429,11 @@ const searchRoute = (path: string) =>
         ? 'The legacy alias of POST /v1/kb/query; it behaves identically.'
         : "Vector (or keyword, or hybrid) search of a workspace's chunks. No answer is generated.",
     operation: operations.RestSearch,
-    body: jsonBody('SearchInput', { query: 'query', workspace_id: 'workspaceId', top_k: 'topK', mode: 'mode', filter: 'filter' }, { ids: ['workspace_id'] }),
+    body: jsonBody(
+      'SearchInput',
+      { query: 'query', workspace_id: 'workspaceId', workspace_ids: 'workspaceIds[]', top_k: 'topK', mode: 'mode', filter: 'filter' },
+      { ids: ['workspace_id', 'workspace_ids'] },
+    ),
     variables: ({ body }) => ({ input: body as SearchInput }),
     response: { status: 200, wrap: 'results' },
   });

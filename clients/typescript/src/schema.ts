@@ -4216,7 +4216,10 @@ export interface operations {
                 "application/json": {
                     /** @description Searched for; at most 10000 characters. */
                     query: string;
-                    workspace_id: string;
+                    /** @description The workspace to search. Required unless several are named instead. */
+                    workspace_id?: string;
+                    /** @description Several workspaces to search together, ranked as one: 1 to 100 different ones, instead of a single workspace id. */
+                    workspace_ids?: string[];
                     /** @description Results wanted, 1 to 100; default 5. */
                     top_k?: number | null;
                     mode?: ("hybrid" | "keyword" | "vector") | null;
@@ -4226,7 +4229,7 @@ export interface operations {
                             in: (string | number | boolean | null)[];
                         };
                     } | null;
-                };
+                } & (unknown | unknown);
             };
         };
         responses: {
@@ -4380,7 +4383,10 @@ export interface operations {
                 "application/json": {
                     /** @description Searched for; at most 10000 characters. */
                     query: string;
-                    workspace_id: string;
+                    /** @description The workspace to search. Required unless several are named instead. */
+                    workspace_id?: string;
+                    /** @description Several workspaces to search together, ranked as one: 1 to 100 different ones, instead of a single workspace id. */
+                    workspace_ids?: string[];
                     /** @description Results wanted, 1 to 100; default 5. */
                     top_k?: number | null;
                     mode?: ("hybrid" | "keyword" | "vector") | null;
@@ -4390,7 +4396,7 @@ export interface operations {
                             in: (string | number | boolean | null)[];
                         };
                     } | null;
-                };
+                } & (unknown | unknown);
             };
         };
         responses: {

@@ -76,7 +76,10 @@ export type SearchInput = {
   query: string;
   /** Results wanted, 1 to 100; default 5. */
   topK?: number | null | undefined;
-  workspaceId: string | number;
+  /** The workspace to search. Required unless several are named instead. */
+  workspaceId?: string | number | null | undefined;
+  /** Several workspaces to search together, ranked as one: 1 to 100 different ones, instead of a single workspace id. */
+  workspaceIds?: Array<string | number> | null | undefined;
 };
 
 export type SearchMode =

@@ -6,7 +6,7 @@ import type { DirectQuery } from '../../db/database.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { timedPart } from '../../observability/request-context.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { workspaceNotFound, workspaceSql, type Access } from '../../auth/policy.js';
+import { workspaceNotFound, workspacesSql, type Access } from '../../auth/policy.js';
 import { queryTerms } from './analyzer.js';
 import { documentPriorPool, withDocumentPrior } from './document-prior.js';
 import { focusOf } from './query-focus.js';
@@ -24,6 +24,8 @@ export const searchLimits = {
   /** Keys of a metadata filter, and values of one `in` list. */
   maxFilterKeys: 20,
   maxFilterValues: 100,
+  /** Different workspaces one search may name (`workspaceIds`). */
+  maxWorkspaces: 100,
 } as const;
 
 export const searchModes = ['hybrid', 'vector', 'keyword'] as const;
@@ -33,9 +35,11 @@ type FilterValue = string | number | boolean | null;
 /** Document metadata filter: `{key: value}` for equality, `{key: {in: [values]}}` for one of several. */
 export type MetadataFilter = Record<string, FilterValue | { in: FilterValue[] }>;
 
+/** Names the workspace to search (`workspaceId`) or several ranked together (`workspaceIds`): one of the two. */
 export type SearchInput = {
   query: string;
-  workspaceId: string;
+  workspaceId?: string | null;
+  workspaceIds?: readonly string[] | null;
   topK?: number | null;
   mode?: SearchMode | null;
   filter?: unknown;
@@ -100,7 +104,7 @@ export function checkFilter(filter: unknown): MetadataFilter | undefined {
  * Ready documents of the workspace whose metadata matches every condition of the filter; `title`
  * is the document's title unless its metadata has a `title` of its own.
  */
-async function documentsMatching(prisma: PrismaClient, workspaceId: string, filter: MetadataFilter): Promise<string[]> {
+async function documentsMatching(prisma: PrismaClient, workspaceIds: readonly string[], filter: MetadataFilter): Promise<string[]> {
   const metadata = withTitle(Prisma.sql`d.metadata`);
   const equal: Record<string, FilterValue> = {};
   const oneOf: { key: string; values: FilterValue[] }[] = [];
@@ -110,7 +114,7 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
   }
   const rows = await prisma.$queryRaw<{ id: string }[]>`
     SELECT d.id FROM documents d
-     WHERE d.workspace_id = ${workspaceId}::uuid AND d.status = 'ready'
+     WHERE d.workspace_id = ANY(${[...workspaceIds]}::uuid[]) AND d.status = 'ready'
        AND ${metadata} @> ${JSON.stringify(equal)}::jsonb
        AND NOT EXISTS (
          SELECT 1 FROM jsonb_to_recordset(${JSON.stringify(oneOf)}::jsonb) AS f(key text, "values" jsonb)
@@ -119,20 +123,37 @@ async function documentsMatching(prisma: PrismaClient, workspaceId: string, filt
 }
 
 /**
- * The workspace if the viewer may see it (404 otherwise, as findWorkspace reports it: policy.ts),
- * with its documents that are not ready: their chunks may be indexed already, but are not
- * served. One statement: on the embedded store each one waits its turn on the store's only
- * connection.
+ * The workspaces named, once each in the order given, if the viewer may see every one (the first
+ * that it may not is a 404, as findWorkspace reports it: policy.ts), with their documents that
+ * are not ready: their chunks may be indexed already, but are not served. One statement: on the
+ * embedded store each one waits its turn on the store's only connection.
  */
-export async function searchScope(query: DirectQuery, viewer: Access, workspaceId: string): Promise<{ id: string; notReady: string[] }> {
-  const id = requireUuid(workspaceId, 'workspace');
-  const [row] = await query<{ id: string; notReady: string[] }>(Prisma.sql`
-    SELECT w.id::text,
-           ARRAY(SELECT d.id::text FROM documents d WHERE d.workspace_id = w.id AND d.status <> 'ready') AS "notReady"
-      FROM workspaces w
-     WHERE ${workspaceSql('w', viewer, id)}`);
-  if (!row) throw workspaceNotFound(workspaceId);
-  return row;
+export async function searchScope(query: DirectQuery, viewer: Access, workspaceIds: readonly string[]): Promise<{ ids: string[]; notReady: string[] }> {
+  const ids = [...new Set(workspaceIds.map((id) => requireUuid(id, 'workspace')))];
+  const [row] = await query<{ visible: string[]; notReady: string[] }>(Prisma.sql`
+    SELECT ARRAY(SELECT w.id::text FROM workspaces w WHERE ${workspacesSql('w', viewer, ids)}) AS visible,
+           ARRAY(SELECT d.id::text FROM documents d JOIN workspaces w ON w.id = d.workspace_id
+                  WHERE ${workspacesSql('w', viewer, ids)} AND d.status <> 'ready') AS "notReady"`);
+  const visible = new Set(row?.visible ?? []);
+  const missing = workspaceIds.find((id) => !visible.has(id.toLowerCase()));
+  if (missing !== undefined) throw workspaceNotFound(missing);
+  return { ids, notReady: row?.notReady ?? [] };
+}
+
+/** The workspaces a search names, from `workspaceId` or `workspaceIds` (exactly one of them), as given. */
+export function namedWorkspaces(input: Pick<SearchInput, 'workspaceId' | 'workspaceIds'>): readonly string[] {
+  const list = input.workspaceIds;
+  // Left out is not the same as null: a null names nothing, and is refused as REST refuses other nulls.
+  if (input.workspaceId === null) throw badRequest('workspace_id', 'must not be null');
+  if (list === null) throw badRequest('workspace_ids', 'must not be null');
+  if (input.workspaceId !== undefined && list !== undefined) throw badRequest('workspace_ids', 'name the workspaces with workspace_id or workspace_ids, not both');
+  if (input.workspaceId !== undefined) return [input.workspaceId];
+  if (list === undefined) throw badRequest('workspace_id', 'is required (or workspace_ids, to search several workspaces)');
+  if (list.length === 0) throw badRequest('workspace_ids', 'must name at least one workspace');
+  if (new Set(list.map((id) => id.toLowerCase())).size > searchLimits.maxWorkspaces) {
+    throw badRequest('workspace_ids', `must name at most ${searchLimits.maxWorkspaces} different workspaces`);
+  }
+  return list;
 }
 
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
@@ -203,6 +224,7 @@ async function searchNow(
   }
   const mode = input.mode ?? 'hybrid';
   const filter = checkFilter(input.filter);
+  const named = namedWorkspaces(input);
   const query = focusOf(input.query.trim());
 
   const deadline = AbortSignal.timeout(timeoutMs);
@@ -215,14 +237,14 @@ async function searchNow(
       ? timedPart('embed', withinTime(embedder.embed([query], 'query', aborted), timeoutMs, 'the embedding model')).then(([vector]) => vector!)
       : undefined;
   embedding?.catch(() => undefined);
-  let workspace: { id: string };
+  let workspaceIds: string[];
   let documentIds: string[] | undefined;
   let notReady: string[];
   try {
-    ({ notReady, ...workspace } = await timedPart('scope', searchScope(dependencies.query, viewer, input.workspaceId)));
+    ({ ids: workspaceIds, notReady } = await timedPart('scope', searchScope(dependencies.query, viewer, named)));
     const mismatch = modelMismatch(dependencies);
     if (mismatch) throw new AppError('service_unavailable', `search is unavailable: ${mismatch}`);
-    documentIds = filter ? await documentsMatching(prisma, workspace.id, filter) : undefined;
+    documentIds = filter ? await documentsMatching(prisma, workspaceIds, filter) : undefined;
   } catch (error) {
     abandon.abort();
     throw error;
@@ -234,7 +256,7 @@ async function searchNow(
 
   // Keyword ranking costs matching chunks × terms: a pasted page must not hold the search up.
   const terms = mode === 'vector' ? [] : queryTerms(query, searchLimits.maxKeywordTerms);
-  const request = { workspaceIds: [workspace.id], ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
+  const request = { workspaceIds, ...sideDepths(mode, topK), documentIds, excludeDocumentIds: notReady };
   // The index gets the embedding still under way: it brings its keyword side up to date meanwhile.
   const sides = timedPart('index', withinTime(index.search({ ...request, terms, vector: embedding }, aborted), timeoutMs, 'the search index'));
   sides.catch(() => undefined);
@@ -269,7 +291,7 @@ async function searchNow(
     let page = ranked.slice(next, next + wanted);
     next += page.length;
     const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
-    const read = unread.length > 0 ? new Map((await timedPart('read', readBack(dependencies.query, workspace.id, unread))).map((chunk) => [chunk.id, chunk])) : undefined;
+    const read = unread.length > 0 ? new Map((await timedPart('read', readBack(dependencies.query, workspaceIds, unread))).map((chunk) => [chunk.id, chunk])) : undefined;
     const chunkOf = (hit: IndexHit) => readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
     if (next === page.length && hybrid) page = withDocumentPrior(page, chunkOf, terms);
     for (const hit of page) {

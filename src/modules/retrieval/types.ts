@@ -3,7 +3,7 @@ import { builder } from '../../graphql/builder.js';
 import { jsonObjectKey, notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { AppError } from '../../errors.js';
-import { checkFilter, search, searchLimits, searchModes, type SearchResult } from './service.js';
+import { checkFilter, namedWorkspaces, search, searchLimits, searchModes, type SearchResult } from './service.js';
 
 const SearchMode = builder.enumType('SearchMode', {
   values: {
@@ -16,6 +16,9 @@ const SearchMode = builder.enumType('SearchMode', {
 const filterScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const filterCondition = z.union([filterScalar, z.object({ in: z.array(filterScalar).max(searchLimits.maxFilterValues) }).strict()]);
 
+const workspaceIdDescription = 'The workspace to search. Required unless several are named instead.';
+const workspaceIdsDescription = `Several workspaces to search together, ranked as one: 1 to ${searchLimits.maxWorkspaces} different ones, instead of a single workspace id.`;
+
 const SearchInput = builder.inputType('SearchInput', {
   fields: (t) => ({
     query: t.string({
@@ -26,7 +29,8 @@ const SearchInput = builder.inputType('SearchInput', {
         searchLimits.maxQueryCharacters,
       ).meta({ pattern: notBlankTextPattern }),
     }),
-    workspaceId: t.id({ required: true }),
+    workspaceId: t.id({ required: false, description: workspaceIdDescription }),
+    workspaceIds: t.idList({ required: false, description: workspaceIdsDescription }),
     topK: t.int({
       required: false,
       description: `Results wanted, 1 to ${searchLimits.maxTopK}; default ${searchLimits.defaultTopK}.`,
@@ -64,6 +68,27 @@ const SearchInput = builder.inputType('SearchInput', {
         .nullish(),
     }),
   }),
+  // The workspace fields are checked together: exactly one of them names what is searched.
+  validate: z
+    .object({
+      workspaceId: z.string({ error: 'must not be null' }).optional().describe(workspaceIdDescription),
+      workspaceIds: z
+        .array(z.string({ error: 'must not be null' }), { error: 'must not be null' })
+        .min(1, 'must name at least one workspace')
+        .optional()
+        .describe(workspaceIdsDescription),
+    })
+    // The other fields pass through as they are (their own validators check them).
+    .loose()
+    .meta({ exactlyOneOf: ['workspaceId', 'workspaceIds'] })
+    .superRefine((input, context) => {
+      try {
+        namedWorkspaces(input);
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        context.addIssue({ code: 'custom', message: error.message.slice(`${error.details.field}: `.length), path: [error.details.field ?? 'workspace_id'] });
+      }
+    }),
 });
 
 const SearchResultRef = builder.objectRef<SearchResult>('SearchResult').implement({
@@ -83,11 +108,20 @@ const SearchResultRef = builder.objectRef<SearchResult>('SearchResult').implemen
 builder.queryField('search', (t) =>
   t.field({
     type: [SearchResultRef],
-    description: "Searches a workspace's ready documents for the chunks that best match the query.",
+    description: "Searches the ready documents of a workspace, or of several ranked together, for the chunks that best match the query.",
     authScopes: { scope: 'kb:read' },
     extensions: { rateLimit: 'search' },
     args: { input: t.arg({ type: SearchInput, required: true }) },
     resolve: (_root, { input }, context) =>
-      search(context.retrieval, viewerOf(context), { ...input, workspaceId: String(input.workspaceId) }, context.signal),
+      search(
+        context.retrieval,
+        viewerOf(context),
+        {
+          ...input,
+          workspaceId: input.workspaceId == null ? input.workspaceId : String(input.workspaceId),
+          workspaceIds: input.workspaceIds == null ? input.workspaceIds : input.workspaceIds.map(String),
+        },
+        context.signal,
+      ),
   }),
 );
