@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import type { OcrSettings } from './modules/ingestion/ocr.js';
 
 const optionalString = z
   .string()
@@ -92,6 +93,11 @@ const environmentSchema = z.object({
   KB_PARSE_TIMEOUT_SECONDS_PER_MB: z.coerce.number().min(0).max(3600).default(20),
   KB_MAX_UNPACKED_BYTES: positiveInt(64 * 1024 * 1024),
   KB_MAX_TEXT_CHARACTERS: positiveInt(10_000_000),
+  KB_OCR_LANGUAGE: z
+    .string()
+    .regex(/^(off|[a-z_]{3,12})$/, 'must be a Tesseract language code whose @tesseract.js-data package is installed (eng, deu, fra...), or off')
+    .default('eng'),
+  KB_OCR_MAX_PAGES: positiveInt(500),
   KB_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   KB_HEADERS_TIMEOUT_SECONDS: z.coerce.number().min(1).max(600).default(10),
   KB_REQUEST_TIMEOUT_SECONDS: z.coerce.number().min(1).max(86_400).default(1800),
@@ -256,6 +262,9 @@ export type Config = {
     maxUnpackedBytes: number;
     /** Most characters of text a document may yield. */
     maxTextCharacters: number;
+    /** How scanned pages are read (KB_OCR_LANGUAGE; null when off), and the most of them one document may have. */
+    ocr: OcrSettings;
+    maxOcrPages: number;
   };
   logLevel: 'silent' | 'error' | 'info' | 'debug';
   /** When set, GET /metrics needs `Authorization: Bearer <it>`. */
@@ -384,6 +393,8 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       parseTimeoutSeconds: { base: env.KB_PARSE_TIMEOUT_SECONDS, perMegabyte: env.KB_PARSE_TIMEOUT_SECONDS_PER_MB },
       maxUnpackedBytes: env.KB_MAX_UNPACKED_BYTES,
       maxTextCharacters: env.KB_MAX_TEXT_CHARACTERS,
+      ocr: env.KB_OCR_LANGUAGE === 'off' ? null : { language: env.KB_OCR_LANGUAGE },
+      maxOcrPages: env.KB_OCR_MAX_PAGES,
     },
     logLevel: env.KB_LOG_LEVEL,
     metricsToken: env.KB_METRICS_TOKEN,

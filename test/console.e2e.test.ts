@@ -3,12 +3,12 @@
 // on each other as a newcomer's first session would: sign in with the key, create a workspace,
 // upload a PDF, search it, ask about it, open a citation at its page, manage keys, run out of
 // credits. Each main screen is photographed (npm run screenshots writes them to docs/images).
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserExecutable } from './support/browser.js';
-import { benchPdfDirectory, waitForDocuments } from './support/documents.js';
+import { benchPdfDirectory, makeBlankPdf, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 const screenshotDirectory = path.resolve(import.meta.dirname, '..', process.env.KB_SCREENSHOT_DIR ?? 'tmp/console-screenshots');
@@ -110,7 +110,11 @@ describe('the web console', () => {
   });
 
   it('uploads several files with progress, shows each one processed to ready, and a failed one with its reason and a retry', async () => {
-    await page.getByTestId('file-input').setInputFiles([path.join(benchPdfDirectory, 'sample_pdf_2.pdf'), path.join(benchPdfDirectory, 'non_text_searchable.pdf')]);
+    // A PDF of a blank page: no text layer, and nothing for OCR to read.
+    await page.getByTestId('file-input').setInputFiles([
+      { name: 'sample_pdf_2.pdf', mimeType: 'application/pdf', buffer: await readFile(path.join(benchPdfDirectory, 'sample_pdf_2.pdf')) },
+      { name: 'blank-scan.pdf', mimeType: 'application/pdf', buffer: Buffer.from(makeBlankPdf()) },
+    ]);
     await page.getByRole('list', { name: 'Uploads' }).waitFor();
     expect(await page.getByRole('progressbar', { name: 'Uploading sample_pdf_2.pdf' }).count()).toBe(1);
 
@@ -118,7 +122,7 @@ describe('the web console', () => {
     await ready.and(page.locator('[data-status="ready"]')).waitFor({ timeout: 120_000 });
     expect(await ready.innerText()).toMatch(/Ready\s+4\s+3/); // 4 pages, 3 chunks
 
-    const failed = page.locator('tr[data-testid="document-row"]', { hasText: 'non_text_searchable.pdf' });
+    const failed = page.locator('tr[data-testid="document-row"]', { hasText: 'blank-scan.pdf' });
     await failed.and(page.locator('[data-status="failed"]')).waitFor({ timeout: 120_000 });
     expect(await failed.innerText()).toMatch(/no text/i);
     await shoot('documents');

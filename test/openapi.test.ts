@@ -180,7 +180,25 @@ describe('GET /openapi.json', () => {
     const operation = description.paths['/v1/kb/documents/{id}/file'].get;
     const ok = operation.responses['200'];
     expect(Object.keys(ok.content).sort()).toEqual(
-      ['application/json', 'application/pdf', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'text/csv', 'text/html', 'text/markdown', 'text/plain'],
+      [
+        'application/epub+zip',
+        'application/json',
+        'application/pdf',
+        'application/vnd.oasis.opendocument.presentation',
+        'application/vnd.oasis.opendocument.spreadsheet',
+        'application/vnd.oasis.opendocument.text',
+        'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+        'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+        'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+        'image/jpeg',
+        'image/png',
+        'image/webp',
+        'text/csv',
+        'text/html',
+        'text/markdown',
+        'text/plain',
+        'text/tab-separated-values',
+      ],
     );
     expect(ok.content['application/pdf'].schema).toMatchObject({ type: 'string', format: 'binary' });
     expect(ok.content['text/plain'].schema).toMatchObject({ type: 'string', format: 'binary' });

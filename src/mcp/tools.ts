@@ -333,7 +333,7 @@ const addDocument = define({
   name: 'add_document',
   title: 'Add a document',
   description:
-    'Saves a document into a workspace: text (content) or a file\'s bytes (content_base64: PDF, DOCX, HTML, Markdown...). It is processed in the background; list_documents shows when it is ready to search.',
+    'Saves a document into a workspace: text (content) or a file\'s bytes (content_base64: PDF, DOCX, XLSX, PPTX, EPUB, HTML...). It is processed in the background; list_documents shows when it is ready to search.',
   input: z.object({
     workspace_id: id,
     filename: z.string().min(1).describe('With its extension, which tells the format'),

@@ -384,7 +384,7 @@ export const RestAgentEvent = graphql(`
         doc_id: documentId
         filename
         pages
-        passages { citation chunk_index: chunkIndex page quote start end }
+        passages { citation chunk_index: chunkIndex page cells quote start end }
       }
     }
     ... on AgentDone { event_id: eventId type jobId sessionId creditsUsed support_score: supportScore rewritten_query: rewrittenQuery }

@@ -105,7 +105,7 @@ export function expectProtocol(stream: AgentStream, mode: 'fast' | 'deep' = 'fas
   expect(done.jobId).toBe(stream.events[0]!.jobId);
   return {
     answer: stream.events.filter((event) => event.type === 'token').map((event) => event.content as string).join(''),
-    sources: stream.events.at(-2)!.sources as { doc_id: string; filename: string; pages: number[]; passages: { citation: number; chunk_index: number; page: number | null; quote: string; start: number; end: number }[] }[],
+    sources: stream.events.at(-2)!.sources as { doc_id: string; filename: string; pages: number[]; passages: { citation: number; chunk_index: number; page: number | null; cells: string | null; quote: string; start: number; end: number }[] }[],
     done,
     steps: stream.events.filter((event) => event.type === 'reasoning').flatMap((event) => event.steps),
   };

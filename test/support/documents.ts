@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Document as DocxDocument, HeadingLevel, Packer, Paragraph } from 'docx';
+import { expect } from 'vitest';
+import { ParseError } from '../../src/modules/ingestion/types.js';
 import type { TestServer } from './server.js';
 
 export const benchPdfDirectory = path.resolve(import.meta.dirname, '../../../shared/bench-data/pdfs');
@@ -84,29 +86,191 @@ export async function editedDocx(edit: (documentXml: string) => string): Promise
  * paragraph is repeated, deflated as it is written, so the bomb is never whole in memory.
  */
 export async function makeZipBombDocx(unpackedBytes: number): Promise<Uint8Array> {
-  const { Zip, ZipDeflate, unzipSync, strFromU8, strToU8 } = await import('fflate');
+  const { unzipSync, strFromU8 } = await import('fflate');
   const parts = unzipSync(await makeDocx());
-  const documentXml = strFromU8(parts['word/document.xml']!);
-  const bodyStart = documentXml.indexOf('<w:body>') + '<w:body>'.length;
-  const bodyEnd = documentXml.indexOf('<w:sectPr');
   const paragraph = '<w:p><w:r><w:t>' + 'All work and no play makes a zip bomb. '.repeat(20) + '</w:t></w:r></w:p>';
+  const repeated = paragraph.repeat(Math.ceil((1024 * 1024) / paragraph.length));
+  return withRepeatedPart(parts, 'word/document.xml', strFromU8(parts['word/document.xml']!), '<w:body>', '<w:sectPr', (written) =>
+    written < unpackedBytes ? repeated : undefined,
+  );
+}
+
+/** An XLSX of one sheet whose rows are `rows(written)`'s text until it returns undefined, deflated as they are written. */
+export async function makeGeneratedXlsx(rows: (writtenBytes: number) => string | undefined): Promise<Uint8Array> {
+  const ExcelJS = (await import('exceljs')).default;
+  const { unzipSync, strFromU8 } = await import('fflate');
+  const workbook = new ExcelJS.Workbook();
+  workbook.addWorksheet('Data').addRow(['placeholder']);
+  const parts = unzipSync(new Uint8Array(await workbook.xlsx.writeBuffer()));
+  const sheet = strFromU8(parts['xl/worksheets/sheet1.xml']!).replace(/<sheetData>[\s\S]*<\/sheetData>/, '<sheetData></sheetData>');
+  return withRepeatedPart(parts, 'xl/worksheets/sheet1.xml', sheet, '<sheetData>', '</sheetData>', rows);
+}
+
+/** A zip of `parts` where `name` is `xml` with `more(written)`'s text inserted between `after` and `before` until it returns undefined. */
+async function withRepeatedPart(
+  parts: Record<string, Uint8Array>,
+  name: string,
+  xml: string,
+  after: string,
+  before: string,
+  more: (writtenBytes: number) => string | undefined,
+): Promise<Uint8Array> {
+  const { Zip, ZipDeflate, strToU8 } = await import('fflate');
+  const start = xml.indexOf(after) + after.length;
+  const end = xml.indexOf(before, start);
   const output: Uint8Array[] = [];
   const zip = new Zip((error, data) => {
     if (error) throw error;
     output.push(data);
   });
-  for (const [name, bytes] of Object.entries(parts)) {
-    const entry = new ZipDeflate(name, { level: 6 });
+  for (const [partName, bytes] of Object.entries(parts)) {
+    const entry = new ZipDeflate(partName, { level: 6 });
     zip.add(entry);
-    if (name !== 'word/document.xml') {
+    if (partName !== name) {
       entry.push(bytes, true);
       continue;
     }
-    entry.push(strToU8(documentXml.slice(0, bodyStart)));
-    const block = strToU8(paragraph.repeat(Math.ceil((1024 * 1024) / paragraph.length)));
-    for (let written = 0; written < unpackedBytes; written += block.length) entry.push(block);
-    entry.push(strToU8(documentXml.slice(bodyEnd)), true);
+    entry.push(strToU8(xml.slice(0, start)));
+    let written = 0;
+    for (let text = more(written); text !== undefined; text = more(written)) {
+      const block = strToU8(text);
+      entry.push(block);
+      written += block.length;
+    }
+    entry.push(strToU8(xml.slice(end)), true);
   }
   zip.end();
   return new Uint8Array(Buffer.concat(output));
+}
+
+/**
+ * A deck of two slides made with pptxgenjs: titles in the master's title placeholder, a text
+ * box, a table, and speaker notes on the first.
+ */
+export async function makePptx(): Promise<Uint8Array> {
+  // The package is CommonJS: under Node's ESM its class is the default export's own default.
+  const loaded = (await import('pptxgenjs')) as unknown as { default: { default?: unknown } };
+  const PptxGenJS = (loaded.default.default ?? loaded.default) as typeof import('pptxgenjs').default;
+  const deck = new PptxGenJS();
+  deck.title = 'Kestrel programme review';
+  deck.defineSlideMaster({
+    title: 'TITLED',
+    objects: [{ placeholder: { options: { name: 'title', type: 'title', x: 0.5, y: 0.3, w: 9, h: 1 }, text: '' } }],
+  });
+  const first = deck.addSlide({ masterName: 'TITLED' });
+  first.addText('Launch schedule', { placeholder: 'title' });
+  first.addText('The Kestrel-4 probe launches from Port Alder in March.', { x: 0.5, y: 1.6, w: 9, h: 1 });
+  first.addNotes('Mention that the magnetometer was built in Tromso.');
+  const second = deck.addSlide({ masterName: 'TITLED' });
+  second.addText('Budget', { placeholder: 'title' });
+  second.addTable(
+    [
+      [{ text: 'Item' }, { text: 'Cost (EUR)' }],
+      [{ text: 'Fuel' }, { text: '4,200' }],
+      [{ text: 'Telemetry' }, { text: '1,150' }],
+    ],
+    { x: 0.5, y: 1.6, w: 6 },
+  );
+  return new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
+}
+
+/** An EPUB 3 of two chapters, built part by part as the format lays it out. */
+export async function makeEpub(): Promise<Uint8Array> {
+  const { zipSync, strToU8 } = await import('fflate');
+  const xhtml = (title: string, body: string) =>
+    `<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>${title}</title></head><body><h1>${title}</h1>${body}</body></html>`;
+  return zipSync({
+    mimetype: [strToU8('application/epub+zip'), { level: 0 }],
+    'META-INF/container.xml': strToU8(
+      '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>',
+    ),
+    'OEBPS/content.opf': strToU8(
+      '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">urn:kb:lighthouse</dc:identifier><dc:title>The Lighthouse Keeper</dc:title><dc:language>en</dc:language></metadata><manifest><item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/><item id="storm" href="storm.xhtml" media-type="application/xhtml+xml"/><item id="rescue" href="rescue.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="storm"/><itemref idref="rescue"/></spine></package>',
+    ),
+    'OEBPS/nav.xhtml': strToU8(
+      '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc"><ol><li><a href="storm.xhtml">The storm</a></li><li><a href="rescue.xhtml">The rescue</a></li></ol></nav></body></html>',
+    ),
+    'OEBPS/storm.xhtml': strToU8(xhtml('The storm', '<p>The keeper lit the lamp at dusk.</p><p>Waves broke over the rocks all night.</p>')),
+    'OEBPS/rescue.xhtml': strToU8(xhtml('The rescue', '<h2>Morning</h2><p>The lifeboat came from Port Alder at dawn and took the crew ashore.</p>')),
+  });
+}
+
+/**
+ * A PDF of `pages` blank pages: no text layer, and nothing for OCR to read either, so it fails
+ * whatever the configuration. Written object by object, with a correct cross-reference table.
+ */
+export function makeBlankPdf(pages = 1): Uint8Array {
+  const kids = Array.from({ length: pages }, (_, index) => `${3 + index * 2} 0 R`).join(' ');
+  const objects = ['<< /Type /Catalog /Pages 2 0 R >>', `<< /Type /Pages /Kids [${kids}] /Count ${pages} >>`];
+  for (let index = 0; index < pages; index++) {
+    objects.push(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents ${4 + index * 2} 0 R /Resources << >> >>`);
+    objects.push('<< /Length 0 >>\nstream\n\nendstream');
+  }
+  let body = '%PDF-1.4\n';
+  const offsets: number[] = [];
+  objects.forEach((object, index) => {
+    offsets.push(body.length);
+    body += `${index + 1} 0 obj\n${object}\nendobj\n`;
+  });
+  const xref = body.length;
+  body += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${offsets.map((offset) => `${String(offset).padStart(10, '0')} 00000 n \n`).join('')}`;
+  body += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
+  return new TextEncoder().encode(body);
+}
+
+/** A page of a PDF rendered to an image (PNG or JPEG) as a scanner or a phone would make one. */
+export async function renderPdfPage(pdf: Uint8Array, pageNumber: number, format: 'png' | 'jpeg', scale = 2): Promise<Uint8Array> {
+  const { getDocument } = await import('pdfjs-dist/legacy/build/pdf.mjs');
+  const { createCanvas } = await import('@napi-rs/canvas');
+  const document = await getDocument({ data: new Uint8Array(pdf), isEvalSupported: false, useSystemFonts: false }).promise;
+  try {
+    const page = await document.getPage(pageNumber);
+    const viewport = page.getViewport({ scale });
+    const canvas = createCanvas(Math.ceil(viewport.width), Math.ceil(viewport.height));
+    const context = canvas.getContext('2d');
+    context.fillStyle = '#ffffff';
+    context.fillRect(0, 0, canvas.width, canvas.height);
+    await page.render({ canvas: canvas as unknown as HTMLCanvasElement, canvasContext: context as unknown as CanvasRenderingContext2D, viewport }).promise;
+    return new Uint8Array(format === 'png' ? await canvas.encode('png') : await canvas.encode('jpeg', 90));
+  } finally {
+    await document.destroy();
+  }
+}
+
+/** The first bytes of a PNG that says it is `width` x `height` pixels: what a decompression bomb looks like before it is decoded. */
+export function pngHeaderOfSize(width: number, height: number): Uint8Array {
+  const header = Buffer.alloc(8 + 25 + 12);
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(header, 0);
+  header.writeUInt32BE(13, 8);
+  header.write('IHDR', 12, 'latin1');
+  header.writeUInt32BE(width, 16);
+  header.writeUInt32BE(height, 20);
+  header.set([8, 6, 0, 0, 0], 24);
+  header.writeUInt32BE(0, 33);
+  header.write('IEND', 37, 'latin1');
+  return new Uint8Array(header);
+}
+
+/** A PDF of `pages` pages, each a white image and no text: a scan of blank paper, small however many pages it has (one image, drawn on each). */
+export async function makeScannedPdf(pages: number): Promise<Uint8Array> {
+  const { PDFDocument } = await import('pdf-lib');
+  const { createCanvas } = await import('@napi-rs/canvas');
+  const canvas = createCanvas(200, 260);
+  const context = canvas.getContext('2d');
+  context.fillStyle = '#ffffff';
+  context.fillRect(0, 0, 200, 260);
+  const document = await PDFDocument.create();
+  const image = await document.embedPng(await canvas.encode('png'));
+  for (let index = 0; index < pages; index++) document.addPage([612, 792]).drawImage(image, { x: 0, y: 0, width: 612, height: 792 });
+  return document.save();
+}
+
+/** The ParseError a parse is expected to reject with (a test fails on any other outcome). */
+export async function parseError(promise: Promise<unknown>): Promise<ParseError> {
+  const error = await promise.then(
+    () => null,
+    (rejection: unknown) => rejection,
+  );
+  expect(error).toBeInstanceOf(ParseError);
+  return error as ParseError;
 }

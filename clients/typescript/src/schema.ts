@@ -501,6 +501,8 @@ export type components = {
                     citation: number;
                     chunk_index: number;
                     page: number | null;
+                    /** @description For a spreadsheet: the row the quote is on, as Excel names its cells (`Revenue!A3:C3`); null for other formats. */
+                    cells: string | null;
                     quote: string;
                     /** @description Offset of the quote's first character in the chunk's content (UTF-16 code units). */
                     start: number;
@@ -3445,7 +3447,17 @@ export interface operations {
                     "text/markdown": string;
                     "text/plain": string;
                     "text/csv": string;
+                    "text/tab-separated-values": string;
                     "application/json": unknown;
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/epub+zip": string;
+                    "application/vnd.oasis.opendocument.text": string;
+                    "application/vnd.oasis.opendocument.presentation": string;
+                    "application/vnd.oasis.opendocument.spreadsheet": string;
+                    "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
                 };
             };
             /** @description Missing or invalid parameters; the message names the field. */

@@ -66,6 +66,26 @@ export function pageAt(metadata: unknown, offset: number): number | null {
   return found ?? pageOf(metadata);
 }
 
+/**
+ * The cells of a spreadsheet's row that the text at `offset` in a chunk is on, as Excel names
+ * them (`Revenue!A3:C3`, a sheet name with other characters than letters, digits and `_` in
+ * quotes); null for a chunk of any other format, or text before the chunk's first row.
+ */
+export function cellsAt(metadata: unknown, offset: number): string | null {
+  const { sheet, range, rowStarts } = (metadata ?? {}) as { sheet?: unknown; range?: unknown; rowStarts?: unknown };
+  const columns = typeof range === 'string' ? /^([A-Z]+)\d+:([A-Z]+)\d+$/.exec(range) : null;
+  if (typeof sheet !== 'string' || !columns || !Array.isArray(rowStarts)) return null;
+  let row: number | null = null;
+  for (const start of rowStarts as { row?: unknown; offset?: unknown }[]) {
+    if (typeof start?.row !== 'number' || typeof start.offset !== 'number') continue;
+    if (start.offset > offset) break;
+    row = start.row;
+  }
+  if (row === null) return null;
+  const name = /^[\p{L}\p{N}_]+$/u.test(sheet) ? sheet : `'${sheet.replaceAll("'", "''")}'`;
+  return `${name}!${columns[1]}${row}:${columns[2]}${row}`;
+}
+
 /** The page a chunk comes from, when its format has pages. */
 export function pageOf(metadata: unknown): number | null {
   const page = (metadata as { page?: unknown } | null)?.page;

@@ -1,8 +1,8 @@
-import { pageAt, type NumberedPassage } from './answer-model.js';
+import { cellsAt, pageAt, type NumberedPassage } from './answer-model.js';
 import { sentencesOf, topicTerms } from './text.js';
 
 /** A cited passage: where in its chunk the quoted sentence is; `chunk.content.slice(start, end) === quote`. */
-export type CitedPassage = { citation: number; chunkIndex: number; page: number | null; quote: string; start: number; end: number };
+export type CitedPassage = { citation: number; chunkIndex: number; page: number | null; cells: string | null; quote: string; start: number; end: number };
 
 /** The specification's source (doc_id, filename, pages) with the passages the answer cites in it. */
 export type Source = { documentId: string; filename: string; pages: number[]; passages: CitedPassage[] };
@@ -123,7 +123,7 @@ export function sourcesOf(sentences: readonly CheckedSentence[], passages: reado
       source.seen.add(key);
       // The page the quoted sentence is on, for a passage that spans pages.
       const page = passage.page === null ? null : pageAt(passage.metadata, quote.start);
-      source.passages.push({ citation: number, chunkIndex: passage.chunkIndex, page, ...quote });
+      source.passages.push({ citation: number, chunkIndex: passage.chunkIndex, page, cells: cellsAt(passage.metadata, quote.start), ...quote });
       if (page !== null && !source.pages.includes(page)) source.pages.push(page);
     }
   }

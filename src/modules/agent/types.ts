@@ -74,6 +74,10 @@ const CitedPassageRef = builder.objectRef<CitedPassage>('CitedPassage').implemen
     citation: t.exposeInt('citation', { description: 'The `[n]` marker of the answer that cites it.' }),
     chunkIndex: t.exposeInt('chunkIndex'),
     page: t.exposeInt('page', { nullable: true }),
+    cells: t.exposeString('cells', {
+      nullable: true,
+      description: "For a spreadsheet: the row the quote is on, as Excel names its cells (`Revenue!A3:C3`); null for other formats.",
+    }),
     quote: t.exposeString('quote'),
     start: t.exposeInt('start', { description: "Offset of the quote's first character in the chunk's content (UTF-16 code units)." }),
     end: t.exposeInt('end', { description: 'Offset just after its last character.' }),

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { editedDocx, makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
+import { editedDocx, makeBlankPdf, makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
 
 let server: TestServer;
@@ -22,7 +22,7 @@ async function chunksOf(document: DocumentBody) {
     key: owner.key,
   });
   expect(response.status).toBe(200);
-  return response.body as { document_id: string; chunk_index: number; content: string; token_count: number; metadata: { page: number | null; pages: number[]; headings: string[] } }[];
+  return response.body as { document_id: string; chunk_index: number; content: string; token_count: number; metadata: { page: number | null; pages: number[]; headings: string[]; ocr?: true; ocrConfidence?: number } }[];
 }
 
 beforeAll(async () => {
@@ -92,16 +92,23 @@ describe('upload', () => {
     }
   });
 
-  it('parses every bench PDF with text, and fails the scanned one with a clear reason', async () => {
+  it('parses every bench PDF, the scanned one by OCR, and fails one with no text at all with a clear reason', async () => {
     const names = ['sample_pdf_1.pdf', 'sample_pdf_3.pdf', 'sample_pdf_4.pdf', 'non_text_searchable.pdf'];
-    const documents = await ingest(await Promise.all(names.map(async (name) => ({ name, bytes: await readBenchPdf(name) }))));
+    const documents = await ingest([
+      ...(await Promise.all(names.map(async (name) => ({ name, bytes: await readBenchPdf(name) })))),
+      { name: 'blank.pdf', bytes: makeBlankPdf(2) },
+    ]);
     const byName = Object.fromEntries(documents.map((document) => [document.filename, document]));
     expect(byName['sample_pdf_1.pdf']).toMatchObject({ status: 'ready', page_count: 4 });
     expect(byName['sample_pdf_3.pdf']).toMatchObject({ status: 'ready', page_count: 1 });
     expect(byName['sample_pdf_4.pdf']).toMatchObject({ status: 'ready', page_count: 4 });
-    for (const name of names.slice(0, 3)) expect(byName[name]!.chunk_count).toBeGreaterThan(0);
-    expect(byName['non_text_searchable.pdf']).toMatchObject({ status: 'failed' });
-    expect(byName['non_text_searchable.pdf']!.error).toMatch(/text layer/);
+    for (const name of names) expect(byName[name]!.chunk_count).toBeGreaterThan(0);
+    // The scan's one page, read by OCR and marked so.
+    expect(byName['non_text_searchable.pdf']).toMatchObject({ status: 'ready', page_count: 1 });
+    const scanned = await chunksOf(byName['non_text_searchable.pdf']!);
+    expect(scanned.every((chunk) => chunk.metadata.page === 1 && chunk.metadata.ocr === true)).toBe(true);
+    expect(scanned[0]!.metadata.ocrConfidence).toBeGreaterThan(80);
+    expect(byName['blank.pdf']).toMatchObject({ status: 'failed', error: 'the PDF has no text: no text layer, and no scanned page with text for OCR to read' });
   });
 
   it('parses DOCX, HTML (no scripts or styles), Markdown, CSV and JSON', async () => {
@@ -223,8 +230,8 @@ describe('bad uploads', () => {
     expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'junk.txt', bytes: junk }])), 415, 'unsupported_media_type');
     const randomPdf = Uint8Array.from({ length: 5000 }, (_, index) => (index * 7919) % 251);
     expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'random.pdf', bytes: randomPdf }])), 415, 'unsupported_media_type');
-    const png = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, ...new Array(64).fill(0)]);
-    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'image.png', bytes: png }])), 415, 'unsupported_media_type');
+    const gif = Uint8Array.from([0x47, 0x49, 0x46, 0x38, 0x39, 0x61, ...new Array(64).fill(0)]);
+    expectError(await asResponse(upload(server, owner.key, workspace, [{ name: 'image.gif', bytes: gif }])), 415, 'unsupported_media_type');
     for (const name of ['../etc/passwd', 'dir\\file.txt', 'bell\u0007.txt', '..']) {
       const viaMultipart = await upload(server, owner.key, workspace, [{ name, bytes: 'x' }]);
       expect(viaMultipart.status, name).toBe(400);
@@ -537,7 +544,7 @@ describe('retrying a failed document: POST /v1/kb/documents/{id}/retry', () => {
 
   it('queues a failed document again from its kept bytes: 202 with the document, then processed again', async () => {
     const workspace = await newWorkspace();
-    const [failed] = await ingest([{ name: 'non_text_searchable.pdf', bytes: await readBenchPdf('non_text_searchable.pdf') }], workspace);
+    const [failed] = await ingest([{ name: 'blank.pdf', bytes: makeBlankPdf() }], workspace);
     expect(failed).toMatchObject({ status: 'failed', stage: 'failed' });
     expect(failed!.error).toMatch(/text layer/);
     const answer = await retry(failed!);
@@ -549,7 +556,7 @@ describe('retrying a failed document: POST /v1/kb/documents/{id}/retry', () => {
     const job = await server.app.db.prisma.job.findUnique({ where: { documentId: failed!.id } });
     expect(job?.kind).toBe('parse');
     expect((job!.payload as { reindex?: boolean }).reindex).toBe(true);
-    // Processed again: the scan still has no text layer, so it fails again with the same reason.
+    // Processed again: the PDF still has no text, so it fails again with the same reason.
     const [again] = await waitForDocuments(server, owner.key, [failed!.id]);
     expect(again).toMatchObject({ status: 'failed', stage: 'failed', error: failed!.error });
     expect(Date.parse(again!.updated_at)).toBeGreaterThan(Date.parse(failed!.updated_at));

@@ -67,7 +67,7 @@ async function storeUpload(
     if (!contentType) {
       throw new AppError(
         'unsupported_media_type',
-        `${filename}: unsupported type; PDF, DOCX, HTML, Markdown, plain text, CSV and JSON are accepted`,
+        `${filename}: unsupported type; PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODP, ODS, HTML, Markdown, plain text, CSV, TSV, JSON and images of pages (PNG, JPEG, WebP) are accepted`,
       );
     }
     return { filename, bytes: file.bytes, contentType, sha256: createHash('sha256').update(file.bytes).digest('hex') };

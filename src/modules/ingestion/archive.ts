@@ -1,8 +1,11 @@
 import yauzl from 'yauzl';
 import { ParseError } from './types.js';
 
-/** The parts of a DOCX that are parsed (XML); media and embedded objects are never unpacked. */
-const isParsedPart = (name: string) => /\.(xml|rels)$/i.test(name);
+/** The parts of an archive that are parsed (XML, an e-book's XHTML); media and embedded objects are never unpacked. */
+const isParsedPart = (name: string) => /\.(xml|rels|xhtml|html?|opf|ncx)$/i.test(name);
+
+/** Most entries an archive may have: each is a part to look up, whether it is parsed or not. */
+export const maxArchiveEntries = 50_000;
 
 const megabytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MB`;
 
@@ -20,6 +23,10 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
       error ? reject(unreadable(error)) : resolve(file),
     ),
   );
+  if (zip.entryCount > maxArchiveEntries) {
+    zip.close();
+    throw new ParseError(`the ${what} has more than the limit of ${maxArchiveEntries.toLocaleString('en')} parts`);
+  }
   let unpacked = 0;
   try {
     await new Promise<void>((resolve, reject) => {

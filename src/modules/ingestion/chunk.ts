@@ -1,5 +1,5 @@
 import { countTokens, splitByTokens } from './tokens.js';
-import type { ParsedBlock, ParsedDocument } from './types.js';
+import type { ParsedBlock, ParsedDocument, SheetLocation } from './types.js';
 
 export type ChunkOptions = { chunkTokens: number; overlapTokens: number };
 
@@ -14,8 +14,21 @@ export type DocumentChunk = {
  * Where a chunk comes from. `pageStarts`, for a chunk that spans pages, says where in `content`
  * each page's text begins (in reading order), so a quote can be given its own page.
  */
-export type ChunkMetadata = { page: number | null; pages: number[]; headings: string[]; pageStarts?: PageStart[] };
+export type ChunkMetadata = {
+  page: number | null;
+  pages: number[];
+  headings: string[];
+  pageStarts?: PageStart[];
+  /** Text read by OCR (a scanned page): `ocr` is true and `ocrConfidence` the mean confidence of its words, 0 to 100. */
+  ocr?: true;
+  ocrConfidence?: number;
+  /** A spreadsheet's chunk: its sheet, the cells its rows span (`B4:F19`), and where each row begins in `content`. */
+  sheet?: string;
+  range?: string;
+  rowStarts?: RowStart[];
+};
 export type PageStart = { page: number; offset: number };
+export type RowStart = { row: number; offset: number };
 
 export const defaultChunkOptions: ChunkOptions = { chunkTokens: 512, overlapTokens: 64 };
 
@@ -42,6 +55,11 @@ type Piece = {
   tableHeader: string | null;
   /** This piece is that header. */
   isTableHeader: boolean;
+  /** A spreadsheet's piece: its sheet, and the numbers of the rows it holds. */
+  sheet: SheetLocation | null;
+  rows: readonly number[];
+  /** Read by OCR: its words' mean confidence. */
+  ocrConfidence: number | null;
 };
 
 const BLOCK_SEPARATOR = '\n\n';
@@ -101,7 +119,7 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       return;
     }
     const pages = [...new Set(current.map((piece) => piece.page).filter((page) => page !== null))].sort((a, b) => a - b);
-    const metadata: ChunkMetadata = { page: pages[0] ?? null, pages, headings: [...current[0]!.headingPath] };
+    const metadata: ChunkMetadata = { page: pages[0] ?? null, pages, headings: [...current[0]!.headingPath], ...ocrOf(current), ...cellsOf(current) };
     if (pages.length > 1) metadata.pageStarts = pageStartsOf(current);
     chunks.push({ chunkIndex: chunks.length, content, tokenCount, metadata });
     current = withOverlap && overlapTokens > 0 ? overlapFrom(current, overlapTokens) : [];
@@ -115,7 +133,7 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       finishChunk(false);
       if (queue.length === 0) break;
     }
-    const piece = queue.pop()!;
+    let piece = queue.pop()!;
     if (piece.isHeading && piece.granularity === 'block') {
       if (hasNewText()) finishChunk(false);
       else if (!hasNewContent()) {
@@ -125,9 +143,10 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
     }
 
     if (piece.tableHeader !== null && piece.granularity === 'block' && countTokens(piece.text) >= chunkTokens / 2) {
-      // A large table (a financial statement) starts a chunk of its own, without overlap.
-      if (hasNewContent()) finishChunk(false);
-      else {
+      // A large table (a financial statement) starts a chunk of its own, without overlap; only
+      // the headings just before it stay with it.
+      if (hasNewText()) finishChunk(false);
+      else if (!hasNewContent()) {
         current = [];
         currentTokens = 0;
       }
@@ -140,6 +159,8 @@ export function chunkDocument(doc: ParsedDocument, options: ChunkOptions = defau
       if (fits && !current.some((held) => held.isTableHeader && held.tableHeader === piece.tableHeader)) {
         current = [header];
         recount();
+        // A row cut by sentences or tokens goes on under the header, on a line of its own.
+        piece = { ...piece, joiner: '\n' };
       }
     }
 
@@ -208,26 +229,77 @@ function blockPiece(block: ParsedBlock, headerLimit: number): Piece {
     isOverlap: false,
     tableHeader: isTable ? header : null,
     isTableHeader: false,
+    sheet: block.sheet ?? null,
+    rows: block.sheet?.rows ?? [],
+    ocrConfidence: block.ocrConfidence ?? null,
   };
+}
+
+/** Whether a chunk holds text read by OCR, and the mean confidence of those pieces' words (weighted by length). */
+function ocrOf(pieces: Piece[]): Pick<ChunkMetadata, 'ocr' | 'ocrConfidence'> {
+  const read = pieces.filter((piece) => piece.ocrConfidence !== null && piece.text.trim() !== '');
+  if (read.length === 0) return {};
+  const characters = read.reduce((sum, piece) => sum + piece.text.length, 0);
+  const confidence = read.reduce((sum, piece) => sum + piece.ocrConfidence! * piece.text.length, 0) / characters;
+  return { ocr: true, ocrConfidence: Math.round(confidence * 10) / 10 };
+}
+
+/**
+ * The sheet of a chunk's spreadsheet rows (those of its first sheet), the cells they span, and
+ * where in the content each row begins, so that a quote can name its row.
+ */
+function cellsOf(pieces: Piece[]): Pick<ChunkMetadata, 'sheet' | 'range' | 'rowStarts'> {
+  const sheet = pieces.find((piece) => !piece.isOverlap && piece.sheet !== null && piece.rows.length > 0)?.sheet;
+  if (!sheet) return {};
+  const offsets = pieceStarts(pieces);
+  const rowStarts: RowStart[] = [];
+  pieces.forEach((piece, index) => {
+    if (piece.isOverlap || piece.sheet?.name !== sheet.name || piece.rows.length === 0) return;
+    if (piece.granularity === 'sentence' || piece.granularity === 'token') {
+      // A part of a row: its row began before it (in this chunk, or in the one before).
+      if (rowStarts.length === 0) rowStarts.push({ row: piece.rows[0]!, offset: 0 });
+      return;
+    }
+    // A whole block is its header line, then one line a row; a line is a row. A row starts where
+    // its line does, leading spaces (an empty first cell) included unless the chunk begins there.
+    const lead = piece.text.length - piece.text.trimStart().length;
+    let offset = Math.max(0, offsets[index]! - lead);
+    const lines = piece.text.slice(lead - (offsets[index]! - offset)).split('\n');
+    lines.forEach((line, position) => {
+      const rows = rowOf(piece, lines, position);
+      if (rows.length === 1 && rowStarts.at(-1)?.row !== rows[0]) rowStarts.push({ row: rows[0]!, offset });
+      offset += line.length + 1;
+    });
+  });
+  const rows = pieces.filter((piece) => !piece.isOverlap && piece.sheet?.name === sheet.name).flatMap((piece) => piece.rows);
+  return { sheet: sheet.name, range: `${sheet.firstColumn}${Math.min(...rows)}:${sheet.lastColumn}${Math.max(...rows)}`, rowStarts };
 }
 
 /** A table's header, repeated at the start of a chunk that continues the table. */
 function tableHeaderPiece(header: string, row: Piece): Piece {
-  return { ...row, text: header, joiner: '', granularity: 'line', isOverlap: true, tableHeader: header, isTableHeader: true };
+  return { ...row, text: header, joiner: '', granularity: 'line', isOverlap: true, tableHeader: header, isTableHeader: true, rows: [] };
+}
+
+/** Where each piece's text (without its leading whitespace) begins in `joinPieces(pieces)`. */
+function pieceStarts(pieces: Piece[]): number[] {
+  const parts = pieces.map((piece, index) => (index === 0 ? piece.text : piece.joiner + piece.text));
+  const joined = parts.join('');
+  const trimmed = joined.length - joined.trimStart().length;
+  let offset = 0;
+  return pieces.map((piece, index) => {
+    const textStart = offset + (index === 0 ? 0 : piece.joiner.length) + (piece.text.length - piece.text.trimStart().length);
+    offset += parts[index]!.length;
+    return Math.max(0, textStart - trimmed);
+  });
 }
 
 /** Where each page's text begins in `joinPieces(pieces)`: an entry wherever the page changes. */
 function pageStartsOf(pieces: Piece[]): PageStart[] {
-  const parts = pieces.map((piece, index) => (index === 0 ? piece.text : piece.joiner + piece.text));
-  const joined = parts.join('');
-  const trimmed = joined.length - joined.trimStart().length;
+  const offsets = pieceStarts(pieces);
   const starts: PageStart[] = [];
-  let offset = 0;
   pieces.forEach((piece, index) => {
-    const textStart = offset + (index === 0 ? 0 : piece.joiner.length) + (piece.text.length - piece.text.trimStart().length);
-    offset += parts[index]!.length;
     if (piece.page === null || piece.page === starts.at(-1)?.page) return;
-    starts.push({ page: piece.page, offset: Math.max(0, textStart - trimmed) });
+    starts.push({ page: piece.page, offset: offsets[index]! });
   });
   return starts;
 }
@@ -255,11 +327,13 @@ function splitPiece(piece: Piece, firstBudget: number, limit: number): Piece[] |
   if (piece.granularity === 'block' && piece.tableHeader !== null) {
     // Whole rows, the header kept as one part: it is what a continuing chunk repeats.
     const rows = piece.text.trimStart().slice(piece.tableHeader.length).split('\n').filter((line) => line.trim() !== '');
-    if (rows.length > 0) return [{ ...derive(piece.tableHeader, 0, 'line'), isTableHeader: true }, ...rows.map((row, index) => derive(row, index + 1, 'line'))];
+    if (rows.length > 0) {
+      return [{ ...derive(piece.tableHeader, 0, 'line'), isTableHeader: true, rows: [] }, ...rows.map((row, index) => ({ ...derive(row, index + 1, 'line'), rows: rowOf(piece, rows, index) }))];
+    }
   }
   if (piece.granularity === 'block') {
     const lines = piece.text.split('\n').filter((line) => line.trim() !== '');
-    if (lines.length > 1) return lines.map((line, index) => derive(line, index, 'line'));
+    if (lines.length > 1) return lines.map((line, index) => ({ ...derive(line, index, 'line'), rows: rowOf(piece, lines, index) }));
   }
   if (piece.granularity !== 'sentence' && piece.granularity !== 'token') {
     const sentences = splitSentences(piece.text);
@@ -270,6 +344,17 @@ function splitPiece(piece: Piece, firstBudget: number, limit: number): Piece[] |
   if (runs.length <= 1 && countTokens(piece.text) <= firstBudget) return null;
   if (runs.length === 0) return null;
   return runs.map((run, index) => derive(run, index, 'token'));
+}
+
+/**
+ * The spreadsheet rows of a piece's `index`th line of `lines`: one row a line, after the sheet's
+ * header line when the piece starts with it; the piece's rows for every line when they do not
+ * pair up so.
+ */
+function rowOf(piece: Piece, lines: readonly string[], index: number): readonly number[] {
+  const skip = piece.sheet?.headerRow != null && lines.length === piece.rows.length + 1 ? 1 : 0;
+  if (lines.length - skip !== piece.rows.length) return piece.rows;
+  return index < skip ? [] : [piece.rows[index - skip]!];
 }
 
 const SENTENCE_END = /[.!?…][)\]"'”’»]*\s+(?=\S)|[。！？][)\]」』”’]*\s*(?=\S)|\n+(?=\S)/g;

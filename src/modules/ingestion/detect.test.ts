@@ -8,6 +8,8 @@ const benchPdfs = benchPdfDirectory;
 const samplePdf = new Uint8Array(readFileSync(`${benchPdfs}/sample_pdf_1.pdf`));
 const utf8 = (text: string) => new TextEncoder().encode(text);
 const PNG_HEADER = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52);
+/** GIF is not read: an animation's frames are rarely pages of text. */
+const GIF_HEADER = Uint8Array.of(0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 1, 0, 1, 0, 0x80, 0, 0, 0xff, 0xff, 0xff, 0, 0, 0);
 
 /** Deterministic bytes that are not text: every byte value, NULs included. */
 function binaryJunk(length: number): Uint8Array {
@@ -42,9 +44,15 @@ describe('detectDocumentType', () => {
     expect(detectDocumentType(zipHeader, 'archive.txt')).toBeNull();
   });
 
+  it('recognises images of pages by their signature, whatever their name', () => {
+    expect(detectDocumentType(PNG_HEADER, 'picture.txt')).toBe('image/png');
+    expect(detectDocumentType(Uint8Array.of(0xff, 0xd8, 0xff, 0xe0, 0, 0x10), 'scan')).toBe('image/jpeg');
+    expect(detectDocumentType(new TextEncoder().encode('RIFF\u0000\u0000\u0000\u0000WEBPVP8 '), 'page.bin')).toBe('image/webp');
+  });
+
   it('rejects binary junk even when it is named like text', () => {
-    expect(detectDocumentType(PNG_HEADER, 'picture.txt')).toBeNull();
-    expect(detectDocumentType(PNG_HEADER, 'picture.png')).toBeNull();
+    expect(detectDocumentType(GIF_HEADER, 'picture.txt')).toBeNull();
+    expect(detectDocumentType(GIF_HEADER, 'picture.gif')).toBeNull();
     expect(detectDocumentType(binaryJunk(4096), 'notes.txt')).toBeNull();
     expect(detectDocumentType(binaryJunk(4096), 'notes.md')).toBeNull();
     expect(detectDocumentType(binaryJunk(4096), 'notes.pdf')).toBeNull();
@@ -88,6 +96,7 @@ describe('detectDocumentType', () => {
     expect(detectDocumentType(empty, 'empty.md')).toBe('text/markdown');
     expect(detectDocumentType(empty, 'empty.json')).toBe('application/json');
     expect(detectDocumentType(empty, 'empty')).toBe('text/plain');
-    expect(detectDocumentType(empty, 'empty.png')).toBeNull();
+    expect(detectDocumentType(empty, 'empty.png')).toBe('image/png');
+    expect(detectDocumentType(empty, 'empty.gif')).toBeNull();
   });
 });

@@ -1,16 +1,35 @@
 import { decodeText, isPlausibleText } from './text.js';
-import { DOCX_TYPE, type DocumentType } from './types.js';
+import { DOCX_TYPE, EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, PPTX_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
 
 export type { DocumentType } from './types.js';
 
 const PDF_SIGNATURE = asciiBytes('%PDF-');
 const ZIP_LOCAL_FILE_SIGNATURE = Uint8Array.of(0x50, 0x4b, 0x03, 0x04);
 const DOCX_MAIN_PART = asciiBytes('word/document.xml');
+const XLSX_MAIN_PART = asciiBytes('xl/workbook.xml');
+const PPTX_MAIN_PART = asciiBytes('ppt/presentation.xml');
+/** E-books and OpenDocument files start with an uncompressed `mimetype` entry naming their type. */
+const MIMETYPE_ENTRY = asciiBytes('mimetype');
+const ZIP_TYPES_BY_MIMETYPE: readonly DocumentType[] = [EPUB_TYPE, ODT_TYPE, ODP_TYPE, ODS_TYPE];
+/** Zip-based formats: recognised by their parts, or passed on by name so that the parser can say what is wrong. */
+const ZIP_TYPES: readonly DocumentType[] = [DOCX_TYPE, XLSX_TYPE, PPTX_TYPE, ...ZIP_TYPES_BY_MIMETYPE];
+/** Images are read by OCR; each is recognised by its signature, whatever its name. */
+const IMAGE_SIGNATURES: readonly { type: DocumentType; matches: (bytes: Uint8Array) => boolean }[] = [
+  { type: 'image/png', matches: (bytes) => startsWith(bytes, Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) },
+  { type: 'image/jpeg', matches: (bytes) => startsWith(bytes, Uint8Array.of(0xff, 0xd8, 0xff)) },
+  { type: 'image/webp', matches: (bytes) => startsWith(bytes, asciiBytes('RIFF')) && indexOfBytes(bytes.subarray(8, 12), asciiBytes('WEBP')) === 0 },
+];
+/** An OLE compound file: how Office stores a password-protected DOCX or XLSX (and the old .doc and .xls). */
+const COMPOUND_FILE_SIGNATURE = Uint8Array.of(0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1);
 /** Readers accept a PDF header preceded by junk within the first kilobyte. */
 const PDF_HEADER_SEARCH_BYTES = 1024;
 
 const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
   pdf: 'application/pdf',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
   docx: DOCX_TYPE,
   md: 'text/markdown',
   markdown: 'text/markdown',
@@ -20,6 +39,14 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
   htm: 'text/html',
   xhtml: 'text/html',
   csv: 'text/csv',
+  tsv: 'text/tab-separated-values',
+  tab: 'text/tab-separated-values',
+  xlsx: XLSX_TYPE,
+  pptx: PPTX_TYPE,
+  epub: EPUB_TYPE,
+  odt: ODT_TYPE,
+  odp: ODP_TYPE,
+  ods: ODS_TYPE,
   json: 'application/json',
   txt: 'text/plain',
   text: 'text/plain',
@@ -44,14 +71,22 @@ export function detectDocumentType(bytes: Uint8Array, filename: string): Documen
   const typeFromName = extension === '' ? 'text/plain' : (TYPE_BY_EXTENSION[extension] ?? null);
   if (bytes.length === 0) return typeFromName;
 
+  const image = IMAGE_SIGNATURES.find((candidate) => candidate.matches(bytes));
+  if (image) return image.type;
   const pdfHeaderAt = indexOfBytes(bytes.subarray(0, PDF_HEADER_SEARCH_BYTES + PDF_SIGNATURE.length), PDF_SIGNATURE);
   if (pdfHeaderAt === 0) return 'application/pdf';
   if (startsWith(bytes, ZIP_LOCAL_FILE_SIGNATURE)) {
     // Zip entry names are stored uncompressed, so a DOCX names its main part in plain bytes. A zip
     // named .docx without it is still passed on as DOCX so that the parser can say what is wrong.
-    if (indexOfBytes(bytes, DOCX_MAIN_PART) >= 0 || typeFromName === DOCX_TYPE) return DOCX_TYPE;
-    return null;
+    const named = zipMimetype(bytes);
+    if (named) return named;
+    if (indexOfBytes(bytes, DOCX_MAIN_PART) >= 0) return DOCX_TYPE;
+    if (indexOfBytes(bytes, XLSX_MAIN_PART) >= 0) return XLSX_TYPE;
+    if (indexOfBytes(bytes, PPTX_MAIN_PART) >= 0) return PPTX_TYPE;
+    return typeFromName !== null && ZIP_TYPES.includes(typeFromName) ? typeFromName : null;
   }
+  // Passed on so that the parser can say the file is encrypted, rather than refusing its type.
+  if (isCompoundFile(bytes)) return typeFromName !== null && ZIP_TYPES.includes(typeFromName) ? typeFromName : null;
 
   const text = decodeText(bytes);
   const isText = text !== null && isPlausibleText(text);
@@ -63,6 +98,7 @@ export function detectDocumentType(bytes: Uint8Array, filename: string): Documen
     case 'text/markdown':
     case 'text/html':
     case 'text/csv':
+    case 'text/tab-separated-values':
       return typeFromName;
     case 'application/json':
       return parsesAsJson(text) ? 'application/json' : 'text/plain';
@@ -70,6 +106,22 @@ export function detectDocumentType(bytes: Uint8Array, filename: string): Documen
       return looksLikeHtmlPage(text) ? 'text/html' : 'text/plain';
   }
 }
+
+/** The type a zip's leading `mimetype` entry names (stored uncompressed), if it is one of the formats read. */
+function zipMimetype(bytes: Uint8Array): DocumentType | null {
+  if (bytes.length < 30) return null;
+  // The local file header: name length at 26, extra field length at 28, then the name, the extra field and the data.
+  const nameLength = bytes[26]! | (bytes[27]! << 8);
+  const extraLength = bytes[28]! | (bytes[29]! << 8);
+  if (nameLength !== MIMETYPE_ENTRY.length || indexOfBytes(bytes.subarray(30, 30 + nameLength), MIMETYPE_ENTRY) !== 0) return null;
+  // The entry's size is at 18; its data is the type's name and nothing more.
+  const size = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).readUInt32LE(18);
+  const dataStart = 30 + nameLength + extraLength;
+  const declared = Buffer.from(bytes.subarray(dataStart, dataStart + Math.min(size, 100))).toString('latin1').trim();
+  return ZIP_TYPES_BY_MIMETYPE.find((type) => declared === type) ?? null;
+}
+
+export const isCompoundFile = (bytes: Uint8Array) => startsWith(bytes, COMPOUND_FILE_SIGNATURE);
 
 function extensionOf(filename: string): string {
   const basename = filename.split(/[\\/]/).pop() ?? '';

@@ -35,7 +35,12 @@ export type IngestionSettings = {
 export function ingestionSettings(config: Config): IngestionSettings {
   return {
     parseTimeoutSeconds: config.ingestion.parseTimeoutSeconds,
-    parseLimits: { maxUnpackedBytes: config.ingestion.maxUnpackedBytes, maxTextCharacters: config.ingestion.maxTextCharacters },
+    parseLimits: {
+      maxUnpackedBytes: config.ingestion.maxUnpackedBytes,
+      maxTextCharacters: config.ingestion.maxTextCharacters,
+      ocr: config.ingestion.ocr,
+      maxOcrPages: config.ingestion.maxOcrPages,
+    },
     embedBatchSize: config.embeddings.batchSize,
     embedMaxAttempts: config.ingestion.embedMaxAttempts,
     embedMaxBackoffMs: config.ingestion.embedMaxBackoffSeconds * 1000,

@@ -1,22 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { Document, HeadingLevel, Packer, Paragraph, Table, TableCell, TableRow, TextRun } from 'docx';
 import { describe, expect, it } from 'vitest';
-import { ParseError, parseDocument, type ParsedDocument } from './parse.js';
-import { benchPdfDirectory } from '../../../test/support/documents.js';
+import { defaultParseLimits, ParseError, parseDocument, type ParsedDocument } from './parse.js';
+import { benchPdfDirectory, parseError } from '../../../test/support/documents.js';
 
 const benchPdfs = benchPdfDirectory;
 const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
 const readPdf = (name: string) => new Uint8Array(readFileSync(`${benchPdfs}/${name}`));
 const utf8 = (text: string) => new TextEncoder().encode(text);
 
-async function parseError(promise: Promise<unknown>): Promise<ParseError> {
-  const error = await promise.then(
-    () => null,
-    (rejection: unknown) => rejection,
-  );
-  expect(error).toBeInstanceOf(ParseError);
-  return error as ParseError;
-}
 
 function expectPagesNonDecreasing(doc: ParsedDocument) {
   const pages = doc.blocks.map((block) => block.page);
@@ -83,9 +75,13 @@ describe('PDF', () => {
     expect(doc.text).toContain('Maecenas non lorem quis tellus placerat varius.');
   });
 
-  it('reports a scanned PDF without a text layer', async () => {
-    const error = await parseError(parseDocument(readPdf('non_text_searchable.pdf'), 'application/pdf'));
-    expect(error.message).toBe('the PDF has no text layer (scanned pages?); OCR is not available');
+  it('reports a scanned PDF without a text layer when OCR is off, and reads it by OCR when it is on', async () => {
+    const error = await parseError(parseDocument(readPdf('non_text_searchable.pdf'), 'application/pdf', { ...defaultParseLimits, ocr: null }));
+    expect(error.message).toBe('the PDF has no text layer (scanned pages?); OCR is turned off (KB_OCR_LANGUAGE)');
+    const read = await parseDocument(readPdf('non_text_searchable.pdf'), 'application/pdf', { ...defaultParseLimits, ocr: { language: 'eng' } });
+    expect(read.pageCount).toBe(1);
+    expect(read.text).toContain('Because it was created from an image rather than a text document, it cannot be rendered as plain text by the PDF reader.');
+    expect(read.blocks.every((block) => block.page === 1 && block.ocrConfidence! > 80)).toBe(true);
   });
 
   it('rejects a truncated PDF promptly', async () => {

@@ -1,10 +1,18 @@
 import mammoth from 'mammoth';
 import { checkUnpackedSize } from './archive.js';
+import { isCompoundFile } from './detect.js';
 import { htmlFragmentBlocks, htmlPageBlocks } from './html.js';
 import { markdownBlocks } from './markdown.js';
 import { parsePdf } from './pdf.js';
+import { parseImage } from './image.js';
+import { parseOffice, type OfficeFormat } from './office.js';
+import type { OcrSettings } from './ocr.js';
+import { parseXlsx } from './spreadsheet.js';
 import { csvBlocks, decodeTextOrThrow, jsonBlocks, plainTextBlocks } from './text.js';
-import { ParseError, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
+import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
+
+/** The types read with officeparser (office.ts). */
+const officeFormats: Partial<Record<DocumentType, OfficeFormat>> = { [PPTX_TYPE]: 'pptx', [EPUB_TYPE]: 'epub', [ODT_TYPE]: 'odt', [ODP_TYPE]: 'odp', [ODS_TYPE]: 'ods' };
 
 export { ParseError } from './types.js';
 export type { DocumentType, ParsedBlock, ParsedDocument } from './types.js';
@@ -43,31 +51,53 @@ export type ParseLimits = {
   maxUnpackedBytes: number;
   /** Most characters of text a document may yield. */
   maxTextCharacters: number;
+  /** How pages without a text layer are read (null: they are not), and how many one document may have. */
+  ocr: OcrSettings;
+  maxOcrPages: number;
 };
 
-export const defaultParseLimits: ParseLimits = { maxUnpackedBytes: 64 * 1024 * 1024, maxTextCharacters: 10_000_000 };
+export const defaultParseLimits: ParseLimits = { maxUnpackedBytes: 64 * 1024 * 1024, maxTextCharacters: 10_000_000, ocr: null, maxOcrPages: 500 };
 
 async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseLimits): Promise<Omit<ParsedDocument, 'text'>> {
   switch (type) {
     case 'application/pdf':
-      return parsePdf(bytes);
+      return parsePdf(bytes, { ocr: limits.ocr, maxOcrPages: limits.maxOcrPages });
+    case 'image/png':
+    case 'image/jpeg':
+    case 'image/webp':
+      return parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
+      if (isCompoundFile(bytes)) throw encrypted('DOCX');
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');
       return { pageCount: null, blocks: await docxBlocks(bytes) };
     case 'text/html':
       return { pageCount: null, blocks: readHtml(decodeTextOrThrow(bytes)) };
     case 'text/markdown':
       return { pageCount: null, blocks: markdownBlocks(decodeTextOrThrow(bytes)) };
+    case 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet':
+      if (isCompoundFile(bytes)) throw encrypted('XLSX');
+      return parseXlsx(bytes, limits.maxUnpackedBytes);
     case 'text/csv':
+    case 'text/tab-separated-values':
       return { pageCount: null, blocks: csvBlocks(decodeTextOrThrow(bytes)) };
     case 'application/json':
       return { pageCount: null, blocks: jsonBlocks(decodeTextOrThrow(bytes)) };
     case 'text/plain':
       return { pageCount: null, blocks: plainTextBlocks(decodeTextOrThrow(bytes)) };
-    default:
-      throw new ParseError(`unsupported document type ${String(type)}`);
+    default: {
+      const format = officeFormats[type];
+      if (!format) throw new ParseError(`unsupported document type ${String(type)}`);
+      const what = format.toUpperCase();
+      if (isCompoundFile(bytes)) throw encrypted(what);
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what);
+      return parseOffice(bytes, format, limits.maxUnpackedBytes);
+    }
   }
 }
+
+/** Office encrypts a file with a password by wrapping it in an OLE compound file (as it stores the old .doc and .xls). */
+const encrypted = (what: string) =>
+  new ParseError(`the ${what} is password-protected or in the older binary format; save it as a ${what} without a password and upload it again`);
 
 async function docxBlocks(bytes: Uint8Array): Promise<ParsedBlock[]> {
   let html: string;

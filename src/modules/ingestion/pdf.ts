@@ -1,8 +1,10 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { getDocument, VerbosityLevel } from 'pdfjs-dist/legacy/build/pdf.mjs';
+import { getDocument, OPS, VerbosityLevel } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import type { TextItem, TextMarkedContent } from 'pdfjs-dist/types/src/display/api.js';
+import { createCanvas } from '@napi-rs/canvas';
 import { HeadingTrail } from './heading-trail.js';
+import { joinLines, PageReader, type OcrSettings } from './ocr.js';
 import { isTableRow, isYearsRow } from './table-rows.js';
 import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
@@ -13,10 +15,21 @@ const PDF_PARSE_TIMEOUT_MS = 120_000;
 
 type PositionedText = { text: string; x: number; y: number; width: number; size: number; endsLine: boolean };
 type Line = { text: string; y: number; size: number };
-/** A table's paragraph has one row a line; its first `headerLines` lines are its caption and column titles. */
-type Paragraph = { lines: Line[]; size: number; page: number; headerLines?: number };
+/**
+ * A table's paragraph has one row a line; its first `headerLines` lines are its caption and
+ * column titles. A paragraph read by OCR has `ocrConfidence`, its words' mean confidence.
+ */
+type Paragraph = { lines: Line[]; size: number; page: number; headerLines?: number; ocrConfidence?: number };
 
-export async function parsePdf(bytes: Uint8Array): Promise<ParsedDocument> {
+/** A page whose text layer holds fewer letters than this, and that paints an image, is a scan: it is read by OCR. */
+const MIN_TEXT_LAYER_LETTERS = 16;
+/** Scale a page is rendered at for OCR (pdf.js units are 1/72 inch: 2 is 144 dpi), and the most pixels either side may have. */
+const OCR_SCALE = 2;
+const OCR_MAX_SIDE_PIXELS = 4_000;
+
+export type PdfOptions = { ocr: OcrSettings; maxOcrPages: number };
+
+export async function parsePdf(bytes: Uint8Array, options: PdfOptions = { ocr: null, maxOcrPages: 0 }): Promise<ParsedDocument> {
   const loadingTask = getDocument({
     // pdf.js takes ownership of (detaches) the buffer it is given.
     data: bytes.slice(),
@@ -42,7 +55,7 @@ export async function parsePdf(bytes: Uint8Array): Promise<ParsedDocument> {
     );
   });
   try {
-    return await Promise.race([extract(loadingTask.promise), timeout]);
+    return await Promise.race([extract(loadingTask.promise, options, () => clearTimeout(timer)), timeout]);
   } catch (error) {
     throw toParseError(error);
   } finally {
@@ -59,28 +72,82 @@ function toParseError(error: unknown): ParseError {
   return new ParseError(`not a readable PDF: ${message}`);
 }
 
-async function extract(
-  documentPromise: ReturnType<typeof getDocument>['promise'],
-): Promise<ParsedDocument> {
+/**
+ * Reads every page's text layer; a page with next to none (a scan) is rendered and read by OCR
+ * when OCR is on, so a PDF of scanned and typeset pages comes out whole, in page order. OCR
+ * takes its own time (`PageReader`'s per page): the whole-document stall timer stops at the
+ * first page read so (`stopStallTimer`).
+ */
+async function extract(documentPromise: ReturnType<typeof getDocument>['promise'], options: PdfOptions, stopStallTimer: () => void): Promise<ParsedDocument> {
   const pdf = await documentPromise;
   const pageCount = pdf.numPages;
   if (pageCount === 0) throw new ParseError('not a readable PDF: it has no pages');
 
   const paragraphs: Paragraph[] = [];
-  for (let pageNumber = 1; pageNumber <= pageCount; pageNumber++) {
-    const page = await pdf.getPage(pageNumber);
-    const content = await page.getTextContent();
-    paragraphs.push(...pageParagraphs(content.items, pageNumber));
-    page.cleanup();
+  const scanned: number[] = [];
+  const reader = options.ocr ? new PageReader(options.ocr) : undefined;
+  try {
+    for (let pageNumber = 1; pageNumber <= pageCount; pageNumber++) {
+      const page = await pdf.getPage(pageNumber);
+      const content = await page.getTextContent();
+      const found = pageParagraphs(content.items, pageNumber);
+      if (reader && letterCount(found) < MIN_TEXT_LAYER_LETTERS && (await drawsImage(page))) {
+        scanned.push(pageNumber);
+        if (scanned.length > options.maxOcrPages) {
+          throw new ParseError(`the PDF has more than ${options.maxOcrPages.toLocaleString('en')} pages without a text layer, the most read by OCR in one document`);
+        }
+        stopStallTimer();
+        const recognised = await recognisedParagraphs(page, pageNumber, reader);
+        // What little text layer there was is kept when OCR reads no more than it.
+        paragraphs.push(...(letterCount(recognised) > letterCount(found) ? recognised : found));
+      } else paragraphs.push(...found);
+      page.cleanup();
+    }
+  } finally {
+    await reader?.close();
   }
   if (paragraphs.length === 0) {
-    throw new ParseError('the PDF has no text layer (scanned pages?); OCR is not available');
+    throw new ParseError(
+      reader ? 'the PDF has no text: no text layer, and no scanned page with text for OCR to read' : 'the PDF has no text layer (scanned pages?); OCR is turned off (KB_OCR_LANGUAGE)',
+    );
   }
 
   const blocks = paragraphsToBlocks(paragraphs);
   const { info } = await pdf.getMetadata().catch(() => ({ info: undefined }));
   const title = (info as { Title?: unknown } | undefined)?.Title;
   return { text: blocks.map((block) => block.text).join('\n\n'), pageCount, blocks, metadataTitle: typeof title === 'string' ? title : null };
+}
+
+const imageOperators = new Set([OPS.paintImageXObject, OPS.paintInlineImageXObject, OPS.paintImageMaskXObject, OPS.paintImageXObjectRepeat]);
+
+/** Whether a page paints an image: a page with next to no text is a scan only if it does. */
+async function drawsImage(page: { getOperatorList(): Promise<{ fnArray: number[] }> }): Promise<boolean> {
+  const { fnArray } = await page.getOperatorList();
+  return fnArray.some((operator) => imageOperators.has(operator));
+}
+
+const letterCount = (paragraphs: Paragraph[]) =>
+  paragraphs.reduce((total, paragraph) => total + paragraph.lines.reduce((sum, line) => sum + (line.text.match(/\p{L}/gu)?.length ?? 0), 0), 0);
+
+/** A page rendered onto a canvas and read by OCR, as paragraphs whose size is their line height in PDF units. */
+async function recognisedParagraphs(page: Awaited<ReturnType<Awaited<ReturnType<typeof getDocument>['promise']>['getPage']>>, pageNumber: number, reader: PageReader): Promise<Paragraph[]> {
+  const natural = page.getViewport({ scale: 1 });
+  const scale = Math.min(OCR_SCALE, OCR_MAX_SIDE_PIXELS / Math.max(natural.width, natural.height, 1));
+  const viewport = page.getViewport({ scale });
+  const canvas = createCanvas(Math.max(1, Math.ceil(viewport.width)), Math.max(1, Math.ceil(viewport.height)));
+  const context = canvas.getContext('2d');
+  // Scans have no background of their own in some PDFs: white, as on paper.
+  context.fillStyle = '#ffffff';
+  context.fillRect(0, 0, canvas.width, canvas.height);
+  await page.render({ canvas: canvas as unknown as HTMLCanvasElement, canvasContext: context as unknown as CanvasRenderingContext2D, viewport }).promise;
+  const image = await canvas.encode('png');
+  return (await reader.read(image)).map((paragraph, index) => ({
+    // Lines from the top down, a line's height its size: the reading order and headings work as for a text layer.
+    lines: paragraph.lines.map((text, line) => ({ text, y: -(index * 1000 + line), size: paragraph.lineHeight / scale })),
+    size: paragraph.lineHeight / scale,
+    page: pageNumber,
+    ocrConfidence: paragraph.confidence,
+  }));
 }
 
 function isTextItem(item: TextItem | TextMarkedContent): item is TextItem {
@@ -232,13 +299,7 @@ function linesToParagraphs(lines: Line[], page: number): Paragraph[] {
 
 function paragraphText(paragraph: Paragraph): string {
   if (paragraph.headerLines !== undefined) return paragraph.lines.map((line) => line.text).join('\n');
-  let text = '';
-  for (const line of paragraph.lines) {
-    // A line ending in a hyphen after a letter continues the word on the next line.
-    if (text === '' || /\p{L}-$/u.test(text)) text += line.text;
-    else text += ` ${line.text}`;
-  }
-  return text;
+  return joinLines(paragraph.lines.map((line) => line.text));
 }
 
 /**
@@ -270,12 +331,12 @@ function paragraphsToBlocks(paragraphs: Paragraph[]): ParsedBlock[] {
     if (isHeading(paragraph, text)) {
       const level = Math.min(headingSizes.indexOf(Math.round(paragraph.size)) + 1, 6);
       headingPath = headings.enter(level, text);
-      blocks.push({ kind: 'heading', text, page: paragraph.page, headingPath, level });
+      blocks.push({ kind: 'heading', text, page: paragraph.page, headingPath, level, ...(paragraph.ocrConfidence !== undefined && { ocrConfidence: paragraph.ocrConfidence }) });
     } else if (paragraph.headerLines) {
       const tableHeader = paragraph.lines.slice(0, paragraph.headerLines).map((line) => line.text).join('\n');
       blocks.push({ kind: 'text', text, page: paragraph.page, headingPath, tableHeader });
     } else {
-      blocks.push({ kind: 'text', text, page: paragraph.page, headingPath });
+      blocks.push({ kind: 'text', text, page: paragraph.page, headingPath, ...(paragraph.ocrConfidence !== undefined && { ocrConfidence: paragraph.ocrConfidence }) });
     }
   }
   return blocks;

@@ -5,7 +5,17 @@ export type DocumentType =
   | 'text/markdown'
   | 'text/plain'
   | 'text/csv'
-  | 'application/json';
+  | 'text/tab-separated-values'
+  | 'application/json'
+  | 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'
+  | 'application/vnd.openxmlformats-officedocument.presentationml.presentation'
+  | 'application/epub+zip'
+  | 'application/vnd.oasis.opendocument.text'
+  | 'application/vnd.oasis.opendocument.presentation'
+  | 'application/vnd.oasis.opendocument.spreadsheet'
+  | 'image/png'
+  | 'image/jpeg'
+  | 'image/webp';
 
 export const documentTypes: readonly DocumentType[] = [
   'application/pdf',
@@ -14,10 +24,29 @@ export const documentTypes: readonly DocumentType[] = [
   'text/markdown',
   'text/plain',
   'text/csv',
+  'text/tab-separated-values',
   'application/json',
+  'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+  'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+  'application/epub+zip',
+  'application/vnd.oasis.opendocument.text',
+  'application/vnd.oasis.opendocument.presentation',
+  'application/vnd.oasis.opendocument.spreadsheet',
+  'image/png',
+  'image/jpeg',
+  'image/webp',
 ];
 
 export const DOCX_TYPE = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
+export const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
+export const PPTX_TYPE = 'application/vnd.openxmlformats-officedocument.presentationml.presentation';
+export const EPUB_TYPE = 'application/epub+zip';
+export const ODT_TYPE = 'application/vnd.oasis.opendocument.text';
+export const ODP_TYPE = 'application/vnd.oasis.opendocument.presentation';
+export const ODS_TYPE = 'application/vnd.oasis.opendocument.spreadsheet';
+
+/** Where a spreadsheet block's rows are: its sheet, the columns that hold something, and each row's number. */
+export type SheetLocation = { name: string; firstColumn: string; lastColumn: string; headerRow: number | null; rows: number[] };
 
 export type ParsedBlock = {
   kind: 'heading' | 'text';
@@ -33,6 +62,10 @@ export type ParsedBlock = {
    * column titles, whole lines). A table split across chunks repeats it at the start of each.
    */
   tableHeader?: string;
+  /** Set on a spreadsheet's rows: `rows` holds the number of each line after the header, in order. */
+  sheet?: SheetLocation;
+  /** Set on text read by OCR: the mean confidence of its words, 0 to 100. */
+  ocrConfidence?: number;
 };
 
 export type ParsedDocument = {

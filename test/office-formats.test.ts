@@ -1,0 +1,265 @@
+import ExcelJS from 'exceljs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
+import {
+  makeBlankPdf,
+  makeEpub,
+  makeScannedPdf,
+  makeGeneratedXlsx,
+  makePptx,
+  pngHeaderOfSize,
+  readBenchPdf,
+  renderPdfPage,
+  upload,
+  waitForDocuments,
+  type DocumentBody,
+} from './support/documents.js';
+import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+
+let server: TestServer;
+let user: TestUser;
+let workspaceId: string;
+
+async function workbook(build: (book: ExcelJS.Workbook) => void): Promise<Uint8Array> {
+  const book = new ExcelJS.Workbook();
+  build(book);
+  return new Uint8Array(await book.xlsx.writeBuffer());
+}
+
+async function ingest(key: string, workspace: string, files: { name: string; bytes: Uint8Array | string }[]): Promise<Record<string, DocumentBody>> {
+  const response = await upload(server, key, workspace, files);
+  expect(response.status, JSON.stringify(response.body)).toBe(202);
+  const documents = await waitForDocuments(server, key, response.body.map((document: DocumentBody) => document.id), 180_000);
+  return Object.fromEntries(documents.map((document) => [document.filename, document]));
+}
+
+const chunksOf = async (document: DocumentBody) =>
+  (await server.request('GET', `/v1/kb/documents/${document.id}/chunks?workspace_id=${document.workspace_id}&limit=1000`, { key: user.key })).body as {
+    content: string;
+    metadata: { sheet?: string; range?: string; headings: string[]; page: number | null; pages: number[]; ocr?: true; ocrConfidence?: number };
+  }[];
+
+beforeAll(async () => {
+  server = await startTestServer();
+  user = await server.createUser({ credits: 100 });
+  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'sheets' } })).body.id;
+}, 120_000);
+
+afterAll(() => server?.close());
+
+describe('office formats through HTTP', () => {
+  it('makes an XLSX of two sheets and a TSV searchable, and answers a question about a cell citing its sheet and row', { timeout: 240_000 }, async () => {
+    const book = await workbook((book) => {
+      const revenue = book.addWorksheet('Regional revenue');
+      revenue.addRow(['Region', 'FY2023 revenue', 'FY2024 revenue']);
+      revenue.addRow(['Northern territory', 1200, 1350]);
+      revenue.addRow(['Southern coast', 800, 975.5]);
+      revenue.addRow(['Western plains', 640, 702]);
+      for (const cell of ['B2', 'C2', 'B3', 'C3', 'B4', 'C4']) revenue.getCell(cell).numFmt = '#,##0.0';
+      const staff = book.addWorksheet('Staff');
+      staff.addRow(['Name', 'Team', 'Started']);
+      staff.addRow(['Ada Quill', 'Reactor physics', new Date(Date.UTC(2021, 2, 14))]);
+      staff.addRow(['Bo Fenn', 'Launch operations', new Date(Date.UTC(2019, 10, 2))]);
+      staff.getColumn(3).numFmt = 'd mmmm yyyy';
+    });
+    const documents = await ingest(user.key, workspaceId, [
+      { name: 'finance.xlsx', bytes: book },
+      { name: 'harbours.tsv', bytes: 'harbour\tdepth_m\tberths\nPort Alder\t14.5\t12\nKestrel Bay\t9\t4\n' },
+    ]);
+    for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
+    expect(documents['finance.xlsx']!.content_type).toBe('application/vnd.openxmlformats-officedocument.spreadsheetml.sheet');
+    expect(documents['harbours.tsv']!.content_type).toBe('text/tab-separated-values');
+
+    const chunks = await chunksOf(documents['finance.xlsx']!);
+    expect(chunks.map((chunk) => [chunk.metadata.sheet, chunk.metadata.range])).toEqual([
+      ['Regional revenue', 'A2:C4'],
+      ['Staff', 'A2:C3'],
+    ]);
+    expect(chunks[0]!.content).toContain('Southern coast | 800.0 | 975.5');
+    expect(chunks[1]!.content).toContain('Ada Quill | Reactor physics | 14 March 2021');
+
+    const search = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Which team is Ada Quill on?', workspace_id: workspaceId, top_k: 1 } });
+    expect(search.body.results[0]).toMatchObject({ document_id: documents['finance.xlsx']!.id, metadata: { sheet: 'Staff', range: 'A2:C3' } });
+    const depth = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'How deep is Port Alder harbour?', workspace_id: workspaceId, top_k: 1 } });
+    expect(depth.body.results[0]).toMatchObject({ document_id: documents['harbours.tsv']!.id });
+    expect(depth.body.results[0].content).toContain('Port Alder\t14.5\t12');
+
+    const stream = await streamAgent(server, user.key, { message: 'What was the FY2024 revenue of the Southern coast region?', workspaceIds: [workspaceId] });
+    const { answer, sources } = expectProtocol(stream);
+    expect(answer).toContain('975.5');
+    const cited = sources.flatMap((source) => source.passages.map((passage) => ({ ...passage, filename: source.filename })));
+    expect(cited).toContainEqual(expect.objectContaining({ filename: 'finance.xlsx', cells: "'Regional revenue'!A3:C3" }));
+    expect(cited.find((passage) => passage.cells === "'Regional revenue'!A3:C3")!.quote).toContain('Southern coast | 800.0 | 975.5');
+    await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
+  });
+
+  it('makes slides and an e-book searchable: a slide is a page, its notes marked, a chapter a heading', { timeout: 240_000 }, async () => {
+    const documents = await ingest(user.key, workspaceId, [
+      { name: 'review.pptx', bytes: await makePptx() },
+      { name: 'lighthouse.epub', bytes: await makeEpub() },
+    ]);
+    for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
+    expect(documents['review.pptx']).toMatchObject({ page_count: 2, content_type: 'application/vnd.openxmlformats-officedocument.presentationml.presentation' });
+    expect(documents['lighthouse.epub']).toMatchObject({ content_type: 'application/epub+zip' });
+
+    const notes = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Where was the magnetometer built?', workspace_id: workspaceId, top_k: 1 } });
+    expect(notes.body.results[0]).toMatchObject({ document_id: documents['review.pptx']!.id, metadata: { page: 1, headings: ['Launch schedule', 'Speaker notes'] } });
+    expect(notes.body.results[0].content).toBe('Speaker notes\n\nMention that the magnetometer was built in Tromso.');
+    const budget = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'How much does telemetry cost?', workspace_id: workspaceId, top_k: 1 } });
+    expect(budget.body.results[0]).toMatchObject({ document_id: documents['review.pptx']!.id, metadata: { page: 2 } });
+    expect(budget.body.results[0].content).toContain('Telemetry | 1,150');
+    const rescue = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Where did the lifeboat come from?', workspace_id: workspaceId, top_k: 1 } });
+    expect(rescue.body.results[0]).toMatchObject({ document_id: documents['lighthouse.epub']!.id, metadata: { headings: ['The rescue'] } });
+    expect(rescue.body.results[0].content).toBe('The rescue\n\nMorning\n\nThe lifeboat came from Port Alder at dawn and took the crew ashore.');
+
+    const stream = await streamAgent(server, user.key, { message: 'When does the Kestrel-4 probe launch?', workspaceIds: [workspaceId] });
+    const { answer, sources } = expectProtocol(stream);
+    expect(answer).toContain('March');
+    expect(sources[0]).toMatchObject({ filename: 'review.pptx', pages: [1] });
+  });
+
+  it('fails a password-protected, truncated or zip-bomb file with a reason, bounds a million rows, 16,000 columns and 5,000 slides, and keeps serving others', { timeout: 300_000 }, async () => {
+    const whole = await workbook((book) => book.addWorksheet('One').addRow(['alpha', 'beta']));
+    const compound = new Uint8Array(8192);
+    compound.set([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]);
+    // 100 MB of rows deflated to well under a megabyte.
+    const row = '<row><c t="inlineStr"><is><t>All work and no play makes a zip bomb.</t></is></c></row>'.repeat(10_000);
+    const bomb = await makeGeneratedXlsx((written) => (written < 100 * 1024 * 1024 ? row : undefined));
+    expect(bomb.byteLength).toBeLessThan(2 * 1024 * 1024);
+    // A million numbered rows, 40 MB of XML: within the unpacking limit.
+    let next = 1;
+    const millionRows = await makeGeneratedXlsx(() => {
+      if (next > 1_000_000) return undefined;
+      const rows: string[] = [];
+      for (const end = next + 10_000; next < end; next++) rows.push(`<row r="${next}"><c r="A${next}"><v>${next}</v></c></row>`);
+      return rows.join('');
+    });
+    const wide = await workbook((book) => {
+      const sheet = book.addWorksheet('Wide');
+      sheet.addRow(Array.from({ length: 16_000 }, (_, index) => `column ${index}`));
+      sheet.addRow(Array.from({ length: 16_000 }, (_, index) => index));
+    });
+    // 5,000 slides: read whole within the limits, each a page.
+    const PptxGenJS = ((await import('pptxgenjs')) as unknown as { default: { default?: unknown } }).default;
+    const Deck = (PptxGenJS.default ?? PptxGenJS) as typeof import('pptxgenjs').default;
+    const deck = new Deck();
+    for (let index = 1; index <= 5_000; index++) deck.addSlide().addText(`Slide ${index} of the long deck.`, { x: 0.5, y: 0.5, w: 9, h: 1 });
+    const longDeck = new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
+    const other = await server.createUser();
+    const otherWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: 'notes' } })).body.id as string;
+
+    const uploaded = await upload(server, user.key, workspaceId, [
+      { name: 'secret.xlsx', bytes: compound },
+      { name: 'truncated.xlsx', bytes: whole.subarray(0, Math.floor(whole.length / 2)) },
+      { name: 'bomb.xlsx', bytes: bomb },
+      { name: 'million.xlsx', bytes: millionRows },
+      { name: 'wide.xlsx', bytes: wide },
+      { name: 'long.pptx', bytes: longDeck },
+      { name: 'mislabelled.pptx', bytes: 'This is plain text that someone named as a slide deck.' },
+      { name: 'truncated.epub', bytes: (await makeEpub()).subarray(0, 300) },
+    ]);
+    expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
+    const note = await ingest(other.key, otherWorkspace, [{ name: 'note.txt', bytes: 'A note written while the workbooks were processed.' }]);
+    expect(note['note.txt']!.status).toBe('ready');
+
+    const documents = Object.fromEntries(
+      (await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id), 280_000)).map((document) => [document.filename, document]),
+    );
+    expect(documents['secret.xlsx']).toMatchObject({ status: 'failed' });
+    expect(documents['secret.xlsx']!.error).toMatch(/^the XLSX is password-protected or in the older binary format/);
+    expect(documents['truncated.xlsx']).toMatchObject({ status: 'failed' });
+    expect(documents['truncated.xlsx']!.error).toMatch(/^not a readable XLSX: /);
+    expect(documents['bomb.xlsx']).toMatchObject({ status: 'failed', error: 'the XLSX unpacks to more than the limit of 64 MB' });
+    // Bounded either way: read whole within the limits, or refused by one of them with its reason.
+    const million = documents['million.xlsx']!;
+    if (million.status === 'ready') expect(million.chunk_count).toBeGreaterThan(1000);
+    else expect(million.error).toMatch(/memory limit|longer than the limit|took longer/);
+    expect(documents['wide.xlsx']).toMatchObject({ status: 'ready' });
+    expect(documents['long.pptx'], documents['long.pptx']!.error ?? '').toMatchObject({ status: 'ready', page_count: 5_000 });
+    // Content decides the type: text named .pptx is read as the text it is.
+    expect(documents['mislabelled.pptx']).toMatchObject({ status: 'ready', content_type: 'text/plain' });
+    expect(documents['truncated.epub']).toMatchObject({ status: 'failed' });
+    expect(documents['truncated.epub']!.error).toMatch(/^not a readable EPUB: /);
+    expect((await chunksOf(documents['wide.xlsx']!)).map((chunk) => chunk.content).join(' ')).toContain('column 15999');
+    // The server still answers.
+    expect((await server.request('GET', '/v1/user/me', { key: user.key })).status).toBe(200);
+  });
+});
+
+describe('scans and photos of pages, read by OCR', () => {
+  it('makes the scanned PDF, a mixed PDF and a PNG and a JPEG of a page searchable, cited with their page', { timeout: 300_000 }, async () => {
+    const scan = await readBenchPdf('non_text_searchable.pdf');
+    const typeset = await readBenchPdf('sample_pdf_1.pdf');
+    // A mixed PDF: typeset pages with the scanned page between them.
+    const { PDFDocument } = await import('pdf-lib');
+    const mixedPdf = await PDFDocument.create();
+    const [first, second] = await mixedPdf.copyPages(await PDFDocument.load(typeset), [0, 1]);
+    const [scanned] = await mixedPdf.copyPages(await PDFDocument.load(scan), [0]);
+    mixedPdf.addPage(first!);
+    mixedPdf.addPage(scanned!);
+    mixedPdf.addPage(second!);
+    const mixed = new Uint8Array(await mixedPdf.save());
+    const documents = await ingest(user.key, workspaceId, [
+      { name: 'scan.pdf', bytes: scan },
+      { name: 'mixed.pdf', bytes: mixed },
+      { name: 'page.png', bytes: await renderPdfPage(scan, 1, 'png') },
+      { name: 'photo.jpg', bytes: await renderPdfPage(scan, 1, 'jpeg') },
+    ]);
+    for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
+    expect(documents['page.png']).toMatchObject({ content_type: 'image/png', page_count: 1 });
+    expect(documents['photo.jpg']).toMatchObject({ content_type: 'image/jpeg', page_count: 1 });
+    expect(documents['mixed.pdf']).toMatchObject({ page_count: 3 });
+
+    for (const name of ['scan.pdf', 'page.png', 'photo.jpg']) {
+      const chunks = await chunksOf(documents[name]!);
+      const text = chunks.map((chunk) => chunk.content).join(' ');
+      expect(text, name).toContain('it cannot be rendered as plain text by the PDF reader');
+      for (const chunk of chunks) expect(chunk.metadata, name).toMatchObject({ page: 1, ocr: true });
+      expect(chunks[0]!.metadata.ocrConfidence, name).toBeGreaterThan(80);
+    }
+    // Every page of the mixed PDF, in order; only the scanned one is marked as recognised.
+    const mixedChunks = await chunksOf(documents['mixed.pdf']!);
+    expect([...new Set(mixedChunks.flatMap((chunk) => chunk.metadata.pages))].sort()).toEqual([1, 2, 3]);
+    for (const chunk of mixedChunks) expect(chunk.metadata.ocr === true, JSON.stringify(chunk.metadata)).toBe(chunk.metadata.pages.includes(2));
+    expect(mixedChunks.map((chunk) => chunk.content).join(' ')).toContain('it cannot be rendered as plain text by the PDF reader');
+
+    const stream = await streamAgent(server, user.key, { message: 'Why can the non-text-searchable PDF not be rendered as plain text?', workspaceIds: [workspaceId] });
+    const { sources } = expectProtocol(stream);
+    const cited = sources.filter((source) => ['scan.pdf', 'page.png', 'photo.jpg', 'mixed.pdf'].includes(source.filename));
+    expect(cited.length).toBeGreaterThan(0);
+    for (const source of cited) expect(source.pages).toEqual(source.filename === 'mixed.pdf' ? [2] : [1]);
+    await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
+  });
+
+  it('refuses images too large to decode and PDFs with more scanned pages than the limit, with a reason', { timeout: 300_000 }, async () => {
+    const limited = await startTestServer({ KB_OCR_MAX_PAGES: '3' });
+    try {
+      const owner = await limited.createUser();
+      const workspace = (await limited.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const uploaded = await upload(limited, owner.key, workspace, [
+        { name: 'huge.png', bytes: pngHeaderOfSize(30_000, 30_000) },
+        { name: 'thousands.pdf', bytes: await makeScannedPdf(2_000) },
+        { name: 'blank.pdf', bytes: makeBlankPdf(2) },
+        { name: 'truncated.jpg', bytes: (await renderPdfPage(await readBenchPdf('non_text_searchable.pdf'), 1, 'jpeg')).subarray(0, 200) },
+      ]);
+      expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
+      const documents = Object.fromEntries(
+        (await waitForDocuments(limited, owner.key, uploaded.body.map((document: DocumentBody) => document.id), 240_000)).map((document) => [document.filename, document]),
+      );
+      expect(documents['huge.png']).toMatchObject({
+        status: 'failed',
+        error: 'the PNG is 30,000 x 30,000 pixels, more than OCR reads (20,000 on a side, 50 megapixels)',
+      });
+      expect(documents['thousands.pdf']).toMatchObject({
+        status: 'failed',
+        error: 'the PDF has more than 3 pages without a text layer, the most read by OCR in one document',
+      });
+      expect(documents['blank.pdf']).toMatchObject({ status: 'failed', error: 'the PDF has no text: no text layer, and no scanned page with text for OCR to read' });
+      expect(documents['truncated.jpg']).toMatchObject({ status: 'failed' });
+      expect(documents['truncated.jpg']!.error).toMatch(/^(not a readable JPEG: |the document contains no text)/);
+      expect((await limited.request('GET', '/v1/user/me', { key: owner.key })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
