@@ -186,6 +186,15 @@ describe('office formats through HTTP', () => {
   });
 });
 
+/** The scanned sample's page, `pages` times. */
+async function repeatedScan(pages: number): Promise<Uint8Array> {
+  const { PDFDocument } = await import('pdf-lib');
+  const source = await PDFDocument.load(await readBenchPdf('non_text_searchable.pdf'));
+  const scan = await PDFDocument.create();
+  for (const page of await scan.copyPages(source, Array.from({ length: pages }, () => 0))) scan.addPage(page);
+  return scan.save();
+}
+
 describe('scans and photos of pages, read by OCR', () => {
   it('makes the scanned PDF, a mixed PDF and a PNG and a JPEG of a page searchable, cited with their page', { timeout: 300_000 }, async () => {
     const scan = await readBenchPdf('non_text_searchable.pdf');
@@ -229,6 +238,20 @@ describe('scans and photos of pages, read by OCR', () => {
     expect(cited.length).toBeGreaterThan(0);
     for (const source of cited) expect(source.pages).toEqual(source.filename === 'mixed.pdf' ? [2] : [1]);
     await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
+  });
+
+  it('gives each page read by OCR time of its own, beyond the allowance for the file size', { timeout: 120_000 }, async () => {
+    // Four seconds for any file: six pages read by OCR take longer than that here.
+    const strict = await startTestServer({ KB_PARSE_TIMEOUT_SECONDS: '4', KB_PARSE_TIMEOUT_SECONDS_PER_MB: '0' });
+    try {
+      const owner = await strict.createUser();
+      const workspace = (await strict.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const uploaded = await upload(strict, owner.key, workspace, [{ name: 'scan.pdf', bytes: await repeatedScan(6) }]);
+      const [scan] = await waitForDocuments(strict, owner.key, [uploaded.body[0].id], 100_000);
+      expect(scan, scan!.error ?? '').toMatchObject({ status: 'ready', page_count: 6 });
+    } finally {
+      await strict.close();
+    }
   });
 
   it('refuses images too large to decode and PDFs with more scanned pages than the limit, with a reason', { timeout: 300_000 }, async () => {

@@ -5,6 +5,7 @@ import { DocumentDeletedError, exponentialBackoff, PermanentJobError, stillHeld,
 import { analyze } from '../retrieval/analyzer.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
+import { ocrPageSeconds } from './types.js';
 import { indexedText, nameWords } from './document-name.js';
 import type { ParseLimits } from './parse.js';
 import { ParseLimitError, type ParsePool } from './parse-pool.js';
@@ -108,8 +109,19 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
 
   /** The document's chunks, or the reason it fails for good; a transient failure throws. */
   const parseOne = async (job: ClaimedJob, source: ParseSource, signal: AbortSignal): Promise<ParseOutcome> => {
-    const timeoutSeconds = timeoutSecondsFor(source.size_bytes);
-    const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
+    // The file's allowance, and as much again as a page may take for each page read by OCR.
+    const started = Date.now();
+    let timeoutSeconds = timeoutSecondsFor(source.size_bytes);
+    let ocrPages = 0;
+    const deadline = new AbortController();
+    let timer = setTimeout(() => deadline.abort(), timeoutSeconds * 1000);
+    const timeout = deadline.signal;
+    const onProgress = () => {
+      ocrPages += 1;
+      timeoutSeconds += ocrPageSeconds;
+      clearTimeout(timer);
+      timer = setTimeout(() => deadline.abort(), started + timeoutSeconds * 1000 - Date.now());
+    };
     try {
       const result = await parsePool.parse(
         {
@@ -120,13 +132,19 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
           limits: settings.parseLimits,
         },
         AbortSignal.any([signal, timeout]),
+        onProgress,
       );
       return result.ok ? { job, ...result } : { job, failure: result.error };
     } catch (error) {
-      if (timeout.aborted && !signal.aborted) return { job, failure: `parsing took longer than the limit of ${timeoutSeconds} s for a file of this size` };
+      if (timeout.aborted && !signal.aborted) {
+        const what = ocrPages === 0 ? 'a file of this size' : `a file of this size with ${ocrPages} pages read by OCR`;
+        return { job, failure: `parsing took longer than the limit of ${timeoutSeconds} s for ${what}` };
+      }
       // Over a limit of memory: the same file would fail the same way again.
       if (error instanceof ParseLimitError) return { job, failure: error.message };
       throw error;
+    } finally {
+      clearTimeout(timer);
     }
   };
 

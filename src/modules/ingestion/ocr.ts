@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { createWorker, OEM, type Worker } from 'tesseract.js';
-import { ParseError } from './types.js';
+import { ocrPageSeconds, ParseError } from './types.js';
 
 /** What OCR reads with: a language whose data ships in the npm package `@tesseract.js-data/<language>`; null turns OCR off. */
 export type OcrSettings = { language: string } | null;
@@ -19,8 +19,7 @@ export function joinLines(lines: readonly string[]): string {
   return text;
 }
 
-/** Seconds one page or image may take to be read; a scan that takes longer is not a text page. */
-const PAGE_SECONDS = 60;
+
 
 /**
  * The folder of a language's trained data, inside its npm package: nothing is fetched at run
@@ -52,7 +51,7 @@ export class PageReader {
     const worker = await this.#worker;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ParseError(`reading a page by OCR took longer than ${PAGE_SECONDS} s`)), PAGE_SECONDS * 1000);
+      timer = setTimeout(() => reject(new ParseError(`reading a page by OCR took longer than ${ocrPageSeconds} s`)), ocrPageSeconds * 1000);
     });
     try {
       const { data } = await Promise.race([worker.recognize(Buffer.from(image.buffer, image.byteOffset, image.byteLength), {}, { text: true, blocks: true }), timeout]);

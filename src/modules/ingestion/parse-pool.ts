@@ -1,13 +1,15 @@
 import { Piscina } from 'piscina';
-import type { ParseTask, ParseTaskResult } from './parse-task.js';
+import { MessageChannel } from 'node:worker_threads';
+import type { ParseProgress, ParseTask, ParseTaskResult } from './parse-task.js';
 
 export type ParsePool = {
   /**
    * Parses and chunks in a worker thread. Rejects with ParseLimitError when the parse needs more
    * memory than the pool allows (the thread is ended and its memory returned), and with the
-   * signal's reason when `signal` aborts (the thread is ended at once).
+   * signal's reason when `signal` aborts (the thread is ended at once). `onProgress` hears what
+   * the parse reports as it goes (a page about to be read by OCR).
    */
-  parse(task: ParseTask, signal?: AbortSignal): Promise<ParseTaskResult>;
+  parse(task: Omit<ParseTask, 'progress'>, signal?: AbortSignal, onProgress?: (progress: ParseProgress) => void): Promise<ParseTaskResult>;
   /** Threads running now (started, not yet ended). */
   readonly threads: number;
   /** Settles when the threads a warm pool starts have loaded the parsers (at once for a pool that does not warm). */
@@ -56,15 +58,19 @@ export function createParsePool(threads: number, { memoryMb, idleSeconds, warm =
     : Promise.resolve();
   return {
     warmed,
-    async parse(task, signal) {
+    async parse(task, signal, onProgress) {
+      const channel = onProgress ? new MessageChannel() : undefined;
+      channel?.port1.on('message', (message: ParseProgress) => onProgress!(message));
       try {
-        return (await pool.run(task, { signal })) as ParseTaskResult;
+        return (await pool.run(channel ? { ...task, progress: channel.port2 } : task, { signal, ...(channel && { transferList: [channel.port2] }) })) as ParseTaskResult;
       } catch (error) {
         if (signal?.aborted) throw signal.reason;
         if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
           throw new ParseLimitError(`parsing needed more than the memory limit of ${memoryMb} MB`);
         }
         throw error;
+      } finally {
+        channel?.port1.close();
       }
     },
     get threads() {

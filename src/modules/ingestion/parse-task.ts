@@ -9,7 +9,11 @@ export type ParseTask = {
   filename: string;
   chunkOptions: { chunkTokens: number; overlapTokens: number };
   limits: ParseLimits;
+  /** Where the parse reports its progress: `{ocrPage}` before each page read by OCR (ParseProgress). */
+  progress?: MessagePort;
 };
+
+export type ParseProgress = { ocrPage: number };
 
 export type ParseTaskResult =
   | { ok: true; text: string; pageCount: number | null; title: string; nameWords: string; context: string; chunks: ReturnType<typeof chunkDocument> }
@@ -26,7 +30,10 @@ export function warm() {
  */
 export default async function runParseTask(task: ParseTask): Promise<ParseTaskResult> {
   try {
-    const parsed = await parseDocument(task.bytes, task.type, task.limits);
+    const report = task.progress;
+    const parsed = await parseDocument(task.bytes, task.type, task.limits, {
+      onOcrPage: report ? (page) => report.postMessage({ ocrPage: page } satisfies ParseProgress) : undefined,
+    });
     const fileNameWords = nameWords(task.filename, parsed.text);
     const title = documentTitle(parsed, fileNameWords);
     return {

@@ -21,9 +21,14 @@ export type { DocumentType, ParsedBlock, ParsedDocument } from './types.js';
  * Extracts the text of a document as heading and text blocks in reading order. Throws ParseError,
  * whose message is meant for the document's owner, when the file cannot be read or holds no text.
  */
-export async function parseDocument(bytes: Uint8Array, type: DocumentType, limits: ParseLimits = defaultParseLimits): Promise<ParsedDocument> {
+export async function parseDocument(
+  bytes: Uint8Array,
+  type: DocumentType,
+  limits: ParseLimits = defaultParseLimits,
+  hooks: ParseHooks = {},
+): Promise<ParsedDocument> {
   if (bytes.length === 0) throw new ParseError('the document contains no text');
-  const parsed = await parseByType(bytes, type, limits);
+  const parsed = await parseByType(bytes, type, limits, hooks);
   const blocks = parsed.blocks
     .map((block) => ({ ...block, text: storableText(block.text), headingPath: block.headingPath.map(storableText) }))
     .filter((block) => block.text.trim() !== '');
@@ -58,14 +63,17 @@ export type ParseLimits = {
 
 export const defaultParseLimits: ParseLimits = { maxUnpackedBytes: 64 * 1024 * 1024, maxTextCharacters: 10_000_000, ocr: null, maxOcrPages: 500 };
 
-async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseLimits): Promise<Omit<ParsedDocument, 'text'>> {
+/** `onOcrPage` is told of each page (of a PDF, or an image's one) about to be read by OCR. */
+export type ParseHooks = { onOcrPage?: (page: number) => void };
+
+async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseLimits, hooks: ParseHooks): Promise<Omit<ParsedDocument, 'text'>> {
   switch (type) {
     case 'application/pdf':
-      return parsePdf(bytes, { ocr: limits.ocr, maxOcrPages: limits.maxOcrPages });
+      return parsePdf(bytes, { ocr: limits.ocr, maxOcrPages: limits.maxOcrPages, onOcrPage: hooks.onOcrPage });
     case 'image/png':
     case 'image/jpeg':
     case 'image/webp':
-      return parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr);
+      return parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');

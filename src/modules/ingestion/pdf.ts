@@ -27,7 +27,8 @@ const MIN_TEXT_LAYER_LETTERS = 16;
 const OCR_SCALE = 2;
 const OCR_MAX_SIDE_PIXELS = 4_000;
 
-export type PdfOptions = { ocr: OcrSettings; maxOcrPages: number };
+/** `onOcrPage` is told of each page about to be read by OCR. */
+export type PdfOptions = { ocr: OcrSettings; maxOcrPages: number; onOcrPage?: (page: number) => void };
 
 export async function parsePdf(bytes: Uint8Array, options: PdfOptions = { ocr: null, maxOcrPages: 0 }): Promise<ParsedDocument> {
   const loadingTask = getDocument({
@@ -97,6 +98,7 @@ async function extract(documentPromise: ReturnType<typeof getDocument>['promise'
           throw new ParseError(`the PDF has more than ${options.maxOcrPages.toLocaleString('en')} pages without a text layer, the most read by OCR in one document`);
         }
         stopStallTimer();
+        options.onOcrPage?.(pageNumber);
         const recognised = await recognisedParagraphs(page, pageNumber, reader);
         // What little text layer there was is kept when OCR reads no more than it.
         paragraphs.push(...(letterCount(recognised) > letterCount(found) ? recognised : found));

@@ -76,6 +76,12 @@ export type ParsedDocument = {
   metadataTitle?: string | null;
 };
 
+/**
+ * Seconds one page or image may take to be read by OCR; a scan that takes longer is not a text
+ * page. Each page read so adds as much to its document's parse time allowance (jobs.ts).
+ */
+export const ocrPageSeconds = 60;
+
 /** A document that cannot be turned into text; the message is shown to users as the document's error. */
 export class ParseError extends Error {
   override name = 'ParseError';
