@@ -123,10 +123,21 @@ function candidatePages(page: number, metadata: unknown): number[] {
   return [page, ...later];
 }
 
-/** A chunk's pages as a label beside it, when its document has pages. */
+/** Where a chunk is, as labels beside it: its pages (or its sheet and cells), and whether its text was read by OCR. */
 function PagesLabel({ metadata }: { metadata: unknown }) {
   const label = pagesText(metadata);
-  return label === null ? null : <span class="page">{label}</span>;
+  const { sheet, range, ocr, ocrConfidence } = (metadata ?? {}) as { sheet?: unknown; range?: unknown; ocr?: unknown; ocrConfidence?: unknown };
+  return (
+    <>
+      {label !== null && <span class="page">{label}</span>}
+      {typeof sheet === 'string' && <span class="page">{typeof range === 'string' ? `${sheet}, ${range}` : sheet}</span>}
+      {ocr === true && (
+        <span class="page ocr" title="This text was recognised from an image of the page (OCR) and may hold misread words.">
+          recognised text{typeof ocrConfidence === 'number' ? `, ${Math.round(ocrConfidence)} % sure` : ''}
+        </span>
+      )}
+    </>
+  );
 }
 
 function pagesText(metadata: unknown) {
