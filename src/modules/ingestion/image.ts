@@ -1,5 +1,6 @@
 import { imageSize } from 'image-size';
-import { joinLines, PageReader, type OcrSettings } from './ocr.js';
+import { PageReader, type OcrSettings } from './ocr.js';
+import { joinLines } from './text.js';
 import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /** Most pixels an image may have to be read by OCR (a 30,000 x 30,000 PNG decodes to 3.6 GB), and most on either side. */

@@ -9,15 +9,6 @@ export type OcrSettings = { language: string } | null;
 /** A paragraph read from an image: its lines in reading order, their height in the image's pixels, and the mean word confidence (0 to 100). */
 export type RecognisedParagraph = { lines: string[]; lineHeight: number; confidence: number };
 
-/** A paragraph's lines as one text: a line ending in a hyphen after a letter continues its word on the next line. */
-export function joinLines(lines: readonly string[]): string {
-  let text = '';
-  for (const line of lines) {
-    if (text === '' || /\p{L}-$/u.test(text)) text += line;
-    else text += ` ${line}`;
-  }
-  return text;
-}
 
 
 

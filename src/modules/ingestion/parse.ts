@@ -4,14 +4,16 @@ import { isCompoundFile } from './detect.js';
 import { htmlFragmentBlocks, htmlPageBlocks } from './html.js';
 import { markdownBlocks } from './markdown.js';
 import { parsePdf } from './pdf.js';
-import { parseImage } from './image.js';
-import { parseOffice, type OfficeFormat } from './office.js';
+import type { OfficeFormat } from './office.js';
 import type { OcrSettings } from './ocr.js';
-import { parseXlsx } from './spreadsheet.js';
 import { csvBlocks, decodeTextOrThrow, jsonBlocks, plainTextBlocks } from './text.js';
 import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
 
-/** The types read with officeparser (office.ts). */
+/**
+ * The types read with officeparser (office.ts). Its module, ExcelJS's, and OCR's are loaded by
+ * the first document that needs them: a parse thread that reads only text and PDFs keeps its
+ * heap for them (KB_PARSE_MEMORY_MB).
+ */
 const officeFormats: Partial<Record<DocumentType, OfficeFormat>> = { [PPTX_TYPE]: 'pptx', [EPUB_TYPE]: 'epub', [ODT_TYPE]: 'odt', [ODP_TYPE]: 'odp', [ODS_TYPE]: 'ods' };
 
 export { ParseError } from './types.js';
@@ -73,7 +75,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
     case 'image/png':
     case 'image/jpeg':
     case 'image/webp':
-      return parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr, hooks.onOcrPage);
+      return (await import('./image.js')).parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');
@@ -84,7 +86,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       return { pageCount: null, blocks: markdownBlocks(decodeTextOrThrow(bytes)) };
     case 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet':
       if (isCompoundFile(bytes)) throw encrypted('XLSX');
-      return parseXlsx(bytes, limits.maxUnpackedBytes);
+      return (await import('./spreadsheet.js')).parseXlsx(bytes, limits.maxUnpackedBytes);
     case 'text/csv':
     case 'text/tab-separated-values':
       return { pageCount: null, blocks: csvBlocks(decodeTextOrThrow(bytes)) };
@@ -98,7 +100,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       const what = format.toUpperCase();
       if (isCompoundFile(bytes)) throw encrypted(what);
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what);
-      return parseOffice(bytes, format, limits.maxUnpackedBytes);
+      return (await import('./office.js')).parseOffice(bytes, format, limits.maxUnpackedBytes);
     }
   }
 }

@@ -2,9 +2,9 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { getDocument, OPS, VerbosityLevel } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import type { TextItem, TextMarkedContent } from 'pdfjs-dist/types/src/display/api.js';
-import { createCanvas } from '@napi-rs/canvas';
 import { HeadingTrail } from './heading-trail.js';
-import { joinLines, PageReader, type OcrSettings } from './ocr.js';
+import type { OcrSettings, PageReader } from './ocr.js';
+import { joinLines } from './text.js';
 import { isTableRow, isYearsRow } from './table-rows.js';
 import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
@@ -86,20 +86,22 @@ async function extract(documentPromise: ReturnType<typeof getDocument>['promise'
 
   const paragraphs: Paragraph[] = [];
   const scanned: number[] = [];
-  const reader = options.ocr ? new PageReader(options.ocr) : undefined;
+  // Tesseract and the canvas are loaded for the first scanned page, not for every PDF.
+  let reader: PageReader | undefined;
+  const readerFor = async (settings: NonNullable<OcrSettings>) => (reader ??= new (await import('./ocr.js')).PageReader(settings));
   try {
     for (let pageNumber = 1; pageNumber <= pageCount; pageNumber++) {
       const page = await pdf.getPage(pageNumber);
       const content = await page.getTextContent();
       const found = pageParagraphs(content.items, pageNumber);
-      if (reader && letterCount(found) < MIN_TEXT_LAYER_LETTERS && (await drawsImage(page))) {
+      if (options.ocr && letterCount(found) < MIN_TEXT_LAYER_LETTERS && (await drawsImage(page))) {
         scanned.push(pageNumber);
         if (scanned.length > options.maxOcrPages) {
           throw new ParseError(`the PDF has more than ${options.maxOcrPages.toLocaleString('en')} pages without a text layer, the most read by OCR in one document`);
         }
         stopStallTimer();
         options.onOcrPage?.(pageNumber);
-        const recognised = await recognisedParagraphs(page, pageNumber, reader);
+        const recognised = await recognisedParagraphs(page, pageNumber, await readerFor(options.ocr));
         // What little text layer there was is kept when OCR reads no more than it.
         paragraphs.push(...(letterCount(recognised) > letterCount(found) ? recognised : found));
       } else paragraphs.push(...found);
@@ -110,7 +112,7 @@ async function extract(documentPromise: ReturnType<typeof getDocument>['promise'
   }
   if (paragraphs.length === 0) {
     throw new ParseError(
-      reader ? 'the PDF has no text: no text layer, and no scanned page with text for OCR to read' : 'the PDF has no text layer (scanned pages?); OCR is turned off (KB_OCR_LANGUAGE)',
+      options.ocr ? 'the PDF has no text: no text layer, and no scanned page with text for OCR to read' : 'the PDF has no text layer (scanned pages?); OCR is turned off (KB_OCR_LANGUAGE)',
     );
   }
 
@@ -136,6 +138,7 @@ async function recognisedParagraphs(page: Awaited<ReturnType<Awaited<ReturnType<
   const natural = page.getViewport({ scale: 1 });
   const scale = Math.min(OCR_SCALE, OCR_MAX_SIDE_PIXELS / Math.max(natural.width, natural.height, 1));
   const viewport = page.getViewport({ scale });
+  const { createCanvas } = await import('@napi-rs/canvas');
   const canvas = createCanvas(Math.max(1, Math.ceil(viewport.width)), Math.max(1, Math.ceil(viewport.height)));
   const context = canvas.getContext('2d');
   // Scans have no background of their own in some PDFs: white, as on paper.

@@ -128,3 +128,13 @@ export function jsonBlocks(text: string): ParsedBlock[] {
   }
   return plainTextBlocks(JSON.stringify(value, null, 2));
 }
+
+/** A paragraph's lines as one text: a line ending in a hyphen after a letter continues its word on the next line. */
+export function joinLines(lines: readonly string[]): string {
+  let text = '';
+  for (const line of lines) {
+    if (text === '' || /\p{L}-$/u.test(text)) text += line;
+    else text += ` ${line}`;
+  }
+  return text;
+}
