@@ -221,16 +221,10 @@ export function makeBlankPdf(pages = 1): Uint8Array {
 /** A page of a PDF rendered to an image (PNG or JPEG) as a scanner or a phone would make one. */
 export async function renderPdfPage(pdf: Uint8Array, pageNumber: number, format: 'png' | 'jpeg', scale = 2): Promise<Uint8Array> {
   const { getDocument } = await import('pdfjs-dist/legacy/build/pdf.mjs');
-  const { createCanvas } = await import('@napi-rs/canvas');
+  const { renderedPage } = await import('../../src/modules/ingestion/pdf.js');
   const document = await getDocument({ data: new Uint8Array(pdf), isEvalSupported: false, useSystemFonts: false }).promise;
   try {
-    const page = await document.getPage(pageNumber);
-    const viewport = page.getViewport({ scale });
-    const canvas = createCanvas(Math.ceil(viewport.width), Math.ceil(viewport.height));
-    const context = canvas.getContext('2d');
-    context.fillStyle = '#ffffff';
-    context.fillRect(0, 0, canvas.width, canvas.height);
-    await page.render({ canvas: canvas as unknown as HTMLCanvasElement, canvasContext: context as unknown as CanvasRenderingContext2D, viewport }).promise;
+    const canvas = await renderedPage(await document.getPage(pageNumber), scale);
     return new Uint8Array(format === 'png' ? await canvas.encode('png') : await canvas.encode('jpeg', 90));
   } finally {
     await document.destroy();

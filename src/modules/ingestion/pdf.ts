@@ -134,18 +134,12 @@ const letterCount = (paragraphs: Paragraph[]) =>
   paragraphs.reduce((total, paragraph) => total + paragraph.lines.reduce((sum, line) => sum + (line.text.match(/\p{L}/gu)?.length ?? 0), 0), 0);
 
 /** A page rendered onto a canvas and read by OCR, as paragraphs whose size is their line height in PDF units. */
-async function recognisedParagraphs(page: Awaited<ReturnType<Awaited<ReturnType<typeof getDocument>['promise']>['getPage']>>, pageNumber: number, reader: PageReader): Promise<Paragraph[]> {
+type PdfPage = Awaited<ReturnType<Awaited<ReturnType<typeof getDocument>['promise']>['getPage']>>;
+
+async function recognisedParagraphs(page: PdfPage, pageNumber: number, reader: PageReader): Promise<Paragraph[]> {
   const natural = page.getViewport({ scale: 1 });
   const scale = Math.min(OCR_SCALE, OCR_MAX_SIDE_PIXELS / Math.max(natural.width, natural.height, 1));
-  const viewport = page.getViewport({ scale });
-  const { createCanvas } = await import('@napi-rs/canvas');
-  const canvas = createCanvas(Math.max(1, Math.ceil(viewport.width)), Math.max(1, Math.ceil(viewport.height)));
-  const context = canvas.getContext('2d');
-  // Scans have no background of their own in some PDFs: white, as on paper.
-  context.fillStyle = '#ffffff';
-  context.fillRect(0, 0, canvas.width, canvas.height);
-  await page.render({ canvas: canvas as unknown as HTMLCanvasElement, canvasContext: context as unknown as CanvasRenderingContext2D, viewport }).promise;
-  const image = await canvas.encode('png');
+  const image = await (await renderedPage(page, scale)).encode('png');
   return (await reader.read(image)).map((paragraph, index) => ({
     // Lines from the top down, a line's height its size: the reading order and headings work as for a text layer.
     lines: paragraph.lines.map((text, line) => ({ text, y: -(index * 1000 + line), size: paragraph.lineHeight / scale })),
@@ -153,6 +147,18 @@ async function recognisedParagraphs(page: Awaited<ReturnType<Awaited<ReturnType<
     page: pageNumber,
     ocrConfidence: paragraph.confidence,
   }));
+}
+
+/** A page drawn onto a canvas at `scale` (1 is 72 dpi), on white as on paper: some scans have no background of their own. */
+export async function renderedPage(page: PdfPage, scale: number) {
+  const viewport = page.getViewport({ scale });
+  const { createCanvas } = await import('@napi-rs/canvas');
+  const canvas = createCanvas(Math.max(1, Math.ceil(viewport.width)), Math.max(1, Math.ceil(viewport.height)));
+  const context = canvas.getContext('2d');
+  context.fillStyle = '#ffffff';
+  context.fillRect(0, 0, canvas.width, canvas.height);
+  await page.render({ canvas: canvas as unknown as HTMLCanvasElement, canvasContext: context as unknown as CanvasRenderingContext2D, viewport }).promise;
+  return canvas;
 }
 
 function isTextItem(item: TextItem | TextMarkedContent): item is TextItem {
