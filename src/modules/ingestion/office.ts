@@ -41,7 +41,8 @@ export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUn
 function unreadable(format: OfficeFormat, error: unknown, maxUnpackedBytes: number): ParseError {
   const what = format.toUpperCase();
   const code = (error as { code?: unknown; type?: unknown } | null)?.type ?? (error as { code?: unknown } | null)?.code;
-  const message = error instanceof Error ? error.message : String(error);
+  // officeparser's own words, less its name and its request to report the file upstream.
+  const message = (error instanceof Error ? error.message : String(error)).replace(/^\[OfficeParser\]:?\s*/, '').replace(/\s*If you are sure it is fine[\s\S]*$/, '');
   if (typeof code === 'string' && /UNCOMPRESSED|ZIP_ENTR|XML_ELEMENT/.test(code)) {
     return new ParseError(`the ${what} unpacks to more than the limit of ${Math.round(maxUnpackedBytes / 1024 / 1024)} MB`);
   }
