@@ -5,9 +5,16 @@ export type { DocumentType } from './types.js';
 
 const PDF_SIGNATURE = asciiBytes('%PDF-');
 const ZIP_LOCAL_FILE_SIGNATURE = Uint8Array.of(0x50, 0x4b, 0x03, 0x04);
-const DOCX_MAIN_PART = asciiBytes('word/document.xml');
-const XLSX_MAIN_PART = asciiBytes('xl/workbook.xml');
-const PPTX_MAIN_PART = asciiBytes('ppt/presentation.xml');
+/**
+ * The main part of each Office format. Zip entry names are stored uncompressed, so a file names
+ * its parts in plain bytes; a deck or a report that embeds a workbook (a chart's data) holds the
+ * workbook's names too, so the workbook comes last.
+ */
+const OFFICE_MAIN_PARTS: readonly { type: DocumentType; part: Uint8Array }[] = [
+  { type: DOCX_TYPE, part: asciiBytes('word/document.xml') },
+  { type: PPTX_TYPE, part: asciiBytes('ppt/presentation.xml') },
+  { type: XLSX_TYPE, part: asciiBytes('xl/workbook.xml') },
+];
 /** E-books and OpenDocument files start with an uncompressed `mimetype` entry naming their type. */
 const MIMETYPE_ENTRY = asciiBytes('mimetype');
 const ZIP_TYPES_BY_MIMETYPE: readonly DocumentType[] = [EPUB_TYPE, ODT_TYPE, ODP_TYPE, ODS_TYPE];
@@ -19,7 +26,7 @@ const IMAGE_SIGNATURES: readonly { type: DocumentType; matches: (bytes: Uint8Arr
   { type: 'image/jpeg', matches: (bytes) => startsWith(bytes, Uint8Array.of(0xff, 0xd8, 0xff)) },
   { type: 'image/webp', matches: (bytes) => startsWith(bytes, asciiBytes('RIFF')) && indexOfBytes(bytes.subarray(8, 12), asciiBytes('WEBP')) === 0 },
 ];
-/** An OLE compound file: how Office stores a password-protected DOCX or XLSX (and the old .doc and .xls). */
+/** An OLE compound file: how Office stores a password-protected DOCX, XLSX or PPTX (and the old .doc, .xls and .ppt). */
 const COMPOUND_FILE_SIGNATURE = Uint8Array.of(0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1);
 /** Readers accept a PDF header preceded by junk within the first kilobyte. */
 const PDF_HEADER_SEARCH_BYTES = 1024;
@@ -55,7 +62,8 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
 /**
  * The type of an uploaded file, or null when it is not a supported document.
  *
- * Content decides first: a PDF or DOCX is recognised by its signature whatever it is called, and
+ * Content decides first: a PDF, an image of a page (PNG, JPEG, WebP) or an office file (DOCX,
+ * XLSX, PPTX, EPUB, ODT, ODP, ODS) is recognised by its signature whatever it is called, and
  * anything else must be valid UTF-8 (or UTF-16 with a byte-order mark) without binary control
  * characters, or it is unsupported even when named `.txt`. Text is then classified by extension;
  * text with an unknown extension or none is plain text, or HTML when it starts like an HTML page.
@@ -76,13 +84,14 @@ export function detectDocumentType(bytes: Uint8Array, filename: string): Documen
   const pdfHeaderAt = indexOfBytes(bytes.subarray(0, PDF_HEADER_SEARCH_BYTES + PDF_SIGNATURE.length), PDF_SIGNATURE);
   if (pdfHeaderAt === 0) return 'application/pdf';
   if (startsWith(bytes, ZIP_LOCAL_FILE_SIGNATURE)) {
-    // Zip entry names are stored uncompressed, so a DOCX names its main part in plain bytes. A zip
-    // named .docx without it is still passed on as DOCX so that the parser can say what is wrong.
+    // The type its name gives when its main part is there; else the first whose main part is. A
+    // zip named for a format without its main part is still passed on as that format, so that the
+    // parser can say what is wrong.
     const named = zipMimetype(bytes);
     if (named) return named;
-    if (indexOfBytes(bytes, DOCX_MAIN_PART) >= 0) return DOCX_TYPE;
-    if (indexOfBytes(bytes, XLSX_MAIN_PART) >= 0) return XLSX_TYPE;
-    if (indexOfBytes(bytes, PPTX_MAIN_PART) >= 0) return PPTX_TYPE;
+    const found = OFFICE_MAIN_PARTS.filter(({ part }) => indexOfBytes(bytes, part) >= 0).map(({ type }) => type);
+    if (typeFromName !== null && found.includes(typeFromName)) return typeFromName;
+    if (found.length > 0) return found[0]!;
     return typeFromName !== null && ZIP_TYPES.includes(typeFromName) ? typeFromName : null;
   }
   // Passed on so that the parser can say the file is encrypted, rather than refusing its type.

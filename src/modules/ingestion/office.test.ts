@@ -30,6 +30,19 @@ describe('PPTX', () => {
     ]);
   });
 
+  it('is a deck even when it embeds the workbook of a chart (whose part names it then holds too)', async () => {
+    const loaded = (await import('pptxgenjs')) as unknown as { default: { default?: unknown } };
+    const PptxGenJS = (loaded.default.default ?? loaded.default) as typeof import('pptxgenjs').default;
+    const deck = new PptxGenJS();
+    const slide = deck.addSlide();
+    slide.addText('Launches by year', { x: 0.5, y: 0.3, w: 9, h: 1 });
+    slide.addChart(deck.ChartType.bar, [{ name: 'Launches', labels: ['2024', '2025'], values: [3, 5] }], { x: 0.5, y: 1.5, w: 6, h: 3 });
+    const bytes = new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
+    expect(Buffer.from(bytes).includes('xl/workbook.xml')).toBe(true);
+    expect(detectDocumentType(bytes, 'chart.bin')).toBe(PPTX_TYPE);
+    expect((await parseDocument(bytes, PPTX_TYPE)).text).toContain('Launches by year');
+  });
+
   it('refuses a truncated deck and an encrypted one with a reason', async () => {
     const bytes = await makePptx();
     expect((await parseError(parseDocument(bytes.subarray(0, bytes.length / 2), PPTX_TYPE))).message).toMatch(/^not a readable PPTX: /);
