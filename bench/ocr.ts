@@ -23,7 +23,6 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { distance } from 'fastest-levenshtein';
-import { PDFDocument } from 'pdf-lib';
 import { getDocument } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import type { TextItem } from 'pdfjs-dist/types/src/display/api.js';
 import { startApp } from '../src/app.js';
@@ -33,6 +32,7 @@ import { joinLines } from '../src/modules/ingestion/text.js';
 import { defaultParseLimits, parseDocument } from '../src/modules/ingestion/parse.js';
 import { renderedPage } from '../src/modules/ingestion/pdf.js';
 import { cleanUpOnInterrupt, escapeHtml, htmlTable, intFromEnv, loadNow, log, machineDescription, percentile, progressBar, resultPage, runBenchmark, sleep, textTable, writeResults } from './helpers.js';
+import { makeRepeatedScan } from '../test/support/documents.js';
 import { BenchClient, newUser } from './in-process-service.js';
 
 const pdfDirectory = path.resolve(import.meta.dirname, '../../shared/bench-data/pdfs');
@@ -90,14 +90,6 @@ async function readPages(reader: PageReader, files: { name: string; pages: numbe
   }
   bar.stop();
   return results;
-}
-
-/** A scan of `pages` pages: the sample's scanned page, repeated. */
-async function longScan(pages: number): Promise<Uint8Array> {
-  const source = await PDFDocument.load(await readFile(path.join(pdfDirectory, 'non_text_searchable.pdf')));
-  const scan = await PDFDocument.create();
-  for (const page of await scan.copyPages(source, Array.from({ length: pages }, () => 0))) scan.addPage(page);
-  return scan.save();
 }
 
 async function timeToReady(client: BenchClient, id: string): Promise<{ seconds: number; status: string; error: string | null }> {
@@ -160,7 +152,7 @@ async function main() {
     const note = (label: string) => ({ name: `${label}.txt`, bytes: `A short note (${label}) written while the archive was being scanned.` });
     const [quiet] = await writer.upload(noteWorkspace, [note('quiet')]);
     const quietNote = (await timeToReady(writer, quiet!.id)).seconds;
-    const scanBytes = await longScan(scanPages);
+    const scanBytes = await makeRepeatedScan(scanPages);
     log(`uploading a ${scanPages}-page scan (${(scanBytes.length / 1024 / 1024).toFixed(1)} MB)`);
     const [scanDocument] = await scanner.upload(scanWorkspace, [{ name: `scan-${scanPages}-pages.pdf`, bytes: scanBytes }]);
     const scanReady = timeToReady(scanner, scanDocument!.id);

@@ -7,6 +7,8 @@ import {
   makeScannedPdf,
   makeGeneratedXlsx,
   makePptx,
+  makeRepeatedScan,
+  newDeck,
   pngHeaderOfSize,
   readBenchPdf,
   renderPdfPage,
@@ -140,9 +142,7 @@ describe('office formats through HTTP', () => {
       sheet.addRow(Array.from({ length: 16_000 }, (_, index) => index));
     });
     // 5,000 slides: read whole within the limits, each a page.
-    const PptxGenJS = ((await import('pptxgenjs')) as unknown as { default: { default?: unknown } }).default;
-    const Deck = (PptxGenJS.default ?? PptxGenJS) as typeof import('pptxgenjs').default;
-    const deck = new Deck();
+    const deck = await newDeck();
     for (let index = 1; index <= 5_000; index++) deck.addSlide().addText(`Slide ${index} of the long deck.`, { x: 0.5, y: 0.5, w: 9, h: 1 });
     const longDeck = new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
     const other = await server.createUser();
@@ -185,15 +185,6 @@ describe('office formats through HTTP', () => {
     expect((await server.request('GET', '/v1/user/me', { key: user.key })).status).toBe(200);
   });
 });
-
-/** The scanned sample's page, `pages` times. */
-async function repeatedScan(pages: number): Promise<Uint8Array> {
-  const { PDFDocument } = await import('pdf-lib');
-  const source = await PDFDocument.load(await readBenchPdf('non_text_searchable.pdf'));
-  const scan = await PDFDocument.create();
-  for (const page of await scan.copyPages(source, Array.from({ length: pages }, () => 0))) scan.addPage(page);
-  return scan.save();
-}
 
 describe('scans and photos of pages, read by OCR', () => {
   it('makes the scanned PDF, a mixed PDF and a PNG and a JPEG of a page searchable, cited with their page', { timeout: 300_000 }, async () => {
@@ -246,7 +237,7 @@ describe('scans and photos of pages, read by OCR', () => {
     try {
       const owner = await strict.createUser();
       const workspace = (await strict.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
-      const uploaded = await upload(strict, owner.key, workspace, [{ name: 'scan.pdf', bytes: await repeatedScan(6) }]);
+      const uploaded = await upload(strict, owner.key, workspace, [{ name: 'scan.pdf', bytes: await makeRepeatedScan(6) }]);
       const [scan] = await waitForDocuments(strict, owner.key, [uploaded.body[0].id], 100_000);
       expect(scan, scan!.error ?? '').toMatchObject({ status: 'ready', page_count: 6 });
     } finally {

@@ -148,10 +148,7 @@ async function withRepeatedPart(
  * box, a table, and speaker notes on the first.
  */
 export async function makePptx(): Promise<Uint8Array> {
-  // The package is CommonJS: under Node's ESM its class is the default export's own default.
-  const loaded = (await import('pptxgenjs')) as unknown as { default: { default?: unknown } };
-  const PptxGenJS = (loaded.default.default ?? loaded.default) as typeof import('pptxgenjs').default;
-  const deck = new PptxGenJS();
+  const deck = await newDeck();
   deck.title = 'Kestrel programme review';
   deck.defineSlideMaster({
     title: 'TITLED',
@@ -172,6 +169,22 @@ export async function makePptx(): Promise<Uint8Array> {
     { x: 0.5, y: 1.6, w: 6 },
   );
   return new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
+}
+
+/** An empty pptxgenjs deck. The package is CommonJS: under Node's ESM its class is the default export's own default. */
+export async function newDeck() {
+  const loaded = (await import('pptxgenjs')) as unknown as { default: { default?: unknown } };
+  const PptxGenJS = (loaded.default.default ?? loaded.default) as typeof import('pptxgenjs').default;
+  return new PptxGenJS();
+}
+
+/** A scan of `pages` pages: the scanned sample's page (`non_text_searchable.pdf`), repeated. */
+export async function makeRepeatedScan(pages: number): Promise<Uint8Array> {
+  const { PDFDocument } = await import('pdf-lib');
+  const source = await PDFDocument.load(await readBenchPdf('non_text_searchable.pdf'));
+  const scan = await PDFDocument.create();
+  for (const page of await scan.copyPages(source, Array.from({ length: pages }, () => 0))) scan.addPage(page);
+  return scan.save();
 }
 
 /** An EPUB 3 of two chapters, built part by part as the format lays it out. */

@@ -9,9 +9,6 @@ export type OcrSettings = { language: string } | null;
 /** A paragraph read from an image: its lines in reading order, their height in the image's pixels, and the mean word confidence (0 to 100). */
 export type RecognisedParagraph = { lines: string[]; lineHeight: number; confidence: number };
 
-
-
-
 /**
  * The folder of a language's trained data, inside its npm package: nothing is fetched at run
  * time. An unknown language is a ParseError naming the package to install.

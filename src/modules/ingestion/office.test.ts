@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { makeEpub, makePptx, parseError } from '../../../test/support/documents.js';
+import { makeEpub, makePptx, newDeck, parseError } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
 import { parseDocument } from './parse.js';
@@ -31,9 +31,7 @@ describe('PPTX', () => {
   });
 
   it('is a deck even when it embeds the workbook of a chart (whose part names it then holds too)', async () => {
-    const loaded = (await import('pptxgenjs')) as unknown as { default: { default?: unknown } };
-    const PptxGenJS = (loaded.default.default ?? loaded.default) as typeof import('pptxgenjs').default;
-    const deck = new PptxGenJS();
+    const deck = await newDeck();
     const slide = deck.addSlide();
     slide.addText('Launches by year', { x: 0.5, y: 0.3, w: 9, h: 1 });
     slide.addChart(deck.ChartType.bar, [{ name: 'Launches', labels: ['2024', '2025'], values: [3, 5] }], { x: 0.5, y: 1.5, w: 6, h: 3 });

@@ -1,14 +1,13 @@
 import { OfficeParser, type OfficeContentNode } from 'officeparser';
 import { maxArchiveEntries } from './archive.js';
 import { HeadingTrail } from './heading-trail.js';
-import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
+import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /** The formats read with officeparser, by the name its configuration and this service's messages use. */
 export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods';
 
-const CELL_SEPARATOR = ' | ';
 /** The heading that marks a slide's speaker notes in its chunks' heading trail. */
-export const speakerNotesHeading = 'Speaker notes';
+const speakerNotesHeading = 'Speaker notes';
 
 /**
  * Slides, e-books and OpenDocument files as blocks, read with officeparser: a presentation's
@@ -16,7 +15,7 @@ export const speakerNotesHeading = 'Speaker notes';
  * line under their header row, speaker notes last under "Speaker notes"); an e-book's chapters
  * and an ODT's headings make the heading trail. Images are not read, nor their text (no OCR here).
  */
-export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUnpackedBytes: number, signal?: AbortSignal): Promise<Omit<ParsedDocument, 'text'>> {
+export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUnpackedBytes: number): Promise<Omit<ParsedDocument, 'text'>> {
   let ast;
   try {
     ast = await OfficeParser.parseOffice(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), {
@@ -25,7 +24,6 @@ export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUn
       extractAttachments: false,
       ignoreNotes: false,
       includeRawContent: false,
-      abortSignal: signal ?? null,
       decompressionLimits: { maxUncompressedBytes: maxUnpackedBytes, maxZipEntries: maxArchiveEntries },
     });
   } catch (error) {

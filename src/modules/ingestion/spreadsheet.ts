@@ -1,11 +1,10 @@
 import ExcelJS from 'exceljs';
 import * as numfmt from 'numfmt';
 import { checkUnpackedSize } from './archive.js';
-import { ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
+import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /** A header row longer than this is not repeated: it is read as an ordinary row. */
 const HEADER_CHARACTERS = 400;
-const CELL_SEPARATOR = ' | ';
 
 type Cell = ExcelJS.Cell;
 type SheetRow = { number: number; cells: Map<number, string> };

@@ -37,6 +37,9 @@ export const documentTypes: readonly DocumentType[] = [
   'image/webp',
 ];
 
+/** What separates the cells of a table's row on its line, in every format that has tables of cells. */
+export const CELL_SEPARATOR = ' | ';
+
 export const DOCX_TYPE = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document';
 export const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
 export const PPTX_TYPE = 'application/vnd.openxmlformats-officedocument.presentationml.presentation';
