@@ -106,6 +106,17 @@ export async function makeGeneratedXlsx(rows: (writtenBytes: number) => string |
   return withRepeatedPart(parts, 'xl/worksheets/sheet1.xml', sheet, '<sheetData>', '</sheetData>', rows);
 }
 
+/** A sheet of `count` rows, each holding its own number in column A: `count * 40` bytes of XML. */
+export function makeNumberedRowsXlsx(count: number): Promise<Uint8Array> {
+  let next = 1;
+  return makeGeneratedXlsx(() => {
+    if (next > count) return undefined;
+    const rows: string[] = [];
+    for (const end = Math.min(next + 10_000, count + 1); next < end; next++) rows.push(`<row r="${next}"><c r="A${next}"><v>${next}</v></c></row>`);
+    return rows.join('');
+  });
+}
+
 /** A zip of `parts` where `name` is `xml` with `more(written)`'s text inserted between `after` and `before` until it returns undefined. */
 async function withRepeatedPart(
   parts: Record<string, Uint8Array>,

@@ -54,3 +54,35 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
     zip.close();
   }
 }
+
+/**
+ * The bytes of one part of an archive already checked by `checkUnpackedSize`, or null when it
+ * has no such part or the part is larger than `maxBytes`.
+ */
+export async function readArchivePart(bytes: Uint8Array, name: string, maxBytes: number): Promise<Buffer | null> {
+  const zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
+    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, strictFileNames: false }, (error, file) =>
+      error ? reject(error) : resolve(file),
+    ),
+  );
+  try {
+    return await new Promise<Buffer | null>((resolve, reject) => {
+      zip.on('error', reject);
+      zip.on('end', () => resolve(null));
+      zip.on('entry', (entry: yauzl.Entry) => {
+        if (entry.fileName !== name) return zip.readEntry();
+        if (entry.uncompressedSize > maxBytes) return resolve(null);
+        zip.openReadStream(entry, (error, stream) => {
+          if (error) return reject(error);
+          const parts: Buffer[] = [];
+          stream.on('data', (chunk: Buffer) => parts.push(chunk));
+          stream.on('error', reject);
+          stream.on('end', () => resolve(Buffer.concat(parts)));
+        });
+      });
+      zip.readEntry();
+    });
+  } finally {
+    zip.close();
+  }
+}

@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { ingestionSettings } from './jobs.js';
 import { createParsePool, type ParsePool } from './parse-pool.js';
+import { XLSX_TYPE } from './types.js';
+import { makeNumberedRowsXlsx } from '../../../test/support/documents.js';
 
 // Real parser threads: whether a pool starts them before its first document.
 let pool: ParsePool | undefined;
@@ -35,5 +37,23 @@ describe('the parse pool', () => {
     });
     expect(result).toMatchObject({ ok: true, chunks: [{ content: expect.stringContaining('heron') }] });
     expect(pool.threads).toBe(2);
+  });
+
+  it('reads a sheet of a million rows a row at a time, within a thread of half the default 1024 MB', { timeout: 120_000 }, async () => {
+    pool = createParsePool(1, { memoryMb: 512, idleSeconds: limits.parseThreadIdleSeconds });
+    const result = await pool.parse({
+      bytes: await makeNumberedRowsXlsx(1_000_000),
+      type: XLSX_TYPE,
+      filename: 'million.xlsx',
+      chunkOptions: { chunkTokens: 512, overlapTokens: 32 },
+      limits: limits.parseLimits,
+    });
+    if (!result.ok) throw new Error(result.error);
+    // The first row is the header, repeated in every chunk; every other row is in exactly one chunk, in order.
+    const ranges = result.chunks.map((chunk) => /^A(\d+):A(\d+)$/.exec(chunk.metadata.range!)!.slice(1).map(Number));
+    expect(ranges[0]![0]).toBe(2);
+    expect(ranges.at(-1)![1]).toBe(1_000_000);
+    for (let index = 1; index < ranges.length; index++) expect(ranges[index]![0]).toBe(ranges[index - 1]![1]! + 1);
+    expect(result.chunks.at(-1)!.content.endsWith('\n1000000')).toBe(true);
   });
 });

@@ -86,7 +86,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       return { pageCount: null, blocks: markdownBlocks(decodeTextOrThrow(bytes)) };
     case 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet':
       if (isCompoundFile(bytes)) throw encrypted('XLSX');
-      return (await import('./spreadsheet.js')).parseXlsx(bytes, limits.maxUnpackedBytes);
+      return (await import('./spreadsheet.js')).parseXlsx(bytes, limits);
     case 'text/csv':
     case 'text/tab-separated-values':
       return { pageCount: null, blocks: csvBlocks(decodeTextOrThrow(bytes)) };

@@ -1,4 +1,5 @@
 import ExcelJS from 'exceljs';
+import { strFromU8, strToU8, unzipSync, zipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
@@ -44,6 +45,22 @@ describe('XLSX', () => {
       ['Revenue', 'A2:C4', ['Revenue']],
       ['Staff', 'A2:B3', ['Staff']],
     ]);
+  });
+
+  it("keeps the tabs' order and the workbook's title, whatever order the archive holds the sheets in", async () => {
+    const written = await workbookBytes((workbook) => {
+      workbook.title = 'Harbour accounts 2024';
+      workbook.addWorksheet('Summary').addRow(['Total fees', 4200]);
+      workbook.addWorksheet('Details').addRow(['Berth', 'Fee']);
+    });
+    // The tabs swapped in xl/workbook.xml: Details (sheet2.xml) is shown first, and read after sheet1.xml.
+    const parts = unzipSync(written);
+    const book = strFromU8(parts['xl/workbook.xml']!);
+    const [summary, details] = book.match(/<sheet [^>]*\/>/g)!;
+    parts['xl/workbook.xml'] = strToU8(book.replace(summary!, '\u0000').replace(details!, summary!).replace('\u0000', details!));
+    const parsed = await parseDocument(zipSync(parts), XLSX_TYPE);
+    expect(parsed.blocks.filter((block) => block.kind === 'heading').map((block) => block.text)).toEqual(['Details', 'Summary']);
+    expect(parsed.metadataTitle).toBe('Harbour accounts 2024');
   });
 
   it('repeats the header row in every chunk of a long sheet, each chunk naming its rows', async () => {
