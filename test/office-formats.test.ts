@@ -225,6 +225,50 @@ describe('scans and photos of pages, read by OCR', () => {
     await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
   });
 
+  it('shows OCR progress while it reads: stage ocr with pages done of total, in the document, the workspace stats and /metrics', { timeout: 180_000 }, async () => {
+    const reading = await startTestServer();
+    try {
+      const owner = await reading.createUser();
+      const workspace = (await reading.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const uploaded = await upload(reading, owner.key, workspace, [{ name: 'scan.pdf', bytes: await makeRepeatedScan(5) }]);
+      expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
+      const id = uploaded.body[0].id as string;
+      // Every page takes OCR a second or more here: the document is seen between its pages.
+      const seen: number[] = [];
+      let midway: { stats: Record<string, unknown>; metrics: string } | undefined;
+      for (const deadline = Date.now() + 150_000; Date.now() < deadline; ) {
+        const document = (await reading.request('GET', `/v1/kb/documents/${id}?workspace_id=${workspace}`, { key: owner.key })).body;
+        if (document.status === 'ready' || document.status === 'failed') break;
+        if (document.stage === 'ocr') {
+          expect(document).toMatchObject({ status: 'processing', chunk_count: 0, ocr_pages_total: 5 });
+          seen.push(document.ocr_pages_done);
+          if (midway === undefined && document.ocr_pages_done >= 1 && document.ocr_pages_done <= 3) {
+            midway = {
+              stats: (await reading.request('GET', `/v1/kb/workspaces/${workspace}/stats`, { key: owner.key })).body,
+              metrics: (await reading.request('GET', '/metrics')).text,
+            };
+          }
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      // Pages done only grows, and was seen part of the way through.
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen).toEqual([...seen].sort((a, b) => a - b));
+      expect(midway, `pages done seen: ${seen.join(', ')}`).toBeDefined();
+      expect(midway!.stats.ocr).toMatchObject({ documents: 1, pages_total: 5 });
+      expect((midway!.stats.ocr as { pages_done: number }).pages_done).toBeGreaterThanOrEqual(1);
+      expect(midway!.metrics).toMatch(/^kb_ingestion_ocr_pages\{state="total",kb_instance="[^"]+"\} 5$/m);
+      expect(midway!.metrics).toMatch(/^kb_ingestion_ocr_pages\{state="done",kb_instance="[^"]+"\} [1-4]$/m);
+
+      const [scan] = await waitForDocuments(reading, owner.key, [id], 150_000);
+      expect(scan, scan!.error ?? '').toMatchObject({ status: 'ready', page_count: 5, ocr_pages_done: 5, ocr_pages_total: 5 });
+      expect((await reading.request('GET', `/v1/kb/workspaces/${workspace}/stats`, { key: owner.key })).body.ocr).toEqual({ documents: 0, pages_done: 0, pages_total: 0 });
+      expect((await reading.request('GET', '/metrics')).text).toMatch(/^kb_ingestion_ocr_pages\{state="total",kb_instance="[^"]+"\} 0$/m);
+    } finally {
+      await reading.close();
+    }
+  });
+
   it('gives each page read by OCR time of its own, beyond the allowance for the file size', { timeout: 120_000 }, async () => {
     // Four seconds for any file: six pages read by OCR take longer than that here.
     const strict = await startTestServer({ KB_PARSE_TIMEOUT_SECONDS: '4', KB_PARSE_TIMEOUT_SECONDS_PER_MB: '0' });

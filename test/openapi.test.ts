@@ -218,7 +218,7 @@ describe('GET /openapi.json', () => {
 
     const retry = description.paths['/v1/kb/documents/{id}/retry'].post;
     expect(Object.keys(retry.responses)).toEqual(expect.arrayContaining(['202', '404', '409']));
-    expect(retry.responses['202'].content['application/json'].schema.properties.stage.enum.sort()).toEqual(['embedding', 'failed', 'parsing', 'queued', 'ready']);
+    expect(retry.responses['202'].content['application/json'].schema.properties.stage.enum.sort()).toEqual(['embedding', 'failed', 'ocr', 'parsing', 'queued', 'ready']);
     expect(retry.parameters.map((parameter: { name: string }) => parameter.name)).not.toContain('Idempotency-Key');
     expect(description.components.schemas.Error.properties.error.enum).toContain('document_not_failed');
   });

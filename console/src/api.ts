@@ -170,6 +170,7 @@ export function uploadFile(
 /** The processing stage of a document (the service's `stage`) and how far along it is (0 to 1; null when unknown). */
 export function stageOf(document: KbDocument): { stage: KbDocument['stage']; progress: number | null } {
   if (document.stage === 'embedding') return { stage: 'embedding', progress: document.chunk_count > 0 ? document.embedded_chunks / document.chunk_count : null };
+  if (document.stage === 'ocr') return { stage: 'ocr', progress: document.ocr_pages_total > 0 ? document.ocr_pages_done / document.ocr_pages_total : null };
   return { stage: document.stage, progress: document.stage === 'ready' ? 1 : null };
 }
 

@@ -44,6 +44,19 @@ export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWo
         for (const row of rows) this.set({ stage: row.kind, status: row.status }, row.count);
       },
     }),
+    ocrPages: new Gauge({
+      name: 'kb_ingestion_ocr_pages',
+      help: 'Pages of the documents OCR is reading now (stage ocr): done (gone through) and total (their page counts); read from the store at each scrape.',
+      labelNames: ['state'],
+      registers: [registry],
+      async collect() {
+        const [row] = await prisma.$queryRaw<{ done: number; total: number }[]>`
+          SELECT coalesce(sum(ocr_pages_done), 0)::int AS done, coalesce(sum(ocr_pages_total), 0)::int AS total
+            FROM documents WHERE status = 'processing' AND chunk_count = 0 AND ocr_pages_total > 0`;
+        this.set({ state: 'done' }, row?.done ?? 0);
+        this.set({ state: 'total' }, row?.total ?? 0);
+      },
+    }),
     embeddedTexts: new Counter({
       name: 'kb_embedder_texts_total',
       help: 'Texts embedded, by purpose (passage: ingestion; query: searches and answers).',

@@ -118,6 +118,7 @@ export const RestWorkspaceStats = graphql(`
         total_size_bytes: totalSizeBytes
         processing_status: processingStatus
         documents_by_status: documentsByStatus { queued processing ready failed }
+        ocr { documents pages_done: pagesDone pages_total: pagesTotal }
       }
     }
   }
@@ -231,6 +232,8 @@ export const RestDocumentFields = graphql(`
     page_count: pageCount
     chunk_count: chunkCount
     embedded_chunks: embeddedChunks
+    ocr_pages_done: ocrPagesDone
+    ocr_pages_total: ocrPagesTotal
     metadata
     created_at: createdAt
     updated_at: updatedAt

@@ -1931,6 +1931,11 @@ export interface operations {
                             ready: number;
                             failed: number;
                         };
+                        ocr: {
+                            documents: number;
+                            pages_done: number;
+                            pages_total: number;
+                        };
                     };
                 };
             };
@@ -2871,16 +2876,20 @@ export interface operations {
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
                         /**
-                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
                          * @enum {string}
                          */
-                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                        stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
                         chunk_count: number;
                         /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
                         embedded_chunks: number;
+                        /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                        ocr_pages_done: number;
+                        /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                        ocr_pages_total: number;
                         metadata: unknown;
                         /** Format: date-time */
                         created_at: string;
@@ -3028,16 +3037,20 @@ export interface operations {
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
                         /**
-                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
                          * @enum {string}
                          */
-                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                        stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
                         chunk_count: number;
                         /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
                         embedded_chunks: number;
+                        /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                        ocr_pages_done: number;
+                        /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                        ocr_pages_total: number;
                         metadata: unknown;
                         /** Format: date-time */
                         created_at: string;
@@ -3205,16 +3218,20 @@ export interface operations {
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
                         /**
-                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
                          * @enum {string}
                          */
-                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                        stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
                         chunk_count: number;
                         /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
                         embedded_chunks: number;
+                        /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                        ocr_pages_done: number;
+                        /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                        ocr_pages_total: number;
                         metadata: unknown;
                         /** Format: date-time */
                         created_at: string;
@@ -3576,16 +3593,20 @@ export interface operations {
                         /** @description `queued`, `processing`, `ready` or `failed`. */
                         status: string;
                         /**
-                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
                          * @enum {string}
                          */
-                        stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                        stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
                         /** @description Why processing failed. */
                         error: string | null;
                         page_count: number | null;
                         chunk_count: number;
                         /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
                         embedded_chunks: number;
+                        /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                        ocr_pages_done: number;
+                        /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                        ocr_pages_total: number;
                         metadata: unknown;
                         /** Format: date-time */
                         created_at: string;
@@ -3724,16 +3745,20 @@ export interface operations {
                             /** @description `queued`, `processing`, `ready` or `failed`. */
                             status: string;
                             /**
-                             * @description `status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.
+                             * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
                              * @enum {string}
                              */
-                            stage: "embedding" | "failed" | "parsing" | "queued" | "ready";
+                            stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
                             /** @description Why processing failed. */
                             error: string | null;
                             page_count: number | null;
                             chunk_count: number;
                             /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
                             embedded_chunks: number;
+                            /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                            ocr_pages_done: number;
+                            /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                            ocr_pages_total: number;
                             metadata: unknown;
                             /** Format: date-time */
                             created_at: string;

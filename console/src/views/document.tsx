@@ -93,6 +93,11 @@ function DocumentFacts({ document }: { document: KbDocument }) {
         <dd>
           <span class={`badge ${document.status}`}>{stage}</span>
           {document.status === 'processing' && <ProgressBar value={progress} label="Processing" />}
+          {stage === 'ocr' && (
+            <span class="muted">
+              OCR: page {document.ocr_pages_done + 1} of {document.ocr_pages_total}
+            </span>
+          )}
           {document.error && <span class="failure">{document.error}</span>}
         </dd>
       </div>

@@ -215,7 +215,7 @@ export function WorkspaceScreen({ workspaceId }: { workspaceId: string }) {
 
 function DocumentRow({ document, workspaceId, onRetry, onDelete }: { document: KbDocument; workspaceId: string; onRetry: () => void; onDelete: () => void }) {
   const { stage, progress } = stageOf(document);
-  const labels: Record<string, string> = { queued: 'Queued', parsing: 'Reading the file', embedding: 'Embedding', ready: 'Ready', failed: 'Failed' };
+  const labels: Record<string, string> = { queued: 'Queued', parsing: 'Reading the file', ocr: 'Reading scanned pages (OCR)', embedding: 'Embedding', ready: 'Ready', failed: 'Failed' };
   return (
     <tr data-status={document.status} data-testid="document-row">
       <th scope="row">
@@ -226,6 +226,11 @@ function DocumentRow({ document, workspaceId, onRetry, onDelete }: { document: K
         {document.status === 'processing' && (
           <>
             <ProgressBar value={progress} label={`Processing ${document.filename}`} />
+            {stage === 'ocr' && (
+              <span class="muted">
+                page {document.ocr_pages_done + 1} of {document.ocr_pages_total}
+              </span>
+            )}
             {stage === 'embedding' && (
               <span class="muted">
                 {document.embedded_chunks} of {document.chunk_count} chunks

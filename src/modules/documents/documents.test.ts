@@ -53,7 +53,7 @@ describe('upload', () => {
     expect(ready).toMatchObject({ status: 'ready', stage: 'ready', chunk_count: 1, error: null });
     expect(Object.keys(ready!)).toEqual([
       'id', 'workspace_id', 'filename', 'content_type', 'size_bytes', 'sha256', 'status', 'stage', 'error',
-      'page_count', 'chunk_count', 'embedded_chunks', 'metadata', 'created_at', 'updated_at',
+      'page_count', 'chunk_count', 'embedded_chunks', 'ocr_pages_done', 'ocr_pages_total', 'metadata', 'created_at', 'updated_at',
     ]);
     expect(ready!.embedded_chunks).toBe(1);
   });

@@ -158,7 +158,7 @@ export function sourceGroups<Item extends { file: { bytes: Uint8Array } }>(
 async function retryFailed(tx: Prisma.TransactionClient, userId: string, documentId: string, chunking: ChunkSettings) {
   const { count } = await tx.document.updateMany({
     where: { id: documentId, status: 'failed' },
-    data: { status: 'queued', error: null, chunkCount: 0, embeddedChunks: 0 },
+    data: { status: 'queued', error: null, chunkCount: 0, embeddedChunks: 0, ocrPagesDone: 0, ocrPagesTotal: 0 },
   });
   if (count > 0) {
     await tx.job.deleteMany({ where: { documentId } });
@@ -190,12 +190,16 @@ export async function retryDocument(dependencies: DocumentDependencies, viewer: 
   return document;
 }
 
-/** Where a document is in its processing: its status, with `processing` told apart by whether its chunks are stored yet. */
-export type DocumentStage = 'queued' | 'parsing' | 'embedding' | 'ready' | 'failed';
+/**
+ * Where a document is in its processing: its status, with `processing` told apart by whether its
+ * chunks are stored yet and, before they are, whether OCR is reading its pages.
+ */
+export type DocumentStage = 'queued' | 'parsing' | 'ocr' | 'embedding' | 'ready' | 'failed';
 
-export function documentStage(document: Pick<Document, 'status' | 'chunkCount'>): DocumentStage {
+export function documentStage(document: Pick<Document, 'status' | 'chunkCount' | 'ocrPagesTotal'>): DocumentStage {
   if (document.status !== 'processing') return document.status;
-  return document.chunkCount > 0 ? 'embedding' : 'parsing';
+  if (document.chunkCount > 0) return 'embedding';
+  return document.ocrPagesTotal > 0 ? 'ocr' : 'parsing';
 }
 
 /**
@@ -317,7 +321,7 @@ function insertDocuments(
     )
     SELECT id, workspace_id AS "workspaceId", filename, content_type AS "contentType", size_bytes AS "sizeBytes", sha256,
            status::text AS status, error, page_count AS "pageCount", chunk_count AS "chunkCount", embedded_chunks AS "embeddedChunks",
-           metadata, text, created_at AS "createdAt", updated_at AS "updatedAt"
+           ocr_pages_done AS "ocrPagesDone", ocr_pages_total AS "ocrPagesTotal", metadata, text, created_at AS "createdAt", updated_at AS "updatedAt"
       FROM created ORDER BY created_at`;
 }
 

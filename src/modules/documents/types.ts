@@ -28,10 +28,11 @@ builder.scalarType('File', {
 
 const DocumentStageRef = builder.enumType('DocumentStage', {
   description:
-    "Where a document is in its processing: `status` with `processing` split in two. Progress while `embedding` is `embeddedChunks / chunkCount`.",
+    "Where a document is in its processing: `status` with `processing` split in three. Progress while `ocr` is `ocrPagesDone / ocrPagesTotal`, while `embedding` `embeddedChunks / chunkCount`.",
   values: {
     queued: { description: 'Waiting for a worker (status `queued`).' },
     parsing: { description: 'Being parsed and chunked: status `processing`, no chunks stored yet.' },
+    ocr: { description: 'Being parsed, its scanned pages read by OCR: status `processing`, no chunks stored yet; `ocrPagesDone` of `ocrPagesTotal` pages gone through.' },
     embedding: { description: 'Chunks stored, being embedded and indexed: status `processing`; `embeddedChunks` of `chunkCount` done.' },
     ready: { description: 'Searchable (status `ready`).' },
     failed: { description: 'Processing failed; `error` says why (status `failed`). `retryDocument` processes it again.' },
@@ -75,8 +76,8 @@ const DocumentRef = builder.prismaObject('Document', {
     status: t.exposeString('status', { description: '`queued`, `processing`, `ready` or `failed`.' }),
     stage: t.field({
       type: DocumentStageRef,
-      description: '`status` in more detail: `processing` is `parsing` until the chunks are stored, then `embedding`.',
-      select: { status: true, chunkCount: true },
+      description: '`status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.',
+      select: { status: true, chunkCount: true, ocrPagesTotal: true },
       resolve: (document) => documentStage(document),
     }),
     error: t.exposeString('error', { nullable: true, description: 'Why processing failed.' }),
@@ -85,6 +86,10 @@ const DocumentRef = builder.prismaObject('Document', {
     embeddedChunks: t.exposeInt('embeddedChunks', {
       description: 'Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready.',
     }),
+    ocrPagesDone: t.exposeInt('ocrPagesDone', {
+      description: 'Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages.',
+    }),
+    ocrPagesTotal: t.exposeInt('ocrPagesTotal', { description: 'The page count of a document whose pages OCR reads or read; 0 when it read none.' }),
     metadata: t.expose('metadata', { type: 'JSON' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),

@@ -11,7 +11,7 @@ export const maxImageSide = 20_000;
  * A photo or scan of a page (PNG, JPEG, WebP) read by OCR as one page. Its size is read from its
  * header before anything is decoded, so an image that would decode to gigabytes is refused first.
  */
-export async function parseImage(bytes: Uint8Array, what: string, ocr: OcrSettings, onOcrPage?: (page: number) => void): Promise<Omit<ParsedDocument, 'text'>> {
+export async function parseImage(bytes: Uint8Array, what: string, ocr: OcrSettings, onOcrPage?: (page: number, pageCount: number) => void): Promise<Omit<ParsedDocument, 'text'>> {
   if (!ocr) throw new ParseError(`the ${what} image can only be read by OCR, which is turned off (KB_OCR_LANGUAGE)`);
   let width: number | undefined;
   let height: number | undefined;
@@ -27,7 +27,7 @@ export async function parseImage(bytes: Uint8Array, what: string, ocr: OcrSettin
     );
   }
   const reader = new PageReader(ocr);
-  onOcrPage?.(1);
+  onOcrPage?.(1, 1);
   try {
     const blocks: ParsedBlock[] = (await reader.read(bytes)).map((paragraph) => ({
       kind: 'text',

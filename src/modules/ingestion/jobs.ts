@@ -9,7 +9,7 @@ import { ocrPageSeconds } from './types.js';
 import { indexedText, nameWords } from './document-name.js';
 import type { ParseLimits } from './parse.js';
 import { ParseLimitError, type ParsePool } from './parse-pool.js';
-import type { ParseTaskResult } from './parse-task.js';
+import type { ParseProgress, ParseTaskResult } from './parse-task.js';
 
 export type IngestionDependencies = {
   prisma: PrismaClient;
@@ -116,11 +116,22 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
     const deadline = new AbortController();
     let timer = setTimeout(() => deadline.abort(), timeoutSeconds * 1000);
     const timeout = deadline.signal;
-    const onProgress = () => {
+    // Where OCR is, written for every process to show (the document's `stage` is `ocr`), one write at a time and in order.
+    let progressWritten = Promise.resolve();
+    const onProgress = ({ ocrPage, pageCount }: ParseProgress) => {
       ocrPages += 1;
       timeoutSeconds += ocrPageSeconds;
       clearTimeout(timer);
       timer = setTimeout(() => deadline.abort(), started + timeoutSeconds * 1000 - Date.now());
+      progressWritten = progressWritten.then(() =>
+        prisma.$executeRaw`
+          UPDATE documents SET ocr_pages_done = ${ocrPage - 1}, ocr_pages_total = ${pageCount}
+           WHERE id = ${source.id}::uuid AND status = 'processing' AND chunk_count = 0`.then(
+          () => undefined,
+          // Progress is only shown: the parse goes on without it.
+          () => undefined,
+        ),
+      );
     };
     try {
       const result = await parsePool.parse(
@@ -145,6 +156,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       throw error;
     } finally {
       clearTimeout(timer);
+      await progressWritten;
     }
   };
 
@@ -230,6 +242,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
         UPDATE documents d
            SET status = CASE WHEN r.chunk_count = 0 THEN 'ready'::document_status ELSE 'processing'::document_status END,
                error = NULL, text = r.text, page_count = r.page_count, chunk_count = r.chunk_count, embedded_chunks = 0, updated_at = now(),
+               ocr_pages_done = d.ocr_pages_total,
                title = r.title, index_context = r.index_context, name_words = r.name_words
           FROM unnest(${parsedIds}::uuid[], ${parsed.map(({ text }) => text)}::text[], ${parsed.map(({ pageCount }) => pageCount)}::integer[],
                       ${parsed.map(({ chunks }) => chunks.length)}::integer[], ${parsed.map(({ title }) => title)}::text[],

@@ -9,11 +9,12 @@ export type ParseTask = {
   filename: string;
   chunkOptions: { chunkTokens: number; overlapTokens: number };
   limits: ParseLimits;
-  /** Where the parse reports its progress: `{ocrPage}` before each page read by OCR (ParseProgress). */
+  /** Where the parse reports its progress: before each page read by OCR (ParseProgress). */
   progress?: MessagePort;
 };
 
-export type ParseProgress = { ocrPage: number };
+/** The page about to be read by OCR, and the document's page count. */
+export type ParseProgress = { ocrPage: number; pageCount: number };
 
 export type ParseTaskResult =
   | { ok: true; text: string; pageCount: number | null; title: string; nameWords: string; context: string; chunks: ReturnType<typeof chunkDocument> }
@@ -32,7 +33,7 @@ export default async function runParseTask(task: ParseTask): Promise<ParseTaskRe
   try {
     const report = task.progress;
     const parsed = await parseDocument(task.bytes, task.type, task.limits, {
-      onOcrPage: report ? (page) => report.postMessage({ ocrPage: page } satisfies ParseProgress) : undefined,
+      onOcrPage: report ? (page, pageCount) => report.postMessage({ ocrPage: page, pageCount } satisfies ParseProgress) : undefined,
     });
     const fileNameWords = nameWords(task.filename, parsed.text);
     const title = documentTitle(parsed, fileNameWords);

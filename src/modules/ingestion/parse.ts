@@ -65,8 +65,8 @@ export type ParseLimits = {
 
 export const defaultParseLimits: ParseLimits = { maxUnpackedBytes: 64 * 1024 * 1024, maxTextCharacters: 10_000_000, ocr: null, maxOcrPages: 500 };
 
-/** `onOcrPage` is told of each page (of a PDF, or an image's one) about to be read by OCR. */
-export type ParseHooks = { onOcrPage?: (page: number) => void };
+/** `onOcrPage` is told of each page (of a PDF, or an image's one) about to be read by OCR, and how many pages the document has. */
+export type ParseHooks = { onOcrPage?: (page: number, pageCount: number) => void };
 
 async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseLimits, hooks: ParseHooks): Promise<Omit<ParsedDocument, 'text'>> {
   switch (type) {

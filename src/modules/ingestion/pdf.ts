@@ -27,8 +27,8 @@ const MIN_TEXT_LAYER_LETTERS = 16;
 const OCR_SCALE = 2;
 const OCR_MAX_SIDE_PIXELS = 4_000;
 
-/** `onOcrPage` is told of each page about to be read by OCR. */
-export type PdfOptions = { ocr: OcrSettings; maxOcrPages: number; onOcrPage?: (page: number) => void };
+/** `onOcrPage` is told of each page about to be read by OCR, and how many pages the PDF has. */
+export type PdfOptions = { ocr: OcrSettings; maxOcrPages: number; onOcrPage?: (page: number, pageCount: number) => void };
 
 export async function parsePdf(bytes: Uint8Array, options: PdfOptions = { ocr: null, maxOcrPages: 0 }): Promise<ParsedDocument> {
   const loadingTask = getDocument({
@@ -100,7 +100,7 @@ async function extract(documentPromise: ReturnType<typeof getDocument>['promise'
           throw new ParseError(`the PDF has more than ${options.maxOcrPages.toLocaleString('en')} pages without a text layer, the most read by OCR in one document`);
         }
         stopStallTimer();
-        options.onOcrPage?.(pageNumber);
+        options.onOcrPage?.(pageNumber, pageCount);
         const recognised = await recognisedParagraphs(page, pageNumber, await readerFor(options.ocr));
         // What little text layer there was is kept when OCR reads no more than it.
         paragraphs.push(...(letterCount(recognised) > letterCount(found) ? recognised : found));

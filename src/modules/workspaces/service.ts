@@ -115,12 +115,21 @@ function processingStatusOf(byStatus: Record<DocumentStatusName, number>) {
  * ids are of workspaces the viewer was shown already (the field hangs off a Workspace).
  */
 export async function workspaceStatsMany({ prisma }: WorkspaceDependencies, workspaceIds: readonly string[]) {
-  const groups = await prisma.document.groupBy({
-    by: ['workspaceId', 'status'],
-    where: { workspaceId: { in: [...workspaceIds] } },
-    _count: { _all: true },
-    _sum: { sizeBytes: true, chunkCount: true, embeddedChunks: true },
-  });
+  const [groups, reading] = await Promise.all([
+    prisma.document.groupBy({
+      by: ['workspaceId', 'status'],
+      where: { workspaceId: { in: [...workspaceIds] } },
+      _count: { _all: true },
+      _sum: { sizeBytes: true, chunkCount: true, embeddedChunks: true },
+    }),
+    // Documents in stage `ocr` (documentStage): being parsed, OCR reading their pages.
+    prisma.document.groupBy({
+      by: ['workspaceId'],
+      where: { workspaceId: { in: [...workspaceIds] }, status: 'processing', chunkCount: 0, ocrPagesTotal: { gt: 0 } },
+      _count: { _all: true },
+      _sum: { ocrPagesDone: true, ocrPagesTotal: true },
+    }),
+  ]);
   return workspaceIds.map((workspaceId) => {
     const documentsByStatus = Object.fromEntries(documentStatuses.map((status) => [status, 0])) as Record<DocumentStatusName, number>;
     let chunkCount = 0;
@@ -133,8 +142,10 @@ export async function workspaceStatsMany({ prisma }: WorkspaceDependencies, work
       totalSizeBytes += group._sum.sizeBytes ?? 0;
       embeddedChunkCount += group._sum.embeddedChunks ?? 0;
     }
+    const ocr = reading.find((group) => group.workspaceId === workspaceId);
     return {
       workspaceId,
+      ocr: { documents: ocr?._count._all ?? 0, pagesDone: ocr?._sum.ocrPagesDone ?? 0, pagesTotal: ocr?._sum.ocrPagesTotal ?? 0 },
       documentCount: Object.values(documentsByStatus).reduce((sum, count) => sum + count, 0),
       chunkCount,
       embeddedChunkCount,

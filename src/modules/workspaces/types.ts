@@ -24,6 +24,15 @@ const DocumentsByStatus = builder.objectRef<Stats['documentsByStatus']>('Documen
   }),
 });
 
+const OcrProgress = builder.objectRef<Stats['ocr']>('OcrProgress').implement({
+  description: 'Documents whose pages OCR is reading now (stage `ocr`), and their pages gone through of their pages in all.',
+  fields: (t) => ({
+    documents: t.exposeInt('documents'),
+    pagesDone: t.exposeInt('pagesDone'),
+    pagesTotal: t.exposeInt('pagesTotal'),
+  }),
+});
+
 const WorkspaceStats = builder.objectRef<Stats>('WorkspaceStats').implement({
   fields: (t) => ({
     workspaceId: t.exposeID('workspaceId'),
@@ -33,6 +42,7 @@ const WorkspaceStats = builder.objectRef<Stats>('WorkspaceStats').implement({
     totalSizeBytes: t.exposeInt('totalSizeBytes'),
     processingStatus: t.exposeString('processingStatus', { description: '`idle`, `processing` or `failed`.' }),
     documentsByStatus: t.field({ type: DocumentsByStatus, resolve: (stats) => stats.documentsByStatus }),
+    ocr: t.field({ type: OcrProgress, resolve: (stats) => stats.ocr }),
   }),
 });
 

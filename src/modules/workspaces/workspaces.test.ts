@@ -217,6 +217,7 @@ describe('workspaces over REST', () => {
       total_size_bytes: 0,
       processing_status: 'idle',
       documents_by_status: { queued: 0, processing: 0, ready: 0, failed: 0 },
+      ocr: { documents: 0, pages_done: 0, pages_total: 0 },
     });
     const scan = await server.request('GET', `/v1/kb/workspaces/${workspace.id}/scan`, { key: owner.key });
     expect(scan.status).toBe(200);
