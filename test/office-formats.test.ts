@@ -5,6 +5,8 @@ import {
   makeBlankPdf,
   makeEpub,
   makeScannedPdf,
+  makeTiff,
+  makeTiffFrames,
   makeGeneratedXlsx,
   makeNumberedRowsXlsx,
   makePptx,
@@ -181,7 +183,7 @@ describe('office formats through HTTP', () => {
 });
 
 describe('scans and photos of pages, read by OCR', () => {
-  it('makes the scanned PDF, a mixed PDF and a PNG and a JPEG of a page searchable, cited with their page', { timeout: 300_000 }, async () => {
+  it('makes the scanned PDF, a mixed PDF, a PNG and a JPEG of a page and a two-page TIFF searchable, cited with their page', { timeout: 300_000 }, async () => {
     const scan = await readBenchPdf('non_text_searchable.pdf');
     const typeset = await readBenchPdf('sample_pdf_1.pdf');
     // A mixed PDF: typeset pages with the scanned page between them.
@@ -198,11 +200,14 @@ describe('scans and photos of pages, read by OCR', () => {
       { name: 'mixed.pdf', bytes: mixed },
       { name: 'page.png', bytes: await renderPdfPage(scan, 1, 'png') },
       { name: 'photo.jpg', bytes: await renderPdfPage(scan, 1, 'jpeg') },
+      // A scanner's file: a typeset page, then the scanned one.
+      { name: 'scans.tiff', bytes: await makeTiff([await renderPdfPage(typeset, 1, 'png'), await renderPdfPage(scan, 1, 'png')]) },
     ]);
     for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
     expect(documents['page.png']).toMatchObject({ content_type: 'image/png', page_count: 1 });
     expect(documents['photo.jpg']).toMatchObject({ content_type: 'image/jpeg', page_count: 1 });
     expect(documents['mixed.pdf']).toMatchObject({ page_count: 3 });
+    expect(documents['scans.tiff']).toMatchObject({ content_type: 'image/tiff', page_count: 2, ocr_pages_done: 2, ocr_pages_total: 2 });
 
     for (const name of ['scan.pdf', 'page.png', 'photo.jpg']) {
       const chunks = await chunksOf(documents[name]!);
@@ -216,12 +221,19 @@ describe('scans and photos of pages, read by OCR', () => {
     expect([...new Set(mixedChunks.flatMap((chunk) => chunk.metadata.pages))].sort()).toEqual([1, 2, 3]);
     for (const chunk of mixedChunks) expect(chunk.metadata.ocr === true, JSON.stringify(chunk.metadata)).toBe(chunk.metadata.pages.includes(2));
     expect(mixedChunks.map((chunk) => chunk.content).join(' ')).toContain('it cannot be rendered as plain text by the PDF reader');
+    // Each frame of the TIFF is its page, in order, all of it recognised.
+    const tiffChunks = await chunksOf(documents['scans.tiff']!);
+    expect([...new Set(tiffChunks.flatMap((chunk) => chunk.metadata.pages))].sort()).toEqual([1, 2]);
+    for (const chunk of tiffChunks) expect(chunk.metadata).toMatchObject({ ocr: true });
+    const scannedFrame = tiffChunks.filter((chunk) => chunk.content.includes('it cannot be rendered as plain text by the PDF reader'));
+    expect(scannedFrame.length).toBeGreaterThan(0);
+    for (const chunk of scannedFrame) expect(chunk.metadata.pages).toContain(2);
 
     const stream = await streamAgent(server, user.key, { message: 'Why can the non-text-searchable PDF not be rendered as plain text?', workspaceIds: [workspaceId] });
     const { sources } = expectProtocol(stream);
-    const cited = sources.filter((source) => ['scan.pdf', 'page.png', 'photo.jpg', 'mixed.pdf'].includes(source.filename));
+    const cited = sources.filter((source) => ['scan.pdf', 'page.png', 'photo.jpg', 'mixed.pdf', 'scans.tiff'].includes(source.filename));
     expect(cited.length).toBeGreaterThan(0);
-    for (const source of cited) expect(source.pages).toEqual(source.filename === 'mixed.pdf' ? [2] : [1]);
+    for (const source of cited) expect(source.pages).toEqual(['mixed.pdf', 'scans.tiff'].includes(source.filename) ? [2] : [1]);
     await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
   });
 
@@ -283,13 +295,16 @@ describe('scans and photos of pages, read by OCR', () => {
     }
   });
 
-  it('refuses images too large to decode and PDFs with more scanned pages than the limit, with a reason', { timeout: 300_000 }, async () => {
+  it('refuses images too large to decode, TIFFs and PDFs with more pages to read than the limit, with a reason', { timeout: 300_000 }, async () => {
     const limited = await startTestServer({ KB_OCR_MAX_PAGES: '3' });
     try {
       const owner = await limited.createUser();
       const workspace = (await limited.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
       const uploaded = await upload(limited, owner.key, workspace, [
         { name: 'huge.png', bytes: pngHeaderOfSize(30_000, 30_000) },
+        { name: 'frames.tiff', bytes: makeTiffFrames(10_000) },
+        { name: 'huge.tiff', bytes: makeTiffFrames(2, 30_000, 30_000) },
+        { name: 'truncated.tif', bytes: (await makeTiff([await renderPdfPage(await readBenchPdf('non_text_searchable.pdf'), 1, 'png')])).subarray(0, 3000) },
         { name: 'thousands.pdf', bytes: await makeScannedPdf(2_000) },
         { name: 'blank.pdf', bytes: makeBlankPdf(2) },
         { name: 'truncated.jpg', bytes: (await renderPdfPage(await readBenchPdf('non_text_searchable.pdf'), 1, 'jpeg')).subarray(0, 200) },
@@ -302,6 +317,13 @@ describe('scans and photos of pages, read by OCR', () => {
         status: 'failed',
         error: 'the PNG is 30,000 x 30,000 pixels, more than OCR reads (20,000 on a side, 50 megapixels)',
       });
+      expect(documents['frames.tiff']).toMatchObject({ status: 'failed', error: 'the TIFF has 10,000 pages, more than the 3 read by OCR in one document' });
+      expect(documents['huge.tiff']).toMatchObject({
+        status: 'failed',
+        error: 'page 1 of the TIFF is 30,000 x 30,000 pixels, more than OCR reads (20,000 on a side, 50 megapixels)',
+      });
+      expect(documents['truncated.tif']).toMatchObject({ status: 'failed' });
+      expect(documents['truncated.tif']!.error).toMatch(/^not a readable TIFF: /);
       expect(documents['thousands.pdf']).toMatchObject({
         status: 'failed',
         error: 'the PDF has more than 3 pages without a text layer, the most read by OCR in one document',

@@ -292,3 +292,51 @@ export async function parseError(promise: Promise<unknown>): Promise<ParseError>
   expect(error).toBeInstanceOf(ParseError);
   return error as ParseError;
 }
+
+/** A multi-page TIFF of `pages` (images in any format sharp reads), a frame each, every one fitted onto white paper of the first one's size. */
+export async function makeTiff(pages: Uint8Array[]): Promise<Uint8Array> {
+  const sharp = (await import('sharp')).default;
+  const { width, height } = await sharp(pages[0]!).metadata();
+  const fitted = await Promise.all(pages.map((page) => sharp(page).resize(width, height, { fit: 'contain', background: 'white' }).png().toBuffer()));
+  const joined = fitted.length === 1 ? sharp(fitted[0]) : sharp(fitted, { join: { animated: true } });
+  return new Uint8Array(await joined.tiff({ compression: 'deflate' }).toBuffer());
+}
+
+/**
+ * A little-endian TIFF of `frames` grey frames that all say they are `width` x `height` and share
+ * one strip of 64 white bytes: 10,000 frames take about a megabyte, and a frame can claim to be
+ * far larger than the file.
+ */
+export function makeTiffFrames(frames: number, width = 8, height = 8): Uint8Array {
+  const entries: [tag: number, type: number, value: number][] = [
+    [256, 4, width], // ImageWidth
+    [257, 4, height], // ImageLength
+    [258, 3, 8], // BitsPerSample
+    [259, 3, 1], // Compression: none
+    [262, 3, 1], // PhotometricInterpretation: black is zero
+    [273, 4, 8], // StripOffsets: the strip after the header
+    [278, 4, height], // RowsPerStrip
+    [279, 4, 64], // StripByteCounts
+  ];
+  const directoryBytes = 2 + entries.length * 12 + 4;
+  const first = 8 + 64;
+  const bytes = new Uint8Array(first + frames * directoryBytes);
+  const view = new DataView(bytes.buffer);
+  bytes.set([0x49, 0x49, 0x2a, 0x00]);
+  view.setUint32(4, first, true);
+  bytes.fill(255, 8, 8 + 64);
+  for (let frame = 0; frame < frames; frame++) {
+    const at = first + frame * directoryBytes;
+    view.setUint16(at, entries.length, true);
+    entries.forEach(([tag, type, value], index) => {
+      const entry = at + 2 + index * 12;
+      view.setUint16(entry, tag, true);
+      view.setUint16(entry + 2, type, true);
+      view.setUint32(entry + 4, 1, true);
+      if (type === 3) view.setUint16(entry + 8, value, true);
+      else view.setUint32(entry + 8, value, true);
+    });
+    view.setUint32(at + 2 + entries.length * 12, frame + 1 < frames ? at + directoryBytes : 0, true);
+  }
+  return bytes;
+}

@@ -47,7 +47,8 @@ describe('detectDocumentType', () => {
   it('recognises images of pages by their signature, whatever their name', () => {
     expect(detectDocumentType(PNG_HEADER, 'picture.txt')).toBe('image/png');
     expect(detectDocumentType(Uint8Array.of(0xff, 0xd8, 0xff, 0xe0, 0, 0x10), 'scan')).toBe('image/jpeg');
-    expect(detectDocumentType(new TextEncoder().encode('RIFF\u0000\u0000\u0000\u0000WEBPVP8 '), 'page.bin')).toBe('image/webp');
+    expect(detectDocumentType(new TextEncoder().encode('RIFF\u0000\u0000\u0000\u0000WEBPVP8 '), 'page.bin')).toBe('image/webp');    expect(detectDocumentType(Uint8Array.of(0x49, 0x49, 0x2a, 0x00, 8, 0, 0, 0), 'scan.dat')).toBe('image/tiff');
+    expect(detectDocumentType(Uint8Array.of(0x4d, 0x4d, 0x00, 0x2a, 0, 0, 0, 8), 'scan')).toBe('image/tiff');
   });
 
   it('rejects binary junk even when it is named like text', () => {

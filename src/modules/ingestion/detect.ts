@@ -25,6 +25,8 @@ const IMAGE_SIGNATURES: readonly { type: DocumentType; matches: (bytes: Uint8Arr
   { type: 'image/png', matches: (bytes) => startsWith(bytes, Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) },
   { type: 'image/jpeg', matches: (bytes) => startsWith(bytes, Uint8Array.of(0xff, 0xd8, 0xff)) },
   { type: 'image/webp', matches: (bytes) => startsWith(bytes, asciiBytes('RIFF')) && indexOfBytes(bytes.subarray(8, 12), asciiBytes('WEBP')) === 0 },
+  // Little- and big-endian TIFF: a scanner's multi-page scan.
+  { type: 'image/tiff', matches: (bytes) => startsWith(bytes, Uint8Array.of(0x49, 0x49, 0x2a, 0x00)) || startsWith(bytes, Uint8Array.of(0x4d, 0x4d, 0x00, 0x2a)) },
 ];
 /** An OLE compound file: how Office stores a password-protected DOCX, XLSX or PPTX (and the old .doc, .xls and .ppt). */
 const COMPOUND_FILE_SIGNATURE = Uint8Array.of(0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1);
@@ -37,6 +39,8 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
   jpg: 'image/jpeg',
   jpeg: 'image/jpeg',
   webp: 'image/webp',
+  tif: 'image/tiff',
+  tiff: 'image/tiff',
   docx: DOCX_TYPE,
   md: 'text/markdown',
   markdown: 'text/markdown',
@@ -62,7 +66,7 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
 /**
  * The type of an uploaded file, or null when it is not a supported document.
  *
- * Content decides first: a PDF, an image of a page (PNG, JPEG, WebP) or an office file (DOCX,
+ * Content decides first: a PDF, an image of pages (PNG, JPEG, WebP, TIFF) or an office file (DOCX,
  * XLSX, PPTX, EPUB, ODT, ODP, ODS) is recognised by its signature whatever it is called, and
  * anything else must be valid UTF-8 (or UTF-16 with a byte-order mark) without binary control
  * characters, or it is unsupported even when named `.txt`. Text is then classified by extension;

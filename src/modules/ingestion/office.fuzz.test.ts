@@ -1,10 +1,10 @@
 import ExcelJS from 'exceljs';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeEpub, makePptx } from '../../../test/support/documents.js';
+import { makeEpub, makePptx, makeTiff, makeTiffFrames } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
-import { parseDocument, ParseError } from './parse.js';
+import { defaultParseLimits, parseDocument, ParseError } from './parse.js';
 import { EPUB_TYPE, PPTX_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
 
 async function workbook(rows: string[][]): Promise<Uint8Array> {
@@ -15,9 +15,9 @@ async function workbook(rows: string[][]): Promise<Uint8Array> {
 }
 
 /** A parse of a damaged file either reads something or fails with a reason for the owner: never another error. */
-async function parsedOrRefused(bytes: Uint8Array, type: DocumentType): Promise<void> {
+async function parsedOrRefused(bytes: Uint8Array, type: DocumentType, limits = defaultParseLimits): Promise<void> {
   try {
-    await parseDocument(bytes, type);
+    await parseDocument(bytes, type, limits);
   } catch (error) {
     expect(error, String(error)).toBeInstanceOf(ParseError);
   }
@@ -59,6 +59,32 @@ describe('the office parsers under damaged files', () => {
           await parsedOrRefused(file, type);
         }),
         { numRuns: 200 },
+      );
+    });
+  }
+});
+
+describe('the TIFF reader under damaged files', () => {
+  // OCR on: a damaged frame is decoded and read, or refused with a reason.
+  const limits = { ...defaultParseLimits, ocr: { language: 'eng' }, maxOcrPages: 4 };
+  const fixtures: Record<string, Uint8Array> = {};
+  beforeAll(async () => {
+    const sharp = (await import('sharp')).default;
+    const page = await sharp({ create: { width: 48, height: 24, channels: 3, background: 'white' } }).png().toBuffer();
+    fixtures.deflated = await makeTiff([page, page]);
+    fixtures.uncompressed = makeTiffFrames(3, 16, 16);
+  });
+
+  for (const name of ['deflated', 'uncompressed']) {
+    it(`reads or refuses with a reason every damaged ${name} TIFF`, { timeout: 180_000 }, async () => {
+      const bytes = fixtures[name]!;
+      await fc.assert(
+        fc.asyncProperty(damage(bytes.length), async (change) => {
+          const file = damaged(bytes, change);
+          detectDocumentType(file, 'damaged');
+          await parsedOrRefused(file, 'image/tiff', limits);
+        }),
+        { numRuns: 60 },
       );
     });
   }

@@ -76,6 +76,8 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
     case 'image/jpeg':
     case 'image/webp':
       return (await import('./image.js')).parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr, hooks.onOcrPage);
+    case 'image/tiff':
+      return (await import('./image.js')).parseTiff(bytes, limits.ocr, limits.maxOcrPages, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');

@@ -15,7 +15,8 @@ export type DocumentType =
   | 'application/vnd.oasis.opendocument.spreadsheet'
   | 'image/png'
   | 'image/jpeg'
-  | 'image/webp';
+  | 'image/webp'
+  | 'image/tiff';
 
 export const documentTypes: readonly DocumentType[] = [
   'application/pdf',
@@ -35,6 +36,7 @@ export const documentTypes: readonly DocumentType[] = [
   'image/png',
   'image/jpeg',
   'image/webp',
+  'image/tiff',
 ];
 
 /** What separates the cells of a table's row on its line, in every format that has tables of cells. */
