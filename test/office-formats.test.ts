@@ -10,6 +10,7 @@ import {
   makeGeneratedXlsx,
   makeNumberedRowsXlsx,
   makePptx,
+  makeRtf,
   makeRepeatedScan,
   newDeck,
   pngHeaderOfSize,
@@ -99,14 +100,16 @@ describe('office formats through HTTP', () => {
     await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
   });
 
-  it('makes slides and an e-book searchable: a slide is a page, its notes marked, a chapter a heading', { timeout: 240_000 }, async () => {
+  it('makes slides, an e-book and rich text searchable: a slide is a page, its notes marked, a chapter a heading', { timeout: 240_000 }, async () => {
     const documents = await ingest(user.key, workspaceId, [
       { name: 'review.pptx', bytes: await makePptx() },
       { name: 'lighthouse.epub', bytes: await makeEpub() },
+      { name: 'harbour.rtf', bytes: makeRtf() },
     ]);
     for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
     expect(documents['review.pptx']).toMatchObject({ page_count: 2, content_type: 'application/vnd.openxmlformats-officedocument.presentationml.presentation' });
     expect(documents['lighthouse.epub']).toMatchObject({ content_type: 'application/epub+zip' });
+    expect(documents['harbour.rtf']).toMatchObject({ content_type: 'application/rtf' });
 
     const notes = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Where was the magnetometer built?', workspace_id: workspaceId, top_k: 1 } });
     expect(notes.body.results[0]).toMatchObject({ document_id: documents['review.pptx']!.id, metadata: { page: 1, headings: ['Launch schedule', 'Speaker notes'] } });
@@ -117,6 +120,10 @@ describe('office formats through HTTP', () => {
     const rescue = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'Where did the lifeboat come from?', workspace_id: workspaceId, top_k: 1 } });
     expect(rescue.body.results[0]).toMatchObject({ document_id: documents['lighthouse.epub']!.id, metadata: { headings: ['The rescue'] } });
     expect(rescue.body.results[0].content).toBe('The rescue\n\nMorning\n\nThe lifeboat came from Port Alder at dawn and took the crew ashore.');
+
+    const fees = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'What do café owners on the quay pay?', workspace_id: workspaceId, top_k: 1 } });
+    expect(fees.body.results[0]).toMatchObject({ document_id: documents['harbour.rtf']!.id, metadata: { headings: ['Berth fees'] } });
+    expect(fees.body.results[0].content).toContain('Café owners on the quay pay € 3 a day.');
 
     const stream = await streamAgent(server, user.key, { message: 'When does the Kestrel-4 probe launch?', workspaceIds: [workspaceId] });
     const { answer, sources } = expectProtocol(stream);

@@ -340,3 +340,20 @@ export function makeTiffFrames(frames: number, width = 8, height = 8): Uint8Arra
   }
   return bytes;
 }
+
+/** A rich-text file as a word processor saves one: a heading, paragraphs with escaped and 8-bit characters, a table. */
+export function makeRtf(): Uint8Array {
+  const rtf = [
+    '{\\rtf1\\ansi\\ansicpg1252\\deff0{\\fonttbl{\\f0 Times New Roman;}}{\\stylesheet{\\s1 heading 1;}}',
+    '{\\pard\\s1\\outlinelevel0\\b\\fs32 Berth fees\\par}',
+    '{\\pard The harbour master raised the fee for berth 7 to 42 euros in March.\\par}',
+    "{\\pard Caf\\'e9 owners on the quay pay \\u8364? 3 a day.\\par}",
+    '\\trowd\\cellx2000\\cellx4000 Berth\\cell Fee\\cell\\row',
+    '\\trowd\\cellx2000\\cellx4000 7\\cell 42\\cell\\row',
+    '{\\pard Fees are reviewed each spring.\\par}',
+    // One raw 8-bit byte, as editors write them: ï in the file's code page (cp1252).
+    '{\\pard Na\xefve sailors welcome.\\par}',
+    '}',
+  ].join('\n');
+  return new Uint8Array(Buffer.from(rtf, 'latin1'));
+}

@@ -67,7 +67,7 @@ async function storeUpload(
     if (!contentType) {
       throw new AppError(
         'unsupported_media_type',
-        `${filename}: unsupported type; PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODP, ODS, HTML, Markdown, plain text, CSV, TSV, JSON and images of pages (PNG, JPEG, WebP, TIFF) are accepted`,
+        `${filename}: unsupported type; PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODP, ODS, RTF, HTML, Markdown, plain text, CSV, TSV, JSON and images of pages (PNG, JPEG, WebP, TIFF) are accepted`,
       );
     }
     return { filename, bytes: file.bytes, contentType, sha256: createHash('sha256').update(file.bytes).digest('hex') };

@@ -1,5 +1,5 @@
 import { decodeText, isPlausibleText } from './text.js';
-import { DOCX_TYPE, EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, PPTX_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
+import { DOCX_TYPE, EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, PPTX_TYPE, RTF_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
 
 export type { DocumentType } from './types.js';
 
@@ -28,6 +28,7 @@ const IMAGE_SIGNATURES: readonly { type: DocumentType; matches: (bytes: Uint8Arr
   // Little- and big-endian TIFF: a scanner's multi-page scan.
   { type: 'image/tiff', matches: (bytes) => startsWith(bytes, Uint8Array.of(0x49, 0x49, 0x2a, 0x00)) || startsWith(bytes, Uint8Array.of(0x4d, 0x4d, 0x00, 0x2a)) },
 ];
+const RTF_SIGNATURE = asciiBytes('{\\rtf');
 /** An OLE compound file: how Office stores a password-protected DOCX, XLSX or PPTX (and the old .doc, .xls and .ppt). */
 const COMPOUND_FILE_SIGNATURE = Uint8Array.of(0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1);
 /** Readers accept a PDF header preceded by junk within the first kilobyte. */
@@ -58,6 +59,7 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
   odt: ODT_TYPE,
   odp: ODP_TYPE,
   ods: ODS_TYPE,
+  rtf: RTF_TYPE,
   json: 'application/json',
   txt: 'text/plain',
   text: 'text/plain',
@@ -66,7 +68,7 @@ const TYPE_BY_EXTENSION: Record<string, DocumentType> = {
 /**
  * The type of an uploaded file, or null when it is not a supported document.
  *
- * Content decides first: a PDF, an image of pages (PNG, JPEG, WebP, TIFF) or an office file (DOCX,
+ * Content decides first: a PDF, an image of pages (PNG, JPEG, WebP, TIFF), rich text (RTF) or an office file (DOCX,
  * XLSX, PPTX, EPUB, ODT, ODP, ODS) is recognised by its signature whatever it is called, and
  * anything else must be valid UTF-8 (or UTF-16 with a byte-order mark) without binary control
  * characters, or it is unsupported even when named `.txt`. Text is then classified by extension;
@@ -85,6 +87,8 @@ export function detectDocumentType(bytes: Uint8Array, filename: string): Documen
 
   const image = IMAGE_SIGNATURES.find((candidate) => candidate.matches(bytes));
   if (image) return image.type;
+  // Rich text is 7-bit text of control words, with 8-bit or binary runs allowed: its header decides, not whether it decodes as text.
+  if (startsWith(bytes, RTF_SIGNATURE)) return RTF_TYPE;
   const pdfHeaderAt = indexOfBytes(bytes.subarray(0, PDF_HEADER_SEARCH_BYTES + PDF_SIGNATURE.length), PDF_SIGNATURE);
   if (pdfHeaderAt === 0) return 'application/pdf';
   if (startsWith(bytes, ZIP_LOCAL_FILE_SIGNATURE)) {

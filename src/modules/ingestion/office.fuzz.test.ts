@@ -1,11 +1,11 @@
 import ExcelJS from 'exceljs';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeEpub, makePptx, makeTiff, makeTiffFrames } from '../../../test/support/documents.js';
+import { makeEpub, makePptx, makeRtf, makeTiff, makeTiffFrames } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
 import { defaultParseLimits, parseDocument, ParseError } from './parse.js';
-import { EPUB_TYPE, PPTX_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
+import { EPUB_TYPE, PPTX_TYPE, RTF_TYPE, XLSX_TYPE, type DocumentType } from './types.js';
 
 async function workbook(rows: string[][]): Promise<Uint8Array> {
   const book = new ExcelJS.Workbook();
@@ -46,9 +46,10 @@ describe('the office parsers under damaged files', () => {
     ]);
     fixtures[PPTX_TYPE] = await makePptx();
     fixtures[EPUB_TYPE] = await makeEpub();
+    fixtures[RTF_TYPE] = makeRtf();
   });
 
-  for (const type of [XLSX_TYPE, PPTX_TYPE, EPUB_TYPE] as DocumentType[]) {
+  for (const type of [XLSX_TYPE, PPTX_TYPE, EPUB_TYPE, RTF_TYPE] as DocumentType[]) {
     it(`reads or refuses with a reason every damaged ${type.split(/[/.]/).at(-1)}`, { timeout: 120_000 }, async () => {
       const bytes = fixtures[type]!;
       await fc.assert(

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { makeEpub, makePptx, newDeck, parseError } from '../../../test/support/documents.js';
+import { makeEpub, makePptx, makeRtf, newDeck, parseError } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
 import { parseDocument } from './parse.js';
-import { EPUB_TYPE, ODT_TYPE, PPTX_TYPE } from './types.js';
+import { EPUB_TYPE, ODT_TYPE, PPTX_TYPE, RTF_TYPE } from './types.js';
 
 
 describe('PPTX', () => {
@@ -82,5 +82,28 @@ describe('ODT', () => {
       ['heading', 'Spring', ['Field notes', 'Spring']],
       ['text', 'The first eggs hatch in April.', ['Field notes', 'Spring']],
     ]);
+  });
+});
+
+describe('RTF', () => {
+  it('reads headings, paragraphs in the code page and escapes they use, and tables one row a line', async () => {
+    const bytes = makeRtf();
+    // Its header decides, whatever the name, though an 8-bit byte keeps it from being UTF-8 text.
+    expect(detectDocumentType(bytes, 'notes.txt')).toBe(RTF_TYPE);
+    expect(detectDocumentType(bytes, 'notes')).toBe(RTF_TYPE);
+    const parsed = await parseDocument(bytes, RTF_TYPE);
+    expect(parsed.blocks.map((block) => [block.kind, block.text, block.headingPath])).toEqual([
+      ['heading', 'Berth fees', ['Berth fees']],
+      ['text', 'The harbour master raised the fee for berth 7 to 42 euros in March.', ['Berth fees']],
+      ['text', 'Café owners on the quay pay € 3 a day.', ['Berth fees']],
+      ['text', 'Berth | Fee\n7 | 42', ['Berth fees']],
+      ['text', 'Fees are reviewed each spring.', ['Berth fees']],
+      ['text', 'Naïve sailors welcome.', ['Berth fees']],
+    ]);
+    expect(parsed.blocks[3]!.tableHeader).toBe('Berth | Fee');
+  });
+
+  it('refuses a file that only starts like RTF with a reason', async () => {
+    expect((await parseError(parseDocument(new TextEncoder().encode('{\\rtf1 {{{{'), RTF_TYPE))).message).toMatch(/^(not a readable RTF: |the document contains no text)/);
   });
 });

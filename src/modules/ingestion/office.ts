@@ -4,16 +4,16 @@ import { HeadingTrail } from './heading-trail.js';
 import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /** The formats read with officeparser, by the name its configuration and this service's messages use. */
-export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods';
+export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods' | 'rtf';
 
 /** The heading that marks a slide's speaker notes in its chunks' heading trail. */
 const speakerNotesHeading = 'Speaker notes';
 
 /**
- * Slides, e-books and OpenDocument files as blocks, read with officeparser: a presentation's
+ * Slides, e-books, OpenDocument and rich-text files as blocks, read with officeparser: a presentation's
  * slides are its pages (the slide's title its heading, text in reading order, tables one row a
  * line under their header row, speaker notes last under "Speaker notes"); an e-book's chapters
- * and an ODT's headings make the heading trail. Images are not read, nor their text (no OCR here).
+ * and an ODT's or RTF's headings make the heading trail. Images are not read, nor their text (no OCR here).
  */
 export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUnpackedBytes: number): Promise<Omit<ParsedDocument, 'text'>> {
   let ast;

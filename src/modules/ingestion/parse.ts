@@ -7,7 +7,7 @@ import { parsePdf } from './pdf.js';
 import type { OfficeFormat } from './office.js';
 import type { OcrSettings } from './ocr.js';
 import { csvBlocks, decodeTextOrThrow, jsonBlocks, plainTextBlocks } from './text.js';
-import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
+import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, RTF_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /**
  * The types read with officeparser (office.ts). Its module, ExcelJS's, and OCR's are loaded by
@@ -96,6 +96,8 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       return { pageCount: null, blocks: jsonBlocks(decodeTextOrThrow(bytes)) };
     case 'text/plain':
       return { pageCount: null, blocks: plainTextBlocks(decodeTextOrThrow(bytes)) };
+    case RTF_TYPE:
+      return (await import('./office.js')).parseOffice(bytes, 'rtf', limits.maxUnpackedBytes);
     default: {
       const format = officeFormats[type];
       if (!format) throw new ParseError(`unsupported document type ${String(type)}`);

@@ -16,7 +16,8 @@ export type DocumentType =
   | 'image/png'
   | 'image/jpeg'
   | 'image/webp'
-  | 'image/tiff';
+  | 'image/tiff'
+  | 'application/rtf';
 
 export const documentTypes: readonly DocumentType[] = [
   'application/pdf',
@@ -37,6 +38,7 @@ export const documentTypes: readonly DocumentType[] = [
   'image/jpeg',
   'image/webp',
   'image/tiff',
+  'application/rtf',
 ];
 
 /** What separates the cells of a table's row on its line, in every format that has tables of cells. */
@@ -47,6 +49,7 @@ export const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsh
 export const PPTX_TYPE = 'application/vnd.openxmlformats-officedocument.presentationml.presentation';
 export const EPUB_TYPE = 'application/epub+zip';
 export const ODT_TYPE = 'application/vnd.oasis.opendocument.text';
+export const RTF_TYPE = 'application/rtf';
 export const ODP_TYPE = 'application/vnd.oasis.opendocument.presentation';
 export const ODS_TYPE = 'application/vnd.oasis.opendocument.spreadsheet';
 
