@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
 import {
   makeBlankPdf,
+  makeDocx,
   makeEpub,
+  makeOdt,
   makeScannedPdf,
   makeTiff,
   makeTiffFrames,
@@ -185,6 +187,60 @@ describe('office formats through HTTP', () => {
     expect(documents['truncated.epub']!.error).toMatch(/^not a readable EPUB: /);
     expect((await chunksOf(documents['wide.xlsx']!)).map((chunk) => chunk.content).join(' ')).toContain('column 15999');
     // The server still answers.
+    expect((await server.request('GET', '/v1/user/me', { key: user.key })).status).toBe(200);
+  });
+});
+
+describe('damaged and misnamed files of every format, through HTTP', () => {
+  it('fails a file of each format cut in half with the reason its reader gives, and reads a misnamed file as what it is', { timeout: 300_000 }, async () => {
+    const sharp = (await import('sharp')).default;
+    const scan = await readBenchPdf('non_text_searchable.pdf');
+    const page = await renderPdfPage(scan, 1, 'png');
+    const whole: Record<string, Uint8Array> = {
+      'report.pdf': new Uint8Array(await readBenchPdf('sample_pdf_1.pdf')),
+      'report.docx': await makeDocx(),
+      'book.xlsx': await workbook((book) => book.addWorksheet('One').addRow(['alpha', 'beta'])),
+      'review.pptx': await makePptx(),
+      'lighthouse.epub': await makeEpub(),
+      'notes.odt': await makeOdt(),
+      'page.png': page,
+      'photo.jpg': await renderPdfPage(scan, 1, 'jpeg'),
+      'page.webp': new Uint8Array(await sharp(page).webp().toBuffer()),
+      'scans.tiff': await makeTiff([page]),
+    };
+    const reasons: Record<string, RegExp> = {
+      'report.pdf': /^not a readable PDF: /,
+      'report.docx': /^not a readable DOCX: /,
+      'book.xlsx': /^not a readable XLSX: /,
+      'review.pptx': /^not a readable PPTX: /,
+      'lighthouse.epub': /^not a readable EPUB: /,
+      'notes.odt': /^not a readable ODT: /,
+      'page.png': /^not a readable PNG: /,
+      'photo.jpg': /^not a readable JPEG: /,
+      'page.webp': /^not a readable WebP: /,
+      'scans.tiff': /^not a readable TIFF: /,
+    };
+    const cut = Object.entries(whole).map(([name, bytes]) => ({ name: `cut-${name}`, bytes: bytes.slice(0, Math.floor(bytes.length / 2)) }));
+    // Content decides: each of these is read as what it is, whatever its name says.
+    const misnamed = [
+      { name: 'pdf-as.docx', bytes: whole['report.pdf']!, type: 'application/pdf' },
+      { name: 'png-as.pdf', bytes: page, type: 'image/png' },
+      { name: 'docx-as.xlsx', bytes: whole['report.docx']!, type: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document' },
+      { name: 'rtf-as.txt', bytes: makeRtf(), type: 'application/rtf' },
+      { name: 'text-as.png', bytes: new TextEncoder().encode('Plain words in a file named as a picture.'), type: 'text/plain' },
+    ];
+    const uploaded = await upload(server, user.key, workspaceId, [...cut, ...misnamed]);
+    expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
+    const documents = Object.fromEntries(
+      (await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id), 240_000)).map((document) => [document.filename, document]),
+    );
+    for (const [name, reason] of Object.entries(reasons)) {
+      const document = documents[`cut-${name}`]!;
+      expect(document, name).toMatchObject({ status: 'failed' });
+      expect(document.error, name).toMatch(reason);
+    }
+    for (const { name, type } of misnamed) expect(documents[name], `${name}: ${documents[name]!.error}`).toMatchObject({ status: 'ready', content_type: type });
+    expect((await chunksOf(documents['png-as.pdf']!)).map((chunk) => chunk.content).join(' ')).toContain('it cannot be rendered as plain text by the PDF reader');
     expect((await server.request('GET', '/v1/user/me', { key: user.key })).status).toBe(200);
   });
 });

@@ -357,3 +357,10 @@ export function makeRtf(): Uint8Array {
   ].join('\n');
   return new Uint8Array(Buffer.from(rtf, 'latin1'));
 }
+
+/** An ODT of a heading and a paragraph, written by officeparser's generator. */
+export async function makeOdt(): Promise<Uint8Array> {
+  const { OfficeGenerator, OfficeParser } = await import('officeparser');
+  const source = await OfficeParser.parseOffice(Buffer.from('# Field notes\n\nThe heron nests by the weir.\n\n## Spring\n\nThe first eggs hatch in April.\n'), { fileType: 'md' });
+  return new Uint8Array((await OfficeGenerator.generate(source, 'odt')).value as Uint8Array);
+}

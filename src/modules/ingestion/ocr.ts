@@ -35,6 +35,9 @@ export class PageReader {
       langPath: languageData(this.settings.language),
       gzip: true,
       cacheMethod: 'none',
+      // The job's promise rejects with the error. Without a handler tesseract.js also throws it,
+      // uncaught, in this thread: an image it cannot decode would end the parse thread.
+      errorHandler: () => undefined,
     });
     const worker = await this.#worker;
     let timer: NodeJS.Timeout | undefined;
@@ -42,7 +45,11 @@ export class PageReader {
       timer = setTimeout(() => reject(new ParseError(`reading a page by OCR took longer than ${ocrPageSeconds} s`)), ocrPageSeconds * 1000);
     });
     try {
-      const { data } = await Promise.race([worker.recognize(Buffer.from(image.buffer, image.byteOffset, image.byteLength), {}, { text: true, blocks: true }), timeout]);
+      const recognised = worker.recognize(Buffer.from(image.buffer, image.byteOffset, image.byteLength), {}, { text: true, blocks: true }).catch((error: unknown) => {
+        // tesseract.js rejects with its worker's message, a string such as "Error: Error attempting to read image.".
+        throw error instanceof Error ? error : new Error(String(error).replace(/^(Error: )+/, ''));
+      });
+      const { data } = await Promise.race([recognised, timeout]);
       const paragraphs: RecognisedParagraph[] = [];
       for (const block of data.blocks ?? []) {
         for (const paragraph of block.paragraphs) {

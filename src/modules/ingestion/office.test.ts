@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { makeEpub, makePptx, makeRtf, newDeck, parseError } from '../../../test/support/documents.js';
+import { makeEpub, makeOdt, makePptx, makeRtf, newDeck, parseError } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { detectDocumentType } from './detect.js';
 import { parseDocument } from './parse.js';
@@ -70,10 +70,7 @@ describe('EPUB', () => {
 
 describe('ODT', () => {
   it('reads headings and paragraphs', async () => {
-    const { OfficeGenerator, OfficeParser } = await import('officeparser');
-    const source = await OfficeParser.parseOffice(Buffer.from('# Field notes\n\nThe heron nests by the weir.\n\n## Spring\n\nThe first eggs hatch in April.\n'), { fileType: 'md' });
-    const odt = (await OfficeGenerator.generate(source, 'odt')).value as Uint8Array;
-    const bytes = new Uint8Array(odt);
+    const bytes = await makeOdt();
     expect(detectDocumentType(bytes, 'notes.bin')).toBe(ODT_TYPE);
     const parsed = await parseDocument(bytes, ODT_TYPE);
     expect(parsed.blocks.map((block) => [block.kind, block.text, block.headingPath])).toEqual([

@@ -16,6 +16,9 @@ import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, RTF_TYP
  */
 const officeFormats: Partial<Record<DocumentType, OfficeFormat>> = { [PPTX_TYPE]: 'pptx', [EPUB_TYPE]: 'epub', [ODT_TYPE]: 'odt', [ODP_TYPE]: 'odp', [ODS_TYPE]: 'ods' };
 
+/** An image's format as its owner knows it, in messages. */
+const imageNames = { 'image/png': 'PNG', 'image/jpeg': 'JPEG', 'image/webp': 'WebP' } as const;
+
 export { ParseError } from './types.js';
 export type { DocumentType, ParsedBlock, ParsedDocument } from './types.js';
 
@@ -75,7 +78,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
     case 'image/png':
     case 'image/jpeg':
     case 'image/webp':
-      return (await import('./image.js')).parseImage(bytes, type.slice('image/'.length).toUpperCase(), limits.ocr, hooks.onOcrPage);
+      return (await import('./image.js')).parseImage(bytes, imageNames[type], limits.ocr, hooks.onOcrPage);
     case 'image/tiff':
       return (await import('./image.js')).parseTiff(bytes, limits.ocr, limits.maxOcrPages, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
