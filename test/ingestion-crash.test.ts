@@ -32,7 +32,11 @@ async function api(server: ServerProcess, key: string, method: string, pathname:
     headers['content-type'] = 'application/json';
     payload = JSON.stringify(body);
   }
-  const response = await fetch(new URL(pathname, server.url), { method, headers, body: payload });
+  const response = await fetch(new URL(pathname, server.url), { method, headers, body: payload }).catch((error: unknown) => {
+    // A server that stopped answering says why in its own output.
+    const { exitCode, signalCode } = server.child;
+    throw new Error(`${method} ${pathname}: ${String(error)}; the server (exit ${exitCode}, signal ${signalCode}) printed:\n${server.output().slice(-4000)}`);
+  });
   return { status: response.status, body: (await response.json()) as any };
 }
 

@@ -57,7 +57,7 @@ beforeAll(async () => {
 afterAll(() => server?.close());
 
 describe('office formats through HTTP', () => {
-  it('makes an XLSX of two sheets and a TSV searchable, and answers a question about a cell citing its sheet and row', { timeout: 240_000 }, async () => {
+  it('makes an XLSX of two sheets, a CSV and a TSV searchable, and answers a question about a cell citing its sheet and row', { timeout: 240_000 }, async () => {
     const book = await workbook((book) => {
       const revenue = book.addWorksheet('Regional revenue');
       revenue.addRow(['Region', 'FY2023 revenue', 'FY2024 revenue']);
@@ -74,10 +74,12 @@ describe('office formats through HTTP', () => {
     const documents = await ingest(user.key, workspaceId, [
       { name: 'finance.xlsx', bytes: book },
       { name: 'harbours.tsv', bytes: 'harbour\tdepth_m\tberths\nPort Alder\t14.5\t12\nKestrel Bay\t9\t4\n' },
+      { name: 'vessels.csv', bytes: 'vessel,crew,home port\nGannet,6,Kestrel Bay\n"Storm Petrel, II",11,Port Alder\n' },
     ]);
     for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
     expect(documents['finance.xlsx']!.content_type).toBe('application/vnd.openxmlformats-officedocument.spreadsheetml.sheet');
     expect(documents['harbours.tsv']!.content_type).toBe('text/tab-separated-values');
+    expect(documents['vessels.csv']!.content_type).toBe('text/csv');
 
     const chunks = await chunksOf(documents['finance.xlsx']!);
     expect(chunks.map((chunk) => [chunk.metadata.sheet, chunk.metadata.range])).toEqual([
@@ -92,6 +94,9 @@ describe('office formats through HTTP', () => {
     const depth = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'How deep is Port Alder harbour?', workspace_id: workspaceId, top_k: 1 } });
     expect(depth.body.results[0]).toMatchObject({ document_id: documents['harbours.tsv']!.id });
     expect(depth.body.results[0].content).toContain('Port Alder\t14.5\t12');
+    const crew = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'How many crew does the Storm Petrel have?', workspace_id: workspaceId, top_k: 1 } });
+    expect(crew.body.results[0]).toMatchObject({ document_id: documents['vessels.csv']!.id });
+    expect(crew.body.results[0].content).toContain('Storm Petrel, II');
 
     const stream = await streamAgent(server, user.key, { message: 'What was the FY2024 revenue of the Southern coast region?', workspaceIds: [workspaceId] });
     const { answer, sources } = expectProtocol(stream);
