@@ -138,7 +138,7 @@ describe('office formats through HTTP', () => {
     expect(sources[0]).toMatchObject({ filename: 'review.pptx', pages: [1] });
   });
 
-  it('fails a password-protected, truncated or zip-bomb file with a reason, bounds a million rows, 16,000 columns and 5,000 slides, and keeps serving others', { timeout: 300_000 }, async () => {
+  it('fails a password-protected, truncated or zip-bomb file with a reason, bounds a million rows, 16,000 columns and 5,000 slides, reads linked formulas as their results, and keeps serving others', { timeout: 300_000 }, async () => {
     const whole = await workbook((book) => book.addWorksheet('One').addRow(['alpha', 'beta']));
     const compound = new Uint8Array(8192);
     compound.set([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]);
@@ -148,6 +148,13 @@ describe('office formats through HTTP', () => {
     expect(bomb.byteLength).toBeLessThan(2 * 1024 * 1024);
     // A million numbered rows, 40 MB of XML within the unpacking limit, whose 6.9 million characters pass this server's text limit.
     const millionRows = await makeNumberedRowsXlsx(1_000_000);
+    // Formulas that point at other files, one of them on the web: their stored results are read, never the files.
+    const linked = await workbook((book) => {
+      const sheet = book.addWorksheet('Links');
+      sheet.addRow(['Budget line', 'Amount']);
+      sheet.addRow(['Linked', { formula: "'[budget.xlsx]Sheet1'!A1", result: 7 }]);
+      sheet.addRow(['Remote', { formula: "'https://files.example.com/[data.xlsx]Totals'!B2", result: 12 }]);
+    });
     const wide = await workbook((book) => {
       const sheet = book.addWorksheet('Wide');
       sheet.addRow(Array.from({ length: 16_000 }, (_, index) => `column ${index}`));
@@ -166,6 +173,7 @@ describe('office formats through HTTP', () => {
       { name: 'bomb.xlsx', bytes: bomb },
       { name: 'million.xlsx', bytes: millionRows },
       { name: 'wide.xlsx', bytes: wide },
+      { name: 'linked.xlsx', bytes: linked },
       { name: 'long.pptx', bytes: longDeck },
       { name: 'mislabelled.pptx', bytes: 'This is plain text that someone named as a slide deck.' },
       { name: 'truncated.epub', bytes: (await makeEpub()).subarray(0, 300) },
@@ -185,6 +193,8 @@ describe('office formats through HTTP', () => {
     // Read a row at a time, the sheet is refused by the text limit as its rows pass it, not by running out of memory.
     expect(documents['million.xlsx']).toMatchObject({ status: 'failed', error: "the document's text is longer than the limit of 5,000,000 characters" });
     expect(documents['wide.xlsx']).toMatchObject({ status: 'ready' });
+    expect(documents['linked.xlsx']).toMatchObject({ status: 'ready' });
+    expect((await chunksOf(documents['linked.xlsx']!)).map((chunk) => chunk.content).join('\n')).toContain('Budget line | Amount\nLinked | 7\nRemote | 12');
     expect(documents['long.pptx'], documents['long.pptx']!.error ?? '').toMatchObject({ status: 'ready', page_count: 5_000 });
     // Content decides the type: text named .pptx is read as the text it is.
     expect(documents['mislabelled.pptx']).toMatchObject({ status: 'ready', content_type: 'text/plain' });
