@@ -3475,6 +3475,8 @@ export interface operations {
                     "image/png": string;
                     "image/jpeg": string;
                     "image/webp": string;
+                    "image/tiff": string;
+                    "application/rtf": string;
                 };
             };
             /** @description Missing or invalid parameters; the message names the field. */
