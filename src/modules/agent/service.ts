@@ -106,9 +106,14 @@ export class AgentRuns implements LocalRuns {
   track(jobId: string, run: Promise<void>, log: RunEventLog) {
     this.#running.set(jobId, run);
     this.#logs.set(jobId, log);
-    void run.finally(() => {
+    const forget = () => {
       this.#running.delete(jobId);
       this.#logs.delete(jobId);
+    };
+    // Not `finally`: its promise would reject with the run, unhandled, and end the process.
+    run.then(forget, (error: unknown) => {
+      forget();
+      this.log.error(`agent: run ${jobId} ended with an error`, error);
     });
   }
 
@@ -133,7 +138,11 @@ export class AgentRuns implements LocalRuns {
 
   follow(work: Promise<void>) {
     this.#followers.add(work);
-    void work.finally(() => this.#followers.delete(work));
+    const forget = () => this.#followers.delete(work);
+    work.then(forget, (error: unknown) => {
+      forget();
+      this.log.error('agent: following a run ended with an error', error);
+    });
   }
 
   readonly #readers = new Map<string, number>();
