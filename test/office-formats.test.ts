@@ -4,6 +4,8 @@ import { expectProtocol, expectVerbatimQuotes, streamAgent } from './support/age
 import {
   makeBlankPdf,
   makeDocx,
+  makeDocxWithPicture,
+  makePptxWithPicture,
   makeEpub,
   makeOdt,
   makeScannedPdf,
@@ -261,7 +263,7 @@ describe('damaged and misnamed files of every format, through HTTP', () => {
 });
 
 describe('scans and photos of pages, read by OCR', () => {
-  it('makes the scanned PDF, a mixed PDF, a PNG and a JPEG of a page and a two-page TIFF searchable, cited with their page', { timeout: 300_000 }, async () => {
+  it('makes the scanned PDF, a mixed PDF, a PNG and a JPEG of a page, a two-page TIFF and scans pasted into a DOCX and a deck searchable, cited with their page', { timeout: 300_000 }, async () => {
     const scan = await readBenchPdf('non_text_searchable.pdf');
     const typeset = await readBenchPdf('sample_pdf_1.pdf');
     // A mixed PDF: typeset pages with the scanned page between them.
@@ -280,6 +282,8 @@ describe('scans and photos of pages, read by OCR', () => {
       { name: 'photo.jpg', bytes: await renderPdfPage(scan, 1, 'jpeg') },
       // A scanner's file: a typeset page, then the scanned one.
       { name: 'scans.tiff', bytes: await makeTiff([await renderPdfPage(typeset, 1, 'png'), await renderPdfPage(scan, 1, 'png')]) },
+      { name: 'letter.docx', bytes: await makeDocxWithPicture(await renderPdfPage(scan, 1, 'png', 1.5)) },
+      { name: 'memo.pptx', bytes: await makePptxWithPicture(await renderPdfPage(scan, 1, 'png', 1.5)) },
     ]);
     for (const document of Object.values(documents)) expect(document, `${document.filename}: ${document.error}`).toMatchObject({ status: 'ready' });
     expect(documents['page.png']).toMatchObject({ content_type: 'image/png', page_count: 1 });
@@ -306,6 +310,13 @@ describe('scans and photos of pages, read by OCR', () => {
     const scannedFrame = tiffChunks.filter((chunk) => chunk.content.includes('it cannot be rendered as plain text by the PDF reader'));
     expect(scannedFrame.length).toBeGreaterThan(0);
     for (const chunk of scannedFrame) expect(chunk.metadata.pages).toContain(2);
+    // A scan pasted into a document is read where it stands: after the letter's opening line, on each slide's page.
+    const letter = (await chunksOf(documents['letter.docx']!)).map((chunk) => chunk.content).join('\n');
+    expect(letter.indexOf('The letter below arrived on paper and was scanned.')).toBeLessThan(letter.indexOf('it cannot be rendered as plain text by the PDF reader'));
+    expect(letter.indexOf('it cannot be rendered as plain text by the PDF reader')).toBeLessThan(letter.indexOf('Filed by the front desk.'));
+    const memo = await chunksOf(documents['memo.pptx']!);
+    expect(memo.filter((chunk) => chunk.content.includes('it cannot be rendered as plain text by the PDF reader')).flatMap((chunk) => chunk.metadata.pages)).toEqual([1, 2]);
+    for (const chunk of memo) expect(chunk.metadata).toMatchObject({ ocr: true });
 
     const stream = await streamAgent(server, user.key, { message: 'Why can the non-text-searchable PDF not be rendered as plain text?', workspaceIds: [workspaceId] });
     const { sources } = expectProtocol(stream);

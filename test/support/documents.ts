@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Document as DocxDocument, HeadingLevel, Packer, Paragraph } from 'docx';
+import { Document as DocxDocument, HeadingLevel, ImageRun, Packer, Paragraph } from 'docx';
 import { expect } from 'vitest';
 import { ParseError } from '../../src/modules/ingestion/types.js';
 import type { TestServer } from './server.js';
@@ -363,4 +363,33 @@ export async function makeOdt(): Promise<Uint8Array> {
   const { OfficeGenerator, OfficeParser } = await import('officeparser');
   const source = await OfficeParser.parseOffice(Buffer.from('# Field notes\n\nThe heron nests by the weir.\n\n## Spring\n\nThe first eggs hatch in April.\n'), { fileType: 'md' });
   return new Uint8Array((await OfficeGenerator.generate(source, 'odt')).value as Uint8Array);
+}
+
+/** A DOCX of a heading, a paragraph, `picture` (a PNG) shown `times` times, and a closing paragraph. */
+export async function makeDocxWithPicture(picture: Uint8Array, times = 1): Promise<Uint8Array> {
+  const shown = Array.from({ length: times }, () => new Paragraph({ children: [new ImageRun({ type: 'png', data: picture, transformation: { width: 480, height: 620 } })] }));
+  const document = new DocxDocument({
+    sections: [
+      {
+        children: [
+          new Paragraph({ text: 'Incoming post', heading: HeadingLevel.HEADING_1 }),
+          new Paragraph('The letter below arrived on paper and was scanned.'),
+          ...shown,
+          new Paragraph('Filed by the front desk.'),
+        ],
+      },
+    ],
+  });
+  return new Uint8Array(await Packer.toBuffer(document));
+}
+
+/** A deck of two slides, each a title and `picture` (a PNG) below it. */
+export async function makePptxWithPicture(picture: Uint8Array): Promise<Uint8Array> {
+  const deck = await newDeck();
+  for (const title of ['Scanned memo', 'The memo again']) {
+    const slide = deck.addSlide();
+    slide.addText(title, { x: 0.5, y: 0.2, w: 9, h: 0.6 });
+    slide.addImage({ data: `image/png;base64,${Buffer.from(picture).toString('base64')}`, x: 0.5, y: 1, w: 6, h: 4 });
+  }
+  return new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
 }

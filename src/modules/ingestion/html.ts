@@ -39,7 +39,11 @@ function collapseWhitespace(text: string): string {
 }
 
 /** Walks a DOM subtree in document order and turns it into heading and text blocks. */
-function blocksFromElement(root: Element): ParsedBlock[] {
+/** The attribute a converted DOCX gives each picture it keeps: the picture's number (docxBlocks). */
+export const PICTURE_ATTRIBUTE = 'data-picture';
+
+/** `pictures`, when given, receives the empty block of each `<img data-picture>`, where it stands, for OCR to fill. */
+function blocksFromElement(root: Element, pictures?: Map<ParsedBlock, string>): ParsedBlock[] {
   const blocks: ParsedBlock[] = [];
   const headings = new HeadingTrail();
   let headingPath: string[] = [];
@@ -78,6 +82,13 @@ function blocksFromElement(root: Element): ParsedBlock[] {
     }
     if (tag === 'br') {
       inlineText += '\n';
+      return;
+    }
+    if (tag === 'img' && pictures && element.hasAttribute(PICTURE_ATTRIBUTE)) {
+      flushInline();
+      const block: ParsedBlock = { kind: 'text', text: '', page: null, headingPath };
+      blocks.push(block);
+      pictures.set(block, element.getAttribute(PICTURE_ATTRIBUTE)!);
       return;
     }
     if (tag === 'pre') {
@@ -205,9 +216,9 @@ function parseDocumentHtml(html: string): Document {
 }
 
 /** Blocks of an HTML fragment produced by a converter (no page chrome to remove). */
-export function htmlFragmentBlocks(fragment: string): ParsedBlock[] {
+export function htmlFragmentBlocks(fragment: string, pictures?: Map<ParsedBlock, string>): ParsedBlock[] {
   const document = parseDocumentHtml(fragment);
-  return document.body ? blocksFromElement(document.body) : [];
+  return document.body ? blocksFromElement(document.body, pictures) : [];
 }
 
 /**

@@ -1,5 +1,6 @@
-import { OfficeParser, type OfficeContentNode } from 'officeparser';
+import { OfficeParser, type OfficeAttachment, type OfficeContentNode } from 'officeparser';
 import { maxArchiveEntries } from './archive.js';
+import type { OcrSettings } from './ocr.js';
 import { HeadingTrail } from './heading-trail.js';
 import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
 
@@ -9,19 +10,29 @@ export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods' | 'rtf';
 /** The heading that marks a slide's speaker notes in its chunks' heading trail. */
 const speakerNotesHeading = 'Speaker notes';
 
+/** How the pictures in a file are read: by OCR with these settings (null: they are not), at most `maxImages` of them. */
+export type OfficeImageReading = { ocr: OcrSettings; maxImages: number; onImage?: (image: number, images: number) => void };
+
 /**
  * Slides, e-books, OpenDocument and rich-text files as blocks, read with officeparser: a presentation's
  * slides are its pages (the slide's title its heading, text in reading order, tables one row a
  * line under their header row, speaker notes last under "Speaker notes"); an e-book's chapters
- * and an ODT's or RTF's headings make the heading trail. Images are not read, nor their text (no OCR here).
+ * and an ODT's or RTF's headings make the heading trail. With OCR on, the text of its pictures
+ * (a pasted scan, a screenshot) is read where the picture stands (image-text.ts).
  */
-export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUnpackedBytes: number): Promise<Omit<ParsedDocument, 'text'>> {
+export async function parseOffice(
+  bytes: Uint8Array,
+  format: OfficeFormat,
+  maxUnpackedBytes: number,
+  images: OfficeImageReading = { ocr: null, maxImages: 0 },
+): Promise<Omit<ParsedDocument, 'text'>> {
   let ast;
+  const readImages = images.ocr !== null && images.maxImages > 0;
   try {
     ast = await OfficeParser.parseOffice(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), {
       fileType: format,
       ocr: false,
-      extractAttachments: false,
+      extractAttachments: readImages,
       ignoreNotes: false,
       includeRawContent: false,
       decompressionLimits: { maxUncompressedBytes: maxUnpackedBytes, maxZipEntries: maxArchiveEntries },
@@ -31,6 +42,15 @@ export async function parseOffice(bytes: Uint8Array, format: OfficeFormat, maxUn
   }
   const reader = new BlockReader();
   for (const node of ast.content) reader.read(node);
+  if (readImages) {
+    const attachments = new Map<string, OfficeAttachment>((ast.attachments ?? []).map((attachment) => [attachment.name, attachment]));
+    const { readPictures } = await import('./image-text.js');
+    const pictures = reader.pictures.flatMap(({ block, attachmentName }) => {
+      const attachment = attachments.get(attachmentName);
+      return attachment ? [{ block, key: attachmentName, bytes: () => new Uint8Array(Buffer.from(attachment.data, 'base64')) }] : [];
+    });
+    await readPictures(pictures, images.ocr!, images.maxImages, images.onImage);
+  }
   const slides = ast.content.filter((node) => node.type === 'slide').length;
   const title = typeof ast.metadata?.title === 'string' ? ast.metadata.title.trim() : '';
   return { pageCount: slides > 0 ? slides : null, blocks: reader.blocks, metadataTitle: title === '' ? null : title };
@@ -51,6 +71,8 @@ function unreadable(format: OfficeFormat, error: unknown, maxUnpackedBytes: numb
 /** Walks officeparser's tree in reading order, keeping the heading trail and the slide being read. */
 class BlockReader {
   readonly blocks: ParsedBlock[] = [];
+  /** Where each picture stands: an empty block its text, if any, fills (readPictures). */
+  readonly pictures: { block: ParsedBlock; attachmentName: string }[] = [];
   private trail = new HeadingTrail();
   private page: number | null = null;
 
@@ -73,7 +95,14 @@ class BlockReader {
         return this.text(textOf(node));
       case 'sheet':
         return this.sheet(node);
-      case 'image':
+      case 'image': {
+        const attachmentName = (node.metadata as { attachmentName?: unknown } | undefined)?.attachmentName;
+        if (typeof attachmentName !== 'string') return;
+        const block: ParsedBlock = { kind: 'text', text: '', page: this.page, headingPath: this.trail.path() };
+        this.blocks.push(block);
+        this.pictures.push({ block, attachmentName });
+        return;
+      }
       case 'chart':
       case 'drawing':
       case 'break':

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto';
 import mammoth from 'mammoth';
 import { checkUnpackedSize } from './archive.js';
 import { isCompoundFile } from './detect.js';
-import { htmlFragmentBlocks, htmlPageBlocks } from './html.js';
+import { htmlFragmentBlocks, htmlPageBlocks, PICTURE_ATTRIBUTE } from './html.js';
 import { markdownBlocks } from './markdown.js';
 import { parsePdf } from './pdf.js';
-import type { OfficeFormat } from './office.js';
+import type { OfficeFormat, OfficeImageReading } from './office.js';
 import type { OcrSettings } from './ocr.js';
 import { csvBlocks, decodeTextOrThrow, jsonBlocks, plainTextBlocks } from './text.js';
 import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, RTF_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
@@ -84,7 +85,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');
-      return { pageCount: null, blocks: await docxBlocks(bytes) };
+      return { pageCount: null, blocks: await docxBlocks(bytes, pictureReading(limits, hooks)) };
     case 'text/html':
       return { pageCount: null, blocks: readHtml(decodeTextOrThrow(bytes)) };
     case 'text/markdown':
@@ -100,31 +101,53 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
     case 'text/plain':
       return { pageCount: null, blocks: plainTextBlocks(decodeTextOrThrow(bytes)) };
     case RTF_TYPE:
-      return (await import('./office.js')).parseOffice(bytes, 'rtf', limits.maxUnpackedBytes);
+      return (await import('./office.js')).parseOffice(bytes, 'rtf', limits.maxUnpackedBytes, pictureReading(limits, hooks));
     default: {
       const format = officeFormats[type];
       if (!format) throw new ParseError(`unsupported document type ${String(type)}`);
       const what = format.toUpperCase();
       if (isCompoundFile(bytes)) throw encrypted(what);
       await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what);
-      return (await import('./office.js')).parseOffice(bytes, format, limits.maxUnpackedBytes);
+      return (await import('./office.js')).parseOffice(bytes, format, limits.maxUnpackedBytes, pictureReading(limits, hooks));
     }
   }
 }
+
+/** A file's pictures are read by OCR as a scan's pages are: as many at most, each reported as it starts. */
+const pictureReading = (limits: ParseLimits, hooks: ParseHooks) => ({ ocr: limits.ocr, maxImages: limits.maxOcrPages, onImage: hooks.onOcrPage });
 
 /** Office encrypts a file with a password by wrapping it in an OLE compound file (as it stores the old .doc and .xls). */
 const encrypted = (what: string) =>
   new ParseError(`the ${what} is password-protected or in the older binary format; save it as a ${what} without a password and upload it again`);
 
-async function docxBlocks(bytes: Uint8Array): Promise<ParsedBlock[]> {
+/**
+ * A DOCX through mammoth's HTML. Its pictures stay out of the HTML (megabytes of base64); with
+ * OCR on, each is numbered there and its bytes kept aside, up to as many as OCR may read, and
+ * their text is read where they stand (image-text.ts).
+ */
+async function docxBlocks(bytes: Uint8Array, images: OfficeImageReading): Promise<ParsedBlock[]> {
+  const readImages = images.ocr !== null && images.maxImages > 0;
+  const pictureBytes: Buffer[] = [];
+  // A picture shown several times (a letterhead's logo) is one picture, read once.
+  const pictureByHash = new Map<string, number>();
   let html: string;
   try {
     const result = await mammoth.convertToHtml(
       { buffer: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) },
       {
         externalFileAccess: false,
-        // Images carry no text; dropping them keeps megabytes of base64 out of the HTML.
-        convertImage: mammoth.images.imgElement(async () => ({ src: '' })),
+        convertImage: mammoth.images.imgElement(async (image) => {
+          if (!readImages) return { src: '' };
+          const picture = await image.readAsBuffer();
+          const hash = createHash('sha256').update(picture).digest('hex');
+          let number = pictureByHash.get(hash);
+          if (number === undefined) {
+            if (pictureBytes.length >= images.maxImages) return { src: '' };
+            number = pictureBytes.push(picture) - 1;
+            pictureByHash.set(hash, number);
+          }
+          return { src: '', [PICTURE_ATTRIBUTE]: String(number) };
+        }),
       },
     );
     html = result.value;
@@ -132,7 +155,14 @@ async function docxBlocks(bytes: Uint8Array): Promise<ParsedBlock[]> {
     const message = error instanceof Error ? error.message : String(error);
     throw new ParseError(`not a readable DOCX: ${message}`);
   }
-  return htmlFragmentBlocks(html);
+  const pictures = new Map<ParsedBlock, string>();
+  const blocks = htmlFragmentBlocks(html, pictures);
+  if (pictures.size > 0) {
+    const { readPictures } = await import('./image-text.js');
+    const found = [...pictures].map(([block, key]) => ({ block, key, bytes: () => new Uint8Array(pictureBytes[Number(key)]!) }));
+    await readPictures(found, images.ocr!, images.maxImages, images.onImage);
+  }
+  return blocks;
 }
 
 function readHtml(html: string): ParsedBlock[] {

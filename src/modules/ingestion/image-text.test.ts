@@ -1,0 +1,55 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { makeDocxWithPicture, makePptxWithPicture, readBenchPdf, renderPdfPage } from '../../../test/support/documents.js';
+import { chunkDocument } from './chunk.js';
+import { defaultParseLimits, parseDocument } from './parse.js';
+import { DOCX_TYPE, PPTX_TYPE } from './types.js';
+
+const withOcr = { ...defaultParseLimits, ocr: { language: 'eng' } };
+const scannedSentence = 'it cannot be rendered as plain text by the PDF reader';
+let scan: Uint8Array;
+let logo: Uint8Array;
+
+beforeAll(async () => {
+  scan = await renderPdfPage(await readBenchPdf('non_text_searchable.pdf'), 1, 'png', 1.5);
+  const sharp = (await import('sharp')).default;
+  logo = new Uint8Array(await sharp({ create: { width: 40, height: 40, channels: 3, background: '#2a6' } }).png().toBuffer());
+});
+
+describe('the text of pictures in office files, read by OCR', () => {
+  it('reads a scan pasted into a DOCX where it stands, marked as recognised; once however often it is shown', async () => {
+    const bytes = await makeDocxWithPicture(scan, 2);
+    const read: number[][] = [];
+    const parsed = await parseDocument(bytes, DOCX_TYPE, withOcr, { onOcrPage: (image, images) => read.push([image, images]) });
+    expect(read).toEqual([[1, 1]]);
+    const texts = parsed.blocks.map((block) => block.text);
+    expect(texts[0]).toBe('Incoming post');
+    expect(texts[1]).toBe('The letter below arrived on paper and was scanned.');
+    expect(texts[2]).toContain(scannedSentence);
+    expect(texts[3]).toBe(texts[2]);
+    expect(texts[4]).toBe('Filed by the front desk.');
+    expect(parsed.blocks[2]).toMatchObject({ headingPath: ['Incoming post'], ocrConfidence: expect.any(Number) });
+    expect(parsed.blocks[2]!.ocrConfidence).toBeGreaterThan(80);
+    const chunks = chunkDocument(parsed, { chunkTokens: 512, overlapTokens: 32 });
+    expect(chunks.find((chunk) => chunk.content.includes(scannedSentence))!.metadata).toMatchObject({ ocr: true });
+
+    // OCR off: the pictures are left out, the text stays.
+    const plain = await parseDocument(bytes, DOCX_TYPE, defaultParseLimits);
+    expect(plain.blocks.map((block) => block.text)).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.', 'Filed by the front desk.']);
+  });
+
+  it("reads a slide's picture on the slide's page", async () => {
+    const parsed = await parseDocument(await makePptxWithPicture(scan), PPTX_TYPE, withOcr);
+    const recognised = parsed.blocks.filter((block) => block.text.includes(scannedSentence));
+    expect(recognised.map((block) => block.page)).toEqual([1, 2]);
+    for (const block of recognised) expect(block.ocrConfidence).toBeGreaterThan(80);
+  });
+
+  it('leaves a logo-sized picture unread, and reads no more pictures than OCR may read in one document', async () => {
+    const read: number[] = [];
+    const small = await parseDocument(await makeDocxWithPicture(logo), DOCX_TYPE, withOcr, { onOcrPage: (image) => read.push(image) });
+    expect(read).toEqual([]);
+    expect(small.blocks.map((block) => block.text)).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.', 'Filed by the front desk.']);
+    const none = await parseDocument(await makePptxWithPicture(scan), PPTX_TYPE, { ...withOcr, maxOcrPages: 0 });
+    expect(none.blocks.some((block) => block.text.includes(scannedSentence))).toBe(false);
+  });
+});
