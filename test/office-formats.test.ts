@@ -246,7 +246,9 @@ describe('damaged and misnamed files of every format, through HTTP', () => {
       { name: 'rtf-as.txt', bytes: makeRtf(), type: 'application/rtf' },
       { name: 'text-as.png', bytes: new TextEncoder().encode('Plain words in a file named as a picture.'), type: 'text/plain' },
     ];
-    const uploaded = await upload(server, user.key, workspaceId, [...cut, ...misnamed]);
+    // A workspace of its own: the same bytes uploaded again to one workspace are the document already there, under its first name.
+    const damaged = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'damaged and misnamed' } })).body.id as string;
+    const uploaded = await upload(server, user.key, damaged, [...cut, ...misnamed]);
     expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
     const documents = Object.fromEntries(
       (await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id), 240_000)).map((document) => [document.filename, document]),
@@ -320,9 +322,19 @@ describe('scans and photos of pages, read by OCR', () => {
 
     const stream = await streamAgent(server, user.key, { message: 'Why can the non-text-searchable PDF not be rendered as plain text?', workspaceIds: [workspaceId] });
     const { sources } = expectProtocol(stream);
-    const cited = sources.filter((source) => ['scan.pdf', 'page.png', 'photo.jpg', 'mixed.pdf', 'scans.tiff'].includes(source.filename));
-    expect(cited.length).toBeGreaterThan(0);
-    for (const source of cited) expect(source.pages).toEqual(['mixed.pdf', 'scans.tiff'].includes(source.filename) ? [2] : [1]);
+    // Each file that holds the scan's text cites the page it is on (a DOCX has none; a slide is a page).
+    const scanPages: Record<string, number[][]> = {
+      'scan.pdf': [[1]],
+      'page.png': [[1]],
+      'photo.jpg': [[1]],
+      'mixed.pdf': [[2]],
+      'scans.tiff': [[2]],
+      'letter.docx': [[]],
+      'memo.pptx': [[1], [2], [1, 2]],
+    };
+    const cited = sources.filter((source) => source.filename in scanPages);
+    expect(cited.length, JSON.stringify(sources.map((source) => source.filename))).toBeGreaterThan(0);
+    for (const source of cited) expect(scanPages[source.filename], `${source.filename}: ${JSON.stringify(source.pages)}`).toContainEqual(source.pages);
     await expectVerbatimQuotes(server, user.key, [workspaceId], sources);
   });
 
