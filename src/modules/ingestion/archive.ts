@@ -1,7 +1,7 @@
 import yauzl from 'yauzl';
 import { ParseError } from './types.js';
 
-/** The parts of an archive that are parsed (XML, an e-book's XHTML); media and embedded objects are never unpacked. */
+/** The parts of an archive that are parsed (XML, an e-book's XHTML); media and embedded objects are unpacked only to read pictures by OCR. */
 const isParsedPart = (name: string) => /\.(xml|rels|xhtml|html?|opf|ncx)$/i.test(name);
 
 /** Most entries an archive may have: each is a part to look up, whether it is parsed or not. */
@@ -13,9 +13,10 @@ const megabytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) /
  * Refuses an archive whose parsed parts unpack to more than `maxBytes` (a zip bomb: a 0.85 MB
  * DOCX can hold 300 MB of XML). The sizes the archive declares are checked first, then every
  * part is inflated and counted without keeping it, since a declared size can lie; yauzl stops a
- * part that inflates past its declared size.
+ * part that inflates past its declared size. With `media`, every other part counts too: the
+ * pictures are unpacked when OCR reads them, and a picture can be a bomb as well.
  */
-export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, what: string): Promise<void> {
+export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, what: string, { media = false } = {}): Promise<void> {
   const tooLarge = () => new ParseError(`the ${what} unpacks to more than the limit of ${megabytes(maxBytes)}`);
   const unreadable = (error: Error) => new ParseError(`not a readable ${what}: ${error.message}`);
   const zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
@@ -33,7 +34,7 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
       zip.on('error', (error: Error) => reject(unreadable(error)));
       zip.on('end', () => resolve());
       zip.on('entry', (entry: yauzl.Entry) => {
-        if (!isParsedPart(entry.fileName)) return zip.readEntry();
+        if (!media && !isParsedPart(entry.fileName)) return zip.readEntry();
         if (unpacked + entry.uncompressedSize > maxBytes) return reject(tooLarge());
         zip.openReadStream(entry, (error, stream) => {
           if (error) return reject(unreadable(error));

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeDocxWithPicture, makePptxWithPicture, readBenchPdf, renderPdfPage } from '../../../test/support/documents.js';
+import { unzipSync, zipSync } from 'fflate';
+import { makeDocxWithPicture, makePptxWithPicture, parseError, readBenchPdf, renderPdfPage } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { defaultParseLimits, parseDocument } from './parse.js';
 import { DOCX_TYPE, PPTX_TYPE } from './types.js';
@@ -51,5 +52,20 @@ describe('the text of pictures in office files, read by OCR', () => {
     expect(small.blocks.map((block) => block.text)).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.', 'Filed by the front desk.']);
     const none = await parseDocument(await makePptxWithPicture(scan), PPTX_TYPE, { ...withOcr, maxOcrPages: 0 });
     expect(none.blocks.some((block) => block.text.includes(scannedSentence))).toBe(false);
+  });
+
+  it('refuses a picture that unpacks past the limit when pictures are read, and never unpacks it when they are not', async () => {
+    // The picture's part swapped for 100 MB of zeros: a fraction of a megabyte packed.
+    const parts = unzipSync(await makeDocxWithPicture(logo));
+    const media = Object.keys(parts).find((name) => name.startsWith('word/media/'))!;
+    parts[media] = new Uint8Array(100 * 1024 * 1024);
+    const bomb = zipSync(parts, { level: 9 });
+    expect(bomb.length).toBeLessThan(1024 * 1024);
+    expect((await parseError(parseDocument(bomb, DOCX_TYPE, withOcr))).message).toBe('the DOCX unpacks to more than the limit of 64 MB');
+    expect((await parseDocument(bomb, DOCX_TYPE, defaultParseLimits)).blocks.map((block) => block.text)).toEqual([
+      'Incoming post',
+      'The letter below arrived on paper and was scanned.',
+      'Filed by the front desk.',
+    ]);
   });
 });

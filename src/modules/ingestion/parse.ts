@@ -84,7 +84,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       return (await import('./image.js')).parseTiff(bytes, limits.ocr, limits.maxOcrPages, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
-      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX');
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX', { media: readsPictures(limits) });
       return { pageCount: null, blocks: await docxBlocks(bytes, pictureReading(limits, hooks)) };
     case 'text/html':
       return { pageCount: null, blocks: readHtml(decodeTextOrThrow(bytes)) };
@@ -107,11 +107,13 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       if (!format) throw new ParseError(`unsupported document type ${String(type)}`);
       const what = format.toUpperCase();
       if (isCompoundFile(bytes)) throw encrypted(what);
-      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what);
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what, { media: readsPictures(limits) });
       return (await import('./office.js')).parseOffice(bytes, format, limits.maxUnpackedBytes, pictureReading(limits, hooks));
     }
   }
 }
+
+const readsPictures = (limits: ParseLimits) => limits.ocr !== null && limits.maxOcrPages > 0;
 
 /** A file's pictures are read by OCR as a scan's pages are: as many at most, each reported as it starts. */
 const pictureReading = (limits: ParseLimits, hooks: ParseHooks) => ({ ocr: limits.ocr, maxImages: limits.maxOcrPages, onImage: hooks.onOcrPage });
