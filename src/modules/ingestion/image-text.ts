@@ -1,9 +1,9 @@
 import { imageSize } from 'image-size';
 import { detectDocumentType } from './detect.js';
 import { maxImagePixels, maxImageSide } from './image.js';
-import { PageReader, type OcrSettings } from './ocr.js';
+import { PageReader } from './ocr.js';
 import { joinLines } from './text.js';
-import type { ParsedBlock } from './types.js';
+import type { ParsedBlock, PictureReading } from './types.js';
 
 /** The pictures OCR reads: those Tesseract decodes, recognised by their bytes, not their stated type. */
 const readableTypes = new Set(['image/png', 'image/jpeg', 'image/webp']);
@@ -23,7 +23,8 @@ export type Picture = { block: ParsedBlock; key: string; bytes: () => Uint8Array
  * A picture shown several times is read once. At most `maxImages` distinct pictures are read, in
  * the order they first appear; `onImage` hears of each before it is read.
  */
-export async function readPictures(pictures: readonly Picture[], ocr: NonNullable<OcrSettings>, maxImages: number, onImage?: (image: number, images: number) => void) {
+export async function readPictures(pictures: readonly Picture[], { ocr, maxImages, onImage }: PictureReading) {
+  if (ocr === null) return;
   const toRead = new Map<string, { bytes: Uint8Array; blocks: ParsedBlock[] }>();
   for (const picture of pictures) {
     const known = toRead.get(picture.key);

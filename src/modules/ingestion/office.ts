@@ -1,8 +1,7 @@
 import { OfficeParser, type OfficeAttachment, type OfficeContentNode } from 'officeparser';
 import { maxArchiveEntries } from './archive.js';
-import type { OcrSettings } from './ocr.js';
 import { HeadingTrail } from './heading-trail.js';
-import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
+import { CELL_SEPARATOR, ParseError, readsPictures, type ParsedBlock, type ParsedDocument, type PictureReading } from './types.js';
 
 /** The formats read with officeparser, by the name its configuration and this service's messages use. */
 export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods' | 'rtf';
@@ -10,8 +9,6 @@ export type OfficeFormat = 'pptx' | 'epub' | 'odt' | 'odp' | 'ods' | 'rtf';
 /** The heading that marks a slide's speaker notes in its chunks' heading trail. */
 const speakerNotesHeading = 'Speaker notes';
 
-/** How the pictures in a file are read: by OCR with these settings (null: they are not), at most `maxImages` of them. */
-export type OfficeImageReading = { ocr: OcrSettings; maxImages: number; onImage?: (image: number, images: number) => void };
 
 /**
  * Slides, e-books, OpenDocument and rich-text files as blocks, read with officeparser: a presentation's
@@ -24,10 +21,10 @@ export async function parseOffice(
   bytes: Uint8Array,
   format: OfficeFormat,
   maxUnpackedBytes: number,
-  images: OfficeImageReading = { ocr: null, maxImages: 0 },
+  images: PictureReading = { ocr: null, maxImages: 0 },
 ): Promise<Omit<ParsedDocument, 'text'>> {
   let ast;
-  const readImages = images.ocr !== null && images.maxImages > 0;
+  const readImages = readsPictures(images);
   try {
     ast = await OfficeParser.parseOffice(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), {
       fileType: format,
@@ -49,7 +46,7 @@ export async function parseOffice(
       const attachment = attachments.get(attachmentName);
       return attachment ? [{ block, key: attachmentName, bytes: () => new Uint8Array(Buffer.from(attachment.data, 'base64')) }] : [];
     });
-    await readPictures(pictures, images.ocr!, images.maxImages, images.onImage);
+    await readPictures(pictures, images);
   }
   const slides = ast.content.filter((node) => node.type === 'slide').length;
   const title = typeof ast.metadata?.title === 'string' ? ast.metadata.title.trim() : '';

@@ -5,10 +5,23 @@ import { isCompoundFile } from './detect.js';
 import { htmlFragmentBlocks, htmlPageBlocks, PICTURE_ATTRIBUTE } from './html.js';
 import { markdownBlocks } from './markdown.js';
 import { parsePdf } from './pdf.js';
-import type { OfficeFormat, OfficeImageReading } from './office.js';
+import type { OfficeFormat } from './office.js';
 import type { OcrSettings } from './ocr.js';
 import { csvBlocks, decodeTextOrThrow, jsonBlocks, plainTextBlocks } from './text.js';
-import { EPUB_TYPE, ODP_TYPE, ODS_TYPE, ODT_TYPE, ParseError, PPTX_TYPE, RTF_TYPE, type DocumentType, type ParsedBlock, type ParsedDocument } from './types.js';
+import {
+  EPUB_TYPE,
+  ODP_TYPE,
+  ODS_TYPE,
+  ODT_TYPE,
+  ParseError,
+  PPTX_TYPE,
+  readsPictures,
+  RTF_TYPE,
+  type DocumentType,
+  type ParsedBlock,
+  type ParsedDocument,
+  type PictureReading,
+} from './types.js';
 
 /**
  * The types read with officeparser (office.ts). Its module, ExcelJS's, and OCR's are loaded by
@@ -84,7 +97,7 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       return (await import('./image.js')).parseTiff(bytes, limits.ocr, limits.maxOcrPages, hooks.onOcrPage);
     case 'application/vnd.openxmlformats-officedocument.wordprocessingml.document':
       if (isCompoundFile(bytes)) throw encrypted('DOCX');
-      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX', { media: readsPictures(limits) });
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'DOCX', { media: readsPictures(pictureReading(limits)) });
       return { pageCount: null, blocks: await docxBlocks(bytes, pictureReading(limits, hooks)) };
     case 'text/html':
       return { pageCount: null, blocks: readHtml(decodeTextOrThrow(bytes)) };
@@ -107,16 +120,14 @@ async function parseByType(bytes: Uint8Array, type: DocumentType, limits: ParseL
       if (!format) throw new ParseError(`unsupported document type ${String(type)}`);
       const what = format.toUpperCase();
       if (isCompoundFile(bytes)) throw encrypted(what);
-      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what, { media: readsPictures(limits) });
+      await checkUnpackedSize(bytes, limits.maxUnpackedBytes, what, { media: readsPictures(pictureReading(limits)) });
       return (await import('./office.js')).parseOffice(bytes, format, limits.maxUnpackedBytes, pictureReading(limits, hooks));
     }
   }
 }
 
-const readsPictures = (limits: ParseLimits) => limits.ocr !== null && limits.maxOcrPages > 0;
-
 /** A file's pictures are read by OCR as a scan's pages are: as many at most, each reported as it starts. */
-const pictureReading = (limits: ParseLimits, hooks: ParseHooks) => ({ ocr: limits.ocr, maxImages: limits.maxOcrPages, onImage: hooks.onOcrPage });
+const pictureReading = (limits: ParseLimits, hooks: ParseHooks = {}): PictureReading => ({ ocr: limits.ocr, maxImages: limits.maxOcrPages, onImage: hooks.onOcrPage });
 
 /** Office encrypts a file with a password by wrapping it in an OLE compound file (as it stores the old .doc and .xls). */
 const encrypted = (what: string) =>
@@ -127,8 +138,8 @@ const encrypted = (what: string) =>
  * OCR on, each is numbered there and its bytes kept aside, up to as many as OCR may read, and
  * their text is read where they stand (image-text.ts).
  */
-async function docxBlocks(bytes: Uint8Array, images: OfficeImageReading): Promise<ParsedBlock[]> {
-  const readImages = images.ocr !== null && images.maxImages > 0;
+async function docxBlocks(bytes: Uint8Array, images: PictureReading): Promise<ParsedBlock[]> {
+  const readImages = readsPictures(images);
   const pictureBytes: Buffer[] = [];
   // A picture shown several times (a letterhead's logo) is one picture, read once.
   const pictureByHash = new Map<string, number>();
@@ -162,7 +173,7 @@ async function docxBlocks(bytes: Uint8Array, images: OfficeImageReading): Promis
   if (pictures.size > 0) {
     const { readPictures } = await import('./image-text.js');
     const found = [...pictures].map(([block, key]) => ({ block, key, bytes: () => new Uint8Array(pictureBytes[Number(key)]!) }));
-    await readPictures(found, images.ocr!, images.maxImages, images.onImage);
+    await readPictures(found, images);
   }
   return blocks;
 }

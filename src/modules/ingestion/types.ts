@@ -94,3 +94,9 @@ export const ocrPageSeconds = 60;
 export class ParseError extends Error {
   override name = 'ParseError';
 }
+
+/** How the pictures inside a document are read: by OCR in this language (null: they are not), at most `maxImages` of them, each reported as it starts. */
+export type PictureReading = { ocr: { language: string } | null; maxImages: number; onImage?: (image: number, images: number) => void };
+
+/** Whether a document's pictures are unpacked and read. */
+export const readsPictures = (reading: PictureReading) => reading.ocr !== null && reading.maxImages > 0;
