@@ -17,6 +17,7 @@ import {
   PPTX_TYPE,
   readsPictures,
   RTF_TYPE,
+  textTooLong,
   type DocumentType,
   type ParsedBlock,
   type ParsedDocument,
@@ -54,7 +55,7 @@ export async function parseDocument(
   if (blocks.length === 0) throw new ParseError('the document contains no text');
   const text = blocks.map((block) => block.text).join('\n\n');
   if (text.length > limits.maxTextCharacters) {
-    throw new ParseError(`the document's text is longer than the limit of ${limits.maxTextCharacters.toLocaleString('en')} characters`);
+    throw textTooLong(limits.maxTextCharacters);
   }
   return { text, pageCount: parsed.pageCount, blocks, metadataTitle: parsed.metadataTitle ? storableText(parsed.metadataTitle) : null };
 }

@@ -3,7 +3,7 @@ import ExcelJS from 'exceljs';
 import * as numfmt from 'numfmt';
 import { SaxesParser } from 'saxes';
 import { checkUnpackedSize, readArchivePart } from './archive.js';
-import { CELL_SEPARATOR, ParseError, type ParsedBlock, type ParsedDocument } from './types.js';
+import { CELL_SEPARATOR, ParseError, textTooLong, type ParsedBlock, type ParsedDocument } from './types.js';
 
 /** A header row longer than this is not repeated: it is read as an ordinary row. */
 const HEADER_CHARACTERS = 400;
@@ -101,8 +101,6 @@ async function workbookTitle(bytes: Uint8Array): Promise<string | null> {
   const trimmed = title.trim();
   return trimmed === '' ? null : trimmed;
 }
-
-const textTooLong = (limit: number) => new ParseError(`the document's text is longer than the limit of ${limit.toLocaleString('en')} characters`);
 
 function sheetBlocks({ name, numbers, firstCell, columns: cellColumns, texts }: SheetRows): ParsedBlock[] {
   if (numbers.length === 0) return [];

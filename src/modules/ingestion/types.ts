@@ -100,3 +100,6 @@ export type PictureReading = { ocr: { language: string } | null; maxImages: numb
 
 /** Whether a document's pictures are unpacked and read. */
 export const readsPictures = (reading: PictureReading) => reading.ocr !== null && reading.maxImages > 0;
+
+/** A document whose text passes `KB_MAX_TEXT_CHARACTERS`, found once parsed or, for a workbook, at the row that passes it. */
+export const textTooLong = (limit: number) => new ParseError(`the document's text is longer than the limit of ${limit.toLocaleString('en')} characters`);
