@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Document, HeadingLevel, Packer, Paragraph, Table, TableCell, TableRow, TextRun } from 'docx';
 import { describe, expect, it } from 'vitest';
 import { defaultParseLimits, ParseError, parseDocument, type ParsedDocument } from './parse.js';
+import { chunkDocument } from './chunk.js';
 import { benchPdfDirectory, parseError } from '../../../test/support/documents.js';
 
 const benchPdfs = benchPdfDirectory;
@@ -380,5 +381,26 @@ describe('empty documents', () => {
     const empty = new Uint8Array(await Packer.toBuffer(new Document({ sections: [{ children: [new Paragraph('')] }] })));
     const error = await parseError(parseDocument(empty, DOCX));
     expect(error.message).toBe('the document contains no text');
+  });
+});
+
+describe('headings of any length', () => {
+  it('reads a "heading" over 300 characters as text, and names it in the trails below by its beginning', async () => {
+    const long = `${'A whole paragraph styled as a heading '.repeat(3_000)}ends here`;
+    const markdown = `# ${long}\n\n${'A sentence under the long heading. '.repeat(2_000)}\n\n## Short heading\n\nThe last words.`;
+    const parsed = await parseDocument(new TextEncoder().encode(markdown), 'text/markdown');
+    expect(parsed.blocks[0]).toMatchObject({ kind: 'text', text: long });
+    expect(parsed.blocks[0]).not.toHaveProperty('level');
+    const trail = parsed.blocks.at(-1)!.headingPath;
+    expect(trail).toHaveLength(2);
+    expect(trail[0]!.length).toBeLessThanOrEqual(300);
+    // Cut at a word's end, marked.
+    expect(trail[0]!).toMatch(/^(A whole paragraph styled as a heading )+[A-Za-z]+( [A-Za-z]+)*…$/);
+    expect(long.startsWith(trail[0]!.slice(0, -1))).toBe(true);
+    expect(trail[1]).toBe('Short heading');
+    // Every chunk's trail stays short, however many chunks the text makes.
+    const chunks = chunkDocument(parsed, { chunkTokens: 128, overlapTokens: 16 });
+    expect(chunks.length).toBeGreaterThan(100);
+    for (const chunk of chunks) for (const heading of chunk.metadata.headings) expect(heading.length).toBeLessThanOrEqual(300);
   });
 });

@@ -50,7 +50,7 @@ export async function parseDocument(
   if (bytes.length === 0) throw new ParseError('the document contains no text');
   const parsed = await parseByType(bytes, type, limits, hooks);
   const blocks = parsed.blocks
-    .map((block) => ({ ...block, text: storableText(block.text), headingPath: block.headingPath.map(storableText) }))
+    .map((block) => boundedHeadings({ ...block, text: storableText(block.text), headingPath: block.headingPath.map(storableText) }))
     .filter((block) => block.text.trim() !== '');
   if (blocks.length === 0) throw new ParseError('the document contains no text');
   const text = blocks.map((block) => block.text).join('\n\n');
@@ -58,6 +58,34 @@ export async function parseDocument(
     throw textTooLong(limits.maxTextCharacters);
   }
   return { text, pageCount: parsed.pageCount, blocks, metadataTitle: parsed.metadataTitle ? storableText(parsed.metadataTitle) : null };
+}
+
+/**
+ * Longest heading kept as a heading. Every chunk carries its heading trail (in its metadata and
+ * in what it is indexed with), so a "heading" of a whole paragraph or of a damaged file's
+ * hundred thousand characters would be repeated in each of thousands of chunks: gigabytes to
+ * write for a 2 MB file. Longer, a heading block is read as text, and a trail names it by its
+ * beginning.
+ */
+export const MAX_HEADING_CHARACTERS = 300;
+
+function boundedHeadings(block: ParsedBlock): ParsedBlock {
+  const headingPath = block.headingPath.some((heading) => heading.length > MAX_HEADING_CHARACTERS) ? block.headingPath.map(headingStart) : block.headingPath;
+  if (block.kind === 'heading' && block.text.length > MAX_HEADING_CHARACTERS) {
+    const { level: _level, ...rest } = block;
+    return { ...rest, kind: 'text', headingPath };
+  }
+  return headingPath === block.headingPath ? block : { ...block, headingPath };
+}
+
+/** A heading cut to MAX_HEADING_CHARACTERS: at a word's end when one is near, never inside a surrogate pair, marked by an ellipsis. */
+function headingStart(heading: string): string {
+  if (heading.length <= MAX_HEADING_CHARACTERS) return heading;
+  let start = heading.slice(0, MAX_HEADING_CHARACTERS - 1);
+  const space = start.search(/\s\S*$/);
+  if (space > MAX_HEADING_CHARACTERS * 0.8) start = start.slice(0, space);
+  if (/[\ud800-\udbff]$/.test(start)) start = start.slice(0, -1);
+  return `${start.trimEnd()}…`;
 }
 
 /**

@@ -300,9 +300,11 @@ export function startJobQueue(
   }
 
   /** Puts a job back for another attempt after `backoffMs`, or fails it when its attempts are spent. */
-  async function retryOrFail(job: ClaimedJob, handler: JobHandler, message: string) {
+  async function retryOrFail(job: ClaimedJob, handler: JobHandler, error: unknown) {
+    const message = error instanceof Error ? error.message : String(error);
     if (job.attempts >= handler.maxAttempts) {
-      await handler.fail(job, `${job.kind} failed after ${job.attempts} attempts: ${message}`);
+      if (message !== ownersMessage(error)) log.error(`${job.kind} job ${job.id} failed for good`, message);
+      await handler.fail(job, `${job.kind} failed after ${job.attempts} attempts: ${ownersMessage(error)}`);
       return;
     }
     log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
@@ -393,7 +395,7 @@ export function startJobQueue(
       }
       for (const job of survivors) {
         if (error instanceof PermanentJobError) await handler.fail(job, message);
-        else await retryOrFail(job, handler, message);
+        else await retryOrFail(job, handler, error);
       }
     } finally {
       clearInterval(renewal);
@@ -478,4 +480,14 @@ export function startJobQueue(
 /** Queues the removal of index entries for what was just deleted, in the deleting transaction. */
 export function queueIndexDelete(tx: Prisma.TransactionClient, userId: string, target: { documentId: string } | { workspaceId: string }) {
   return tx.job.create({ data: { kind: 'index_delete', userId, payload: target } });
+}
+
+/**
+ * What a job's failure tells the document's owner: the error's own words (a model server's
+ * status, a parser's reason), but not the store client's, whose queries and internals go to the
+ * log only.
+ */
+export function ownersMessage(error: unknown): string {
+  if (error instanceof Error && error.name.startsWith('PrismaClient')) return 'the store failed while the results were written; the service log has the details';
+  return error instanceof Error ? error.message : String(error);
 }
