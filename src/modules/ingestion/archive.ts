@@ -34,6 +34,8 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
       zip.on('error', (error: Error) => reject(unreadable(error)));
       zip.on('end', () => resolve());
       zip.on('entry', (entry: yauzl.Entry) => {
+        const mismatch = localHeaderMismatch(bytes, entry);
+        if (mismatch) return reject(new ParseError(`not a readable ${what}: the header of ${entry.fileName} ${mismatch}`));
         if (!media && !isParsedPart(entry.fileName)) return zip.readEntry();
         if (unpacked + entry.uncompressedSize > maxBytes) return reject(tooLarge());
         zip.openReadStream(entry, (error, stream) => {
@@ -86,4 +88,30 @@ export async function readArchivePart(bytes: Uint8Array, name: string, maxBytes:
   } finally {
     zip.close();
   }
+}
+
+/**
+ * How a part's local header disagrees with the archive's directory, if it does. Readers that
+ * stream an archive (ExcelJS's workbook reader) trust the local headers alone: one whose sizes
+ * were damaged left such a reader waiting for bytes that never came.
+ */
+function localHeaderMismatch(bytes: Uint8Array, entry: yauzl.Entry): string | null {
+  const at = entry.relativeOffsetOfLocalHeader;
+  if (at + 30 > bytes.length) return 'lies past the end of the file';
+  const view = new DataView(bytes.buffer, bytes.byteOffset + at, 30);
+  if (view.getUint32(0, true) !== 0x04034b50) return 'is not where the directory says';
+  const flags = view.getUint16(6, true);
+  if (view.getUint16(8, true) !== entry.compressionMethod) return 'names another compression than the directory';
+  const nameLength = view.getUint16(26, true);
+  if (at + 30 + nameLength > bytes.length) return 'lies past the end of the file';
+  if (Buffer.from(bytes.buffer, bytes.byteOffset + at + 30, nameLength).toString('latin1') !== Buffer.from(entry.fileNameRaw).toString('latin1')) {
+    return 'names another part than the directory';
+  }
+  if ((flags & 0x8) === 0 && view.getUint32(14, true) !== entry.crc32) return 'gives another checksum than the directory';
+  // With a data descriptor (flag bit 3) the sizes follow the data and the header's may be zero.
+  if ((flags & 0x8) === 0 && ((entry.generalPurposeBitFlag & 0x8) !== 0 || view.getUint32(18, true) !== entry.compressedSize || view.getUint32(22, true) !== entry.uncompressedSize)) {
+    // Zip64 headers give their sizes elsewhere.
+    if (view.getUint32(18, true) !== 0xffffffff) return 'gives other sizes than the directory';
+  }
+  return null;
 }

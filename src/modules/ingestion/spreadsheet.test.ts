@@ -88,6 +88,18 @@ describe('XLSX', () => {
     expect(expectedRow).toBe(303);
   });
 
+  it('refuses a workbook whose part headers disagree with its directory, which left the streaming reader waiting', async () => {
+    const bytes = await workbookBytes((workbook) => workbook.addWorksheet('Sheet').addRow(['alpha', 'beta']));
+    const name = Buffer.from('xl/worksheets/sheet1.xml');
+    // The part's local header: its signature, 26 bytes of fields, then its name.
+    let header = Buffer.from(bytes).indexOf(name) - 30;
+    while (Buffer.from(bytes).readUInt32LE(header) !== 0x04034b50) header = Buffer.from(bytes).indexOf(name, header + 31) - 30;
+    const damaged = bytes.slice();
+    damaged[header + 19] = 0; // the second byte of its compressed size
+    damaged[header + 20] = damaged[header + 20]! ^ 0x10;
+    expect((await parseError(parseDocument(damaged, XLSX_TYPE))).message).toBe('not a readable XLSX: the header of xl/worksheets/sheet1.xml gives other sizes than the directory');
+  });
+
   it('refuses a password-protected, truncated or empty workbook with a reason', async () => {
     // Office stores an encrypted workbook inside an OLE compound file.
     const compound = new Uint8Array(4096);
