@@ -7,6 +7,14 @@ const isParsedPart = (name: string) => /\.(xml|rels|xhtml|html?|opf|ncx)$/i.test
 /** Most entries an archive may have: each is a part to look up, whether it is parsed or not. */
 export const maxArchiveEntries = 50_000;
 
+/** An archive's directory, its entries read one at a time on `readEntry`. */
+const openZip = (bytes: Uint8Array) =>
+  new Promise<yauzl.ZipFile>((resolve, reject) =>
+    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, strictFileNames: false }, (error, file) =>
+      error ? reject(error) : resolve(file),
+    ),
+  );
+
 const megabytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MB`;
 
 /**
@@ -19,11 +27,7 @@ const megabytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) /
 export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, what: string, { media = false } = {}): Promise<void> {
   const tooLarge = () => new ParseError(`the ${what} unpacks to more than the limit of ${megabytes(maxBytes)}`);
   const unreadable = (error: Error) => new ParseError(`not a readable ${what}: ${error.message}`);
-  const zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
-    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, strictFileNames: false }, (error, file) =>
-      error ? reject(unreadable(error)) : resolve(file),
-    ),
-  );
+  const zip = await openZip(bytes).catch((error: Error) => Promise.reject(unreadable(error)));
   if (zip.entryCount > maxArchiveEntries) {
     zip.close();
     throw new ParseError(`the ${what} has more than the limit of ${maxArchiveEntries.toLocaleString('en')} parts`);
@@ -63,11 +67,7 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
  * has no such part or the part is larger than `maxBytes`.
  */
 export async function readArchivePart(bytes: Uint8Array, name: string, maxBytes: number): Promise<Buffer | null> {
-  const zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
-    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, strictFileNames: false }, (error, file) =>
-      error ? reject(error) : resolve(file),
-    ),
-  );
+  const zip = await openZip(bytes);
   try {
     return await new Promise<Buffer | null>((resolve, reject) => {
       zip.on('error', reject);

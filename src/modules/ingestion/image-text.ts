@@ -1,6 +1,6 @@
 import { imageSize } from 'image-size';
 import { detectDocumentType } from './detect.js';
-import { maxImagePixels, maxImageSide } from './image.js';
+import { withinOcrSize } from './image.js';
 import { PageReader } from './ocr.js';
 import { joinLines } from './text.js';
 import type { ParsedBlock, PictureReading } from './types.js';
@@ -58,8 +58,7 @@ function worthReading(bytes: Uint8Array): boolean {
   if (type === null || !readableTypes.has(type)) return false;
   try {
     const { width, height } = imageSize(bytes);
-    if (!width || !height) return false;
-    if (width > maxImageSide || height > maxImageSide || width * height > maxImagePixels) return false;
+    if (!width || !height || !withinOcrSize(width, height)) return false;
     return Math.min(width, height) >= minSide && width * height >= minPixels;
   } catch {
     return false;

@@ -86,8 +86,11 @@ export async function parseTiff(bytes: Uint8Array, ocr: OcrSettings, maxOcrPages
 
 const ocrOff = (what: string) => new ParseError(`the ${what} image can only be read by OCR, which is turned off (KB_OCR_LANGUAGE)`);
 
+/** Whether OCR reads an image of this size (one larger would decode to gigabytes). */
+export const withinOcrSize = (width: number, height: number) => width <= maxImageSide && height <= maxImageSide && width * height <= maxImagePixels;
+
 function checkSize(width: number, height: number, what: string): void {
-  if (width > maxImageSide || height > maxImageSide || width * height > maxImagePixels) {
+  if (!withinOcrSize(width, height)) {
     throw new ParseError(
       `${what} is ${width.toLocaleString('en')} x ${height.toLocaleString('en')} pixels, more than OCR reads (${maxImageSide.toLocaleString('en')} on a side, ${maxImagePixels / 1_000_000} megapixels)`,
     );
