@@ -1,6 +1,9 @@
 // Reads vitest JSON reports, prints a closing line, and fails when a test failed, was skipped
 // or is marked todo: CI must run everything it has.
 import { readFileSync } from 'node:fs';
+import { relative } from 'node:path';
+
+const firstLine = (text) => String(text ?? '').split('\n', 1)[0] || 'no message';
 
 const [label, ...files] = process.argv.slice(2);
 const totals = { passed: 0, failed: 0, skipped: 0 };
@@ -18,6 +21,20 @@ for (const file of files) {
   totals.failed += report.numFailedTests;
   totals.skipped += report.numPendingTests + report.numTodoTests;
   if (report.numTotalTestSuites === 0 || report.numTotalTests === 0) totals.failed += 1;
+  // A hook that fails (a server that did not start in beforeAll) leaves its tests marked skipped
+  // and no test failed: the file's own failure is counted, and every test that did not pass is
+  // named, so a count is never the only trace of what went wrong.
+  for (const file of report.testResults ?? []) {
+    const name = relative(process.cwd(), file.name);
+    const failedTests = (file.assertionResults ?? []).filter((test) => test.status === 'failed').length;
+    if (file.status === 'failed' && failedTests === 0) {
+      totals.failed += 1;
+      process.stdout.write(`${label}: ${name} failed outside its tests: ${firstLine(file.message)}\n`);
+    }
+    for (const test of file.assertionResults ?? []) {
+      if (test.status !== 'passed') process.stdout.write(`${label}: ${test.status} ${name} > ${test.fullName}\n`);
+    }
+  }
 }
 console.log(`${label}: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
 if (totals.failed > 0 || totals.skipped > 0 || totals.passed === 0) process.exit(1);
