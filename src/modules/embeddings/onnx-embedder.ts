@@ -1,4 +1,7 @@
 import { Piscina } from 'piscina';
+// Loaded by the main thread as well as the embedding threads, so that the native library is never
+// unloaded while one of its threads runs (see parse-pool.ts).
+import 'onnxruntime-node';
 import { modelPaths, verifyModel, type ModelName } from '../../../scripts/models.mjs';
 import { EmbedderError, ModelUnavailableError, type Embedder, type EmbeddingPurpose } from './embedder.js';
 import type { OnnxTask, OnnxTaskResult, OnnxWorkerData } from './onnx-worker.js';

@@ -1,4 +1,11 @@
 import { Piscina } from 'piscina';
+// The native addons the parsing threads use, loaded once by the main thread too: an addon loaded
+// by worker threads alone is unloaded when the last of them ends, and code of it still running
+// (a thread ended mid-render, the addon's own helper threads) then crashes the whole process at
+// random, with no message. Loaded here, the library stays for the process's life. Both projects
+// document this for worker threads; it costs about 60 ms once at start.
+import '@napi-rs/canvas';
+import 'sharp';
 import { MessageChannel } from 'node:worker_threads';
 import type { ParseProgress, ParseTask, ParseTaskResult } from './parse-task.js';
 
