@@ -59,6 +59,15 @@ if (!process.env.DATABASE_URL && !runLlama) {
   process.stderr.write('vitest: KB_TEST_LLAMA_URL is not set (bash .ci/start-llama.sh prints it): the llama.cpp answer tests are left out\n');
 }
 
+// The service on a three-node Elasticsearch cluster, one node killed (.ci/start-elasticsearch-cluster.sh
+// prints the URLs to set as KB_TEST_ES_CLUSTER_URLS): on the Elasticsearch leg only. Without the
+// variable the file is left out there, and that is said.
+const elasticsearchCluster = ['test/elasticsearch-cluster.test.ts'];
+const runElasticsearchCluster = Boolean(process.env.ELASTICSEARCH_URL) && Boolean(process.env.KB_TEST_ES_CLUSTER_URLS);
+if (process.env.ELASTICSEARCH_URL && !runElasticsearchCluster) {
+  process.stderr.write('vitest: KB_TEST_ES_CLUSTER_URLS is not set (bash .ci/start-elasticsearch-cluster.sh prints it): the Elasticsearch cluster test is left out\n');
+}
+
 // Files that took a minute or more on a leg of CI (2 cores), longest first. They start first, so
 // that none of them begins last and runs on alone after the other worker has nothing left. A
 // clean clone has no vitest cache of durations; vitest then starts the largest files first, and
@@ -100,6 +109,7 @@ export default defineConfig({
       ...(process.env.DATABASE_URL ? storeIndependent : postgresOnly),
       ...(runEndToEnd ? [] : endToEnd),
       ...(runLlama ? [] : llama),
+      ...(runElasticsearchCluster ? [] : elasticsearchCluster),
     ],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -19,6 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 KB_LOG_TAG=elasticsearch
 # shellcheck source=lib-services.sh
 . "$here/lib-services.sh"
+# shellcheck source=lib-elasticsearch.sh
+. "$here/lib-elasticsearch.sh"
 
 fresh=false
 for arg in "$@"; do
@@ -28,14 +30,8 @@ for arg in "$@"; do
   esac
 done
 
-version=8.19.21
-zip_url=https://repo1.maven.org/maven2/org/elasticsearch/distribution/integ-test-zip/elasticsearch/$version/elasticsearch-$version.zip
-zip_sha256=215d5f3dbf0609a149f6218a9e47b6ae2df34ebbff3c5754e35f15a5e5393c8a
-zip=$kb_cache/downloads/elasticsearch-$version.zip
-install=$kb_cache/elasticsearch-$version
 run=${KB_ES_DIR:-$kb_cache/elasticsearch}
 pidfile=$run/elasticsearch.pid
-java_home=${ES_JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 heap=${KB_ES_HEAP:-1g}
 timeout=${KB_ES_TIMEOUT:-90}
 cluster=kb-ci
@@ -43,7 +39,6 @@ cluster=kb-ci
 cd /
 lock elasticsearch
 ensure_user
-[ -x "$java_home/bin/java" ] || die "no JDK at $java_home: set ES_JAVA_HOME"
 
 # The process in the pidfile, when it is alive and is Elasticsearch.
 running_pid() {
@@ -93,21 +88,7 @@ if pid=$(running_pid); then
   exit 0
 fi
 
-# Distribution: the zip, checksum verified, unpacked into the cache and owned by the service user.
-if [ ! -x "$install/bin/elasticsearch" ]; then
-  fetch_checked "$zip_url" "$zip" "$zip_sha256"
-  log "unpacking $(basename "$zip")"
-  rm -rf "$install.tmp"
-  mkdir -p "$install.tmp"
-  unzip -q "$zip" -d "$install.tmp"
-  [ -x "$install.tmp/elasticsearch-$version/bin/elasticsearch" ] || die "unexpected layout in $zip"
-  chown -R "$kb_user": "$install.tmp"
-  rm -rf "$install"
-  mv "$install.tmp/elasticsearch-$version" "$install"
-  rmdir "$install.tmp"
-fi
-check_user_can_exec "$install/bin/elasticsearch"
-check_user_can_exec "$java_home/bin/java"
+install_elasticsearch
 
 # Instance directory: its own config (copied from the distribution), data, logs and tmp.
 port=$(choose_port "${KB_ES_PORT:-9201}" 9201 KB_ES_PORT)
@@ -133,7 +114,7 @@ YAML
 echo "$port" >"$run/http.port"
 chown -R "$kb_user": "$run"
 
-log "starting Elasticsearch $version on 127.0.0.1:$port (log $run/logs/$cluster.log)"
+log "starting Elasticsearch $es_version on 127.0.0.1:$port (log $run/logs/$cluster.log)"
 # (The server's JVM runs in path.logs, where jvm.options' relative gc.log and hs_err files land.)
 cd "$run"
 deadline=$((SECONDS + timeout))
