@@ -383,6 +383,49 @@ export async function makeDocxWithPicture(picture: Uint8Array, times = 1): Promi
   return new Uint8Array(await Packer.toBuffer(document));
 }
 
+/**
+ * "Incoming post" as an EPUB, an ODT and an RTF, each written part by part as its format lays it
+ * out: a heading, a paragraph, `picture` (a PNG) and a closing paragraph.
+ */
+export async function makeFilesWithPicture(picture: Uint8Array): Promise<{ epub: Uint8Array; odt: Uint8Array; rtf: Uint8Array }> {
+  const { zipSync, strToU8 } = await import('fflate');
+  const epub = zipSync({
+    mimetype: [strToU8('application/epub+zip'), { level: 0 }],
+    'META-INF/container.xml': strToU8(
+      '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>',
+    ),
+    'OEBPS/content.opf': strToU8(
+      '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">urn:kb:post</dc:identifier><dc:title>Incoming post</dc:title><dc:language>en</dc:language></metadata><manifest><item id="post" href="post.xhtml" media-type="application/xhtml+xml"/><item id="scan" href="images/scan.png" media-type="image/png"/></manifest><spine><itemref idref="post"/></spine></package>',
+    ),
+    'OEBPS/post.xhtml': strToU8(
+      '<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>Incoming post</title></head><body><h1>Incoming post</h1><p>The letter below arrived on paper and was scanned.</p><p><img src="images/scan.png" alt=""/></p><p>Filed by the front desk.</p></body></html>',
+    ),
+    'OEBPS/images/scan.png': picture,
+  });
+  const odtContent =
+    '<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:xlink="http://www.w3.org/1999/xlink" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" office:version="1.3"><office:body><office:text>' +
+    '<text:h text:outline-level="1">Incoming post</text:h><text:p>The letter below arrived on paper and was scanned.</text:p>' +
+    '<text:p><draw:frame draw:name="scan" svg:width="12cm" svg:height="15cm"><draw:image xlink:href="Pictures/scan.png" xlink:type="simple" xlink:show="embed" xlink:actuate="onLoad"/></draw:frame></text:p>' +
+    '<text:p>Filed by the front desk.</text:p></office:text></office:body></office:document-content>';
+  const odtManifest =
+    '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.3"><manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/><manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/><manifest:file-entry manifest:full-path="Pictures/scan.png" manifest:media-type="image/png"/></manifest:manifest>';
+  const odt = zipSync({
+    mimetype: [strToU8('application/vnd.oasis.opendocument.text'), { level: 0 }],
+    'META-INF/manifest.xml': strToU8(odtManifest),
+    'content.xml': strToU8(odtContent),
+    'Pictures/scan.png': picture,
+  });
+  const rtf = [
+    '{\\rtf1\\ansi\\deff0{\\fonttbl{\\f0 Times New Roman;}}{\\stylesheet{\\s1 heading 1;}}',
+    '{\\pard\\s1\\outlinelevel0\\b Incoming post\\par}',
+    '{\\pard The letter below arrived on paper and was scanned.\\par}',
+    `{\\pard {\\pict\\pngblip\\picw800\\pich1000 ${Buffer.from(picture).toString('hex')}}\\par}`,
+    '{\\pard Filed by the front desk.\\par}',
+    '}',
+  ].join('\n');
+  return { epub, odt, rtf: new Uint8Array(Buffer.from(rtf, 'latin1')) };
+}
+
 /** A deck of two slides, each a title and `picture` (a PNG) below it. */
 export async function makePptxWithPicture(picture: Uint8Array): Promise<Uint8Array> {
   const deck = await newDeck();

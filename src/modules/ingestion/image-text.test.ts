@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { unzipSync, zipSync } from 'fflate';
-import { makeDocxWithPicture, makePptxWithPicture, parseError, readBenchPdf, renderPdfPage } from '../../../test/support/documents.js';
+import { makeDocxWithPicture, makeFilesWithPicture, makePptxWithPicture, parseError, readBenchPdf, renderPdfPage } from '../../../test/support/documents.js';
 import { chunkDocument } from './chunk.js';
 import { defaultParseLimits, parseDocument } from './parse.js';
-import { DOCX_TYPE, PPTX_TYPE } from './types.js';
+import { DOCX_TYPE, EPUB_TYPE, ODT_TYPE, PPTX_TYPE, RTF_TYPE, type DocumentType } from './types.js';
 
 const withOcr = { ...defaultParseLimits, ocr: { language: 'eng' } };
 const scannedSentence = 'it cannot be rendered as plain text by the PDF reader';
@@ -36,6 +36,25 @@ describe('the text of pictures in office files, read by OCR', () => {
     // OCR off: the pictures are left out, the text stays.
     const plain = await parseDocument(bytes, DOCX_TYPE, defaultParseLimits);
     expect(plain.blocks.map((block) => block.text)).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.', 'Filed by the front desk.']);
+  });
+
+  it('reads the picture of an EPUB, an ODT and an RTF where it stands', async () => {
+    const files = await makeFilesWithPicture(scan);
+    const types: [keyof typeof files, DocumentType][] = [
+      ['epub', EPUB_TYPE],
+      ['odt', ODT_TYPE],
+      ['rtf', RTF_TYPE],
+    ];
+    for (const [format, type] of types) {
+      const parsed = await parseDocument(files[format], type, withOcr);
+      const texts = parsed.blocks.map((block) => block.text);
+      expect(texts.slice(0, 2), format).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.']);
+      expect(texts[2], format).toContain(scannedSentence);
+      expect(parsed.blocks[2]!.ocrConfidence, format).toBeGreaterThan(80);
+      expect(texts.slice(3), format).toEqual(['Filed by the front desk.']);
+      const plain = await parseDocument(files[format], type, defaultParseLimits);
+      expect(plain.blocks.map((block) => block.text), format).toEqual(['Incoming post', 'The letter below arrived on paper and was scanned.', 'Filed by the front desk.']);
+    }
   });
 
   it("reads a slide's picture on the slide's page", async () => {
