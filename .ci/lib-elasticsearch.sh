@@ -33,7 +33,8 @@ install_elasticsearch() {
 elasticsearch_pid_in() {
   local dir
   for dir in /proc/[0-9]*; do
-    if tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -q "org.elasticsearch.*-Djava.io.tmpdir=$1/tmp "; then
+    # (A process may end between the listing and the read: no message for that.)
+    if { tr '\0' ' ' <"$dir/cmdline"; } 2>/dev/null | grep -q "org.elasticsearch.*-Djava.io.tmpdir=$1/tmp "; then
       echo "${dir#/proc/}"
       return 0
     fi
