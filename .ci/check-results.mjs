@@ -24,14 +24,14 @@ for (const file of files) {
   // A hook that fails (a server that did not start in beforeAll) leaves its tests marked skipped
   // and no test failed: the file's own failure is counted, and every test that did not pass is
   // named, so a count is never the only trace of what went wrong.
-  for (const file of report.testResults ?? []) {
-    const name = relative(process.cwd(), file.name);
-    const failedTests = (file.assertionResults ?? []).filter((test) => test.status === 'failed').length;
-    if (file.status === 'failed' && failedTests === 0) {
+  for (const testFile of report.testResults ?? []) {
+    const name = relative(process.cwd(), testFile.name);
+    const failedTests = (testFile.assertionResults ?? []).filter((test) => test.status === 'failed').length;
+    if (testFile.status === 'failed' && failedTests === 0) {
       totals.failed += 1;
-      process.stdout.write(`${label}: ${name} failed outside its tests: ${firstLine(file.message)}\n`);
+      process.stdout.write(`${label}: ${name} failed outside its tests: ${firstLine(testFile.message)}\n`);
     }
-    for (const test of file.assertionResults ?? []) {
+    for (const test of testFile.assertionResults ?? []) {
       if (test.status !== 'passed') process.stdout.write(`${label}: ${test.status} ${name} > ${test.fullName}\n`);
     }
   }
