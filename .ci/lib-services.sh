@@ -13,6 +13,18 @@ die() {
   exit 1
 }
 
+# Sets `fresh` from a start script's arguments: true with --fresh, which is the only one taken.
+read_fresh_flag() {
+  fresh=false
+  local arg
+  for arg in "$@"; do
+    case $arg in
+      --fresh) fresh=true ;;
+      *) die "usage: $0 [--fresh]" ;;
+    esac
+  done
+}
+
 if [ "$(id -u)" = 0 ]; then
   kb_root=true
   kb_cache=${KB_CI_CACHE:-/var/cache/kb-ci}

@@ -21,13 +21,7 @@ KB_LOG_TAG=elasticsearch-cluster
 # shellcheck source=lib-elasticsearch.sh
 . "$here/lib-elasticsearch.sh"
 
-fresh=false
-for arg in "$@"; do
-  case $arg in
-    --fresh) fresh=true ;;
-    *) die "usage: $0 [--fresh]" ;;
-  esac
-done
+read_fresh_flag "$@"
 
 root=${KB_ES_CLUSTER_DIR:-$kb_cache/elasticsearch-cluster}
 first_port=${KB_ES_CLUSTER_PORT:-9211}

@@ -22,13 +22,7 @@ KB_LOG_TAG=elasticsearch
 # shellcheck source=lib-elasticsearch.sh
 . "$here/lib-elasticsearch.sh"
 
-fresh=false
-for arg in "$@"; do
-  case $arg in
-    --fresh) fresh=true ;;
-    *) die "usage: $0 [--fresh]" ;;
-  esac
-done
+read_fresh_flag "$@"
 
 run=${KB_ES_DIR:-$kb_cache/elasticsearch}
 pidfile=$run/elasticsearch.pid

