@@ -4,7 +4,7 @@ import { browserExecutable } from './test/support/browser.js';
 
 // Tests of Elasticsearch itself run on its leg of the matrix only: CI fails on any skipped test,
 // so elsewhere the file is left out rather than skipped.
-const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts'];
+const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 'test/reindex-online.test.ts'];
 
 // Files about a PostgreSQL server itself (an outage of it): on the embedded leg the store is inside
 // the process, so they are left out there rather than skipped.

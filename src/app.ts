@@ -19,12 +19,13 @@ import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.
 import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
-import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
+import { allJobKinds, startJobQueue, type JobKind, type JobQueue } from './modules/jobs/queue.js';
 import { AgentRuns, type AgentDependencies } from './modules/agent/service.js';
 import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
 import { startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
+import { watchIndexModel } from './modules/retrieval/model-watch.js';
 import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
 import { persistedOperations } from './rest/operations.js';
@@ -102,7 +103,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       log,
     );
     // Vectors of another model must never be mixed into the index: embedding waits for `kb reindex`.
-    if (mismatch) queue.setClaimable(['parse', 'index_delete']);
+    const withoutEmbedding: JobKind[] = ['parse', 'index_delete'];
+    if (mismatch) queue.setClaimable(withoutEmbedding);
+    const modelWatch = watchIndexModel({ index, embedder, log, paused: mismatch !== null, pause: (paused) => queue.setClaimable(paused ? withoutEmbedding : allJobKinds) });
     const ingestion = queue;
     const graphMerge = works ? startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork }) : undefined;
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
@@ -191,6 +194,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
       stopWarming.abort();
       await warming;
+      clearInterval(modelWatch);
       await ingestion.stop();
       await graphMerge?.stop();
       await parsePool.close();

@@ -4,15 +4,17 @@ import { ConfigError, loadConfig } from './config.js';
 describe('configuration', () => {
   it('takes ELASTICSEARCH_URL as one node or a comma-separated list, keeping a replica when several nodes are named', () => {
     expect(loadConfig({}).elasticsearch).toBeUndefined();
-    expect(loadConfig({ ELASTICSEARCH_URL: 'http://127.0.0.1:9200' }).elasticsearch).toEqual({ nodes: ['http://127.0.0.1:9200'], shards: 1, replicas: 0, sniff: false });
+    expect(loadConfig({ ELASTICSEARCH_URL: 'http://127.0.0.1:9200' }).elasticsearch).toEqual({ nodes: ['http://127.0.0.1:9200'], index: 'kb_chunks', shards: 1, replicas: 0, sniff: false });
     expect(loadConfig({ ELASTICSEARCH_URL: ' http://a:9200, http://b:9200 ,http://c:9200' }).elasticsearch).toEqual({
       nodes: ['http://a:9200', 'http://b:9200', 'http://c:9200'],
+      index: 'kb_chunks',
       shards: 1,
       replicas: 1,
       sniff: false,
     });
-    expect(loadConfig({ ELASTICSEARCH_URL: 'http://a:9200,http://b:9200', KB_ES_SHARDS: '3', KB_ES_REPLICAS: '0', KB_ES_SNIFF: 'on' }).elasticsearch).toEqual({
+    expect(loadConfig({ ELASTICSEARCH_URL: 'http://a:9200,http://b:9200', KB_ES_SHARDS: '3', KB_ES_REPLICAS: '0', KB_ES_SNIFF: 'on', KB_ES_INDEX: 'team_a.chunks' }).elasticsearch).toEqual({
       nodes: ['http://a:9200', 'http://b:9200'],
+      index: 'team_a.chunks',
       shards: 3,
       replicas: 0,
       sniff: true,
@@ -26,6 +28,8 @@ describe('configuration', () => {
       [{ ELASTICSEARCH_URL: 'http://a:9200', KB_ES_REPLICAS: '9' }, 'KB_ES_REPLICAS'],
       [{ ELASTICSEARCH_URL: 'http://a:9200', KB_ES_REPLICAS: '-1' }, 'KB_ES_REPLICAS'],
       [{ ELASTICSEARCH_URL: 'http://a:9200', KB_ES_SHARDS: '0' }, 'KB_ES_SHARDS'],
+      [{ ELASTICSEARCH_URL: 'http://a:9200', KB_ES_INDEX: 'KB Chunks' }, 'KB_ES_INDEX'],
+      [{ ELASTICSEARCH_URL: 'http://a:9200', KB_ES_INDEX: '_chunks' }, 'KB_ES_INDEX'],
     ] as const) {
       expect(() => loadConfig(environment)).toThrow(ConfigError);
       expect(() => loadConfig(environment)).toThrow(new RegExp(variable));

@@ -35,6 +35,11 @@ const environmentSchema = z.object({
   KB_ES_SHARDS: z.coerce.number().int().min(1).max(64).default(1),
   KB_ES_REPLICAS: optionalString.pipe(z.string().regex(/^[0-8]$/, 'must be an integer from 0 to 8').transform(Number).optional()),
   KB_ES_SNIFF: z.enum(['off', 'on']).default('off'),
+  // An alias: lower case, no spaces or the characters Elasticsearch refuses in index names.
+  KB_ES_INDEX: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9_.]{0,99}$/, 'must be 1 to 100 lower-case letters, digits, "_" or ".", starting with a letter or digit')
+    .default('kb_chunks'),
   OPENAI_BASE_URL: optionalString.pipe(z.url().optional()),
   OPENAI_API_KEY: optionalString,
   OPENAI_EMBEDDING_MODEL: optionalString,
@@ -145,6 +150,8 @@ export type Config = {
   elasticsearch:
     | {
         nodes: string[];
+        /** The alias that searches and writes name (docs/retrieval.md, "Rebuilding the index beside itself"). */
+        index: string;
         /** Primary shards of a new index. */
         shards: number;
         /** Copies of each shard, applied at every start; by default 0 with one node named, 1 with several. */
@@ -322,6 +329,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     databaseUrl: env.DATABASE_URL,
     elasticsearch: env.ELASTICSEARCH_URL && {
       nodes: env.ELASTICSEARCH_URL,
+      index: env.KB_ES_INDEX,
       shards: env.KB_ES_SHARDS,
       replicas: env.KB_ES_REPLICAS ?? (env.ELASTICSEARCH_URL.length > 1 ? 1 : 0),
       sniff: env.KB_ES_SNIFF === 'on',

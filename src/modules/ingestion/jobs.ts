@@ -3,7 +3,7 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
 import { DocumentDeletedError, exponentialBackoff, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
 import { analyze } from '../retrieval/analyzer.js';
-import type { VectorIndex } from '../retrieval/vector-index.js';
+import type { IndexedChunk, VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';
 import { ocrPageSeconds } from './types.js';
 import { indexedText, nameWords } from './document-name.js';
@@ -280,6 +280,31 @@ const indexedTextOf = (chunk: PendingChunk) =>
     chunk.content,
   );
 
+export type ChunkToIndex = PendingChunk & { indexedText: string };
+
+/**
+ * The stored chunks of these documents with the text the index takes (what the model embeds is
+ * also what the keyword side analyses), in the documents' order; only those not embedded yet
+ * when `unembeddedOnly` (the embed stage), all of them otherwise (`kb reindex`).
+ */
+export async function chunksToIndex(prisma: PrismaClient, documentIds: readonly string[], { unembeddedOnly }: { unembeddedOnly: boolean }): Promise<ChunkToIndex[]> {
+  const stored = await prisma.$queryRaw<PendingChunk[]>`
+    SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id, d.filename, d.index_context, c.metadata -> 'headings' AS headings
+      FROM chunks c JOIN documents d ON d.id = c.document_id
+     WHERE c.document_id = ANY(${documentIds}::uuid[]) ${unembeddedOnly ? Prisma.sql`AND c.embedded_at IS NULL` : Prisma.empty}
+     ORDER BY array_position(${documentIds}::uuid[], c.document_id), c.chunk_index`;
+  return stored.map((chunk) => ({ ...chunk, indexedText: indexedTextOf(chunk) }));
+}
+
+/** A chunk and its vector as the index stores them. */
+export const indexedChunk = (chunk: ChunkToIndex, embedding: Float32Array): IndexedChunk => ({
+  chunkId: chunk.id,
+  documentId: chunk.document_id,
+  workspaceId: chunk.workspace_id,
+  embedding,
+  terms: analyze(chunk.indexedText),
+});
+
 /**
  * Stage two: embed the documents' chunks that are not embedded yet and write them to the index;
  * a document is ready when all its chunks are. Short documents are embedded together: the queue
@@ -315,13 +340,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
     },
     async run(jobs, { signal }) {
       const documentIds = jobs.map((job) => job.document_id!);
-      const stored = await prisma.$queryRaw<PendingChunk[]>`
-        SELECT c.id, c.document_id, c.chunk_index, c.content, d.workspace_id, d.filename, d.index_context, c.metadata -> 'headings' AS headings
-          FROM chunks c JOIN documents d ON d.id = c.document_id
-         WHERE c.document_id = ANY(${documentIds}::uuid[]) AND c.embedded_at IS NULL
-         ORDER BY array_position(${documentIds}::uuid[], c.document_id), c.chunk_index`;
-      // What the model embeds is also what the keyword side analyses.
-      const pending = stored.map((chunk) => ({ ...chunk, indexedText: indexedTextOf(chunk) }));
+      const pending = await chunksToIndex(prisma, documentIds, { unembeddedOnly: true });
       const embedBatch = async (batch: typeof pending) => {
         try {
           return { batch, vectors: await embedder.embed(batch.map((chunk) => chunk.indexedText), 'passage', signal) };
@@ -346,13 +365,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
         if (batch.length === 0) continue;
         const vectorOf = new Map(embedded.batch.map((chunk, offset) => [chunk.id, embedded.vectors[offset]!]));
         await index.upsert(
-          batch.map((chunk) => ({
-            chunkId: chunk.id,
-            documentId: chunk.document_id,
-            workspaceId: chunk.workspace_id,
-            embedding: vectorOf.get(chunk.id)!,
-            terms: analyze(chunk.indexedText),
-          })),
+          batch.map((chunk) => indexedChunk(chunk, vectorOf.get(chunk.id)!)),
           signal,
         );
         const chunkIds = batch.map((chunk) => chunk.id);

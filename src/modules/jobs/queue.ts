@@ -4,6 +4,8 @@ import type { StoreSignals } from '../../db/database.js';
 
 export type JobKind = 'parse' | 'embed' | 'index_delete';
 
+export const allJobKinds: readonly JobKind[] = ['parse', 'embed', 'index_delete'];
+
 export type ClaimedJob = {
   id: string;
   kind: JobKind;

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { analyze } from './analyzer.js';
-import { openElasticsearchIndex, type ElasticsearchCluster } from './elasticsearch-index.js';
+import { indexMappings, openElasticsearchIndex, type ElasticsearchCluster } from './elasticsearch-index.js';
 import { bm25 } from './pgvector-index.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexModel, type VectorIndex } from './vector-index.js';
+import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 
 // The Elasticsearch index against a real node: this file belongs to the Elasticsearch leg of the
 // matrix only (vector-index.test.ts is the contract every leg runs). It does not skip itself:
@@ -23,19 +24,19 @@ const opened: VectorIndex[] = [];
 const model: IndexModel = { model: 'test-4d', dimensions: 4 };
 
 /** One node, the index kept without replicas: what a single node can hold. */
-const cluster = (nodes: string[], replicas = 0): ElasticsearchCluster => ({ nodes, shards: 1, replicas, sniff: false });
+const cluster = (nodes: string[], replicas = 0, index = `${run}_default`): ElasticsearchCluster => ({ nodes, index, shards: 1, replicas, sniff: false });
 
 async function open(name: string, configured = model, timeoutMs = 10_000, at: string | ElasticsearchCluster = url!) {
   const indexName = `${run}_${name}`;
   if (!created.includes(indexName)) created.push(indexName);
-  const index = await openElasticsearchIndex(typeof at === 'string' ? cluster([at]) : at, configured, { timeoutMs, indexName });
+  const index = await openElasticsearchIndex(typeof at === 'string' ? cluster([at], 0, indexName) : { ...at, index: indexName }, configured, { timeoutMs });
   opened.push(index);
   return index;
 }
 
 afterAll(async () => {
   await Promise.allSettled(opened.map((index) => index.close()));
-  for (const name of created) await fetch(`${url}/${name}`, { method: 'DELETE' });
+  for (const name of created) await dropElasticsearchIndexes(url!, name);
 });
 
 /** A 4-dimensional vector scaled to length 1. */
@@ -222,7 +223,9 @@ describe('the Elasticsearch index', () => {
     await again.reset(other);
     expect(again.builtWith).toEqual(other);
     const mapping = (await (await fetch(`${url}/${run}_model/_mapping`)).json()) as Record<string, { mappings: { _meta: unknown; properties: { embedding: { dims: number } } } }>;
-    const { mappings } = mapping[`${run}_model`]!;
+    // Emptied by swapping in a new index behind the alias.
+    expect(Object.keys(mapping)).toEqual([`${run}_model-2`]);
+    const { mappings } = Object.values(mapping)[0]!;
     expect(mappings._meta).toEqual(other);
     expect(mappings.properties.embedding.dims).toBe(8);
     expect(await again.countByDocument(workspace)).toEqual(new Map());
@@ -232,6 +235,83 @@ describe('the Elasticsearch index', () => {
     expect(idsOf((await again.search({ workspaceIds: [workspace], vector: eight.embedding, limit: 5, excludeDocumentIds: [] })).vector)).toEqual([eight.chunkId]);
     // And a process opening it later reads the new model.
     expect((await open('model')).builtWith).toEqual(other);
+  });
+
+  it('serves an alias; a rebuild fills the next index beside it, and the swap puts it in service in one step', async () => {
+    const index = await open('rebuild');
+    const name = `${run}_rebuild`;
+    const aliased = async () => Object.keys((await (await fetch(`${url}/_alias/${name}`)).json()) as object);
+    const exists = async (concrete: string) => (await fetch(`${url}/${concrete}`, { method: 'HEAD' })).status === 200;
+    expect(await aliased()).toEqual([`${name}-1`]);
+    const workspace = randomUUID();
+    const old = chunk(workspace, randomUUID(), 'quokka smiles on Rottnest', unit(1, 0, 0, 0));
+    await index.upsert([old]);
+    const other = { model: 'test-8d', dimensions: 8 };
+    // Another process serving the same alias.
+    const elsewhere = await open('rebuild');
+    const search = (from: VectorIndex, vector = unit(1, 0, 0, 0)) =>
+      from.search({ workspaceIds: [workspace], vector, terms: analyze('quokka'), limit: 5, excludeDocumentIds: [] });
+
+    const rebuild = await index.rebuild!(other);
+    expect(rebuild.name).toBe(`${name}-2`);
+    const eight = (text: string, documentId = randomUUID()) => ({ ...chunk(workspace, documentId, text, unit(1, 0, 0, 0)), embedding: Float32Array.from([1, 0, 0, 0, 0, 0, 0, 0]) });
+    const fresh = eight('quokka rebuilt');
+    const split = randomUUID();
+    const [kept, dropped] = [eight('quokka kept', split), eight('quokka from an earlier parse', split)];
+    await rebuild.upsert([fresh, kept, dropped]);
+    await rebuild.deleteChunksExcept(split, new Set([kept.chunkId]));
+    expect(await rebuild.countByDocument()).toEqual(new Map([[fresh.documentId, 1], [split, 1]]));
+    // Until the swap, every process searches the old index with the old model.
+    expect(idsOf((await search(index)).vector)).toEqual([old.chunkId]);
+    expect(idsOf((await search(elsewhere)).keyword)).toEqual([old.chunkId]);
+    expect(index.builtWith).toEqual(model);
+
+    await rebuild.swap();
+    expect(await aliased()).toEqual([`${name}-2`]);
+    expect(await exists(`${name}-1`)).toBe(false);
+    expect(index.builtWith).toEqual(other);
+    expect(new Set(idsOf((await search(index, fresh.embedding)).keyword))).toEqual(new Set([fresh.chunkId, kept.chunkId]));
+    // The other process reads the new model when it asks again.
+    expect(elsewhere.builtWith).toEqual(model);
+    await elsewhere.refreshBuiltWith!();
+    expect(elsewhere.builtWith).toEqual(other);
+
+    // A build that never swapped (a crash) is deleted by the next one; an abandoned one goes at once.
+    await index.rebuild!(other);
+    expect(await exists(`${name}-3`)).toBe(true);
+    const next = await index.rebuild!(other);
+    expect(next.name).toBe(`${name}-3`);
+    expect(await next.countByDocument()).toEqual(new Map());
+    await next.abandon();
+    expect(await exists(`${name}-3`)).toBe(false);
+    expect(await aliased()).toEqual([`${name}-2`]);
+  });
+
+  it('serves an index made before aliases as it is, and the first rebuild puts an alias in its place', async () => {
+    const name = `${run}_legacy`;
+    created.push(name);
+    const made = await fetch(`${url}/${name}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ settings: { number_of_replicas: 0, similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } } }, mappings: indexMappings(model) }),
+    });
+    expect(made.status).toBe(200);
+    const index = await open('legacy');
+    const workspace = randomUUID();
+    const before = chunk(workspace, randomUUID(), 'wombat burrows', unit(0, 1, 0, 0));
+    await index.upsert([before]);
+    const search = () => index.search({ workspaceIds: [workspace], terms: analyze('wombat'), limit: 5, excludeDocumentIds: [] });
+    expect(idsOf((await search()).keyword)).toEqual([before.chunkId]);
+
+    const rebuild = await index.rebuild!(model);
+    expect(rebuild.name).toBe(`${name}-1`);
+    const after = chunk(workspace, before.documentId, 'wombat burrows again', unit(0, 1, 0, 0));
+    await rebuild.upsert([after]);
+    await rebuild.swap();
+    expect(Object.keys((await (await fetch(`${url}/_alias/${name}`)).json()) as object)).toEqual([`${name}-1`]);
+    expect(idsOf((await search()).keyword)).toEqual([after.chunkId]);
+    // A process started later finds the alias.
+    expect(idsOf((await (await open('legacy')).search({ workspaceIds: [workspace], terms: analyze('wombat'), limit: 5, excludeDocumentIds: [] })).keyword)).toEqual([after.chunkId]);
   });
 
   it('is opened by several processes at once on a new index', async () => {
@@ -245,7 +325,7 @@ describe('the Elasticsearch index', () => {
   it('refuses to open when ELASTICSEARCH_URL does not answer', async () => {
     const port = await closedPort();
     const started = performance.now();
-    await expect(openElasticsearchIndex(cluster([`http://127.0.0.1:${port}`]), model, { timeoutMs: 2_000, indexName: `${run}_never` })).rejects.toThrow(
+    await expect(openElasticsearchIndex(cluster([`http://127.0.0.1:${port}`], 0, `${run}_never`), model, { timeoutMs: 2_000 })).rejects.toThrow(
       new RegExp(`ELASTICSEARCH_URL \\(http://127\\.0\\.0\\.1:${port}/?\\) does not answer`),
     );
     expect(performance.now() - started).toBeLessThan(2_000);

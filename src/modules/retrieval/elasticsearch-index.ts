@@ -1,9 +1,9 @@
 import { Client, errors, type TransportRequestOptions } from '@elastic/elasticsearch';
 import type { Config } from '../../config.js';
 import { bm25 } from './pgvector-index.js';
-import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexSearch, type VectorIndex } from './vector-index.js';
+import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexRebuild, type IndexSearch, type VectorIndex } from './vector-index.js';
 
-export type ElasticsearchOptions = { timeoutMs: number; indexName?: string };
+export type ElasticsearchOptions = { timeoutMs: number };
 
 /** The nodes to reach and how the index is kept on them (config.ts, ELASTICSEARCH_URL and KB_ES_*). */
 export type ElasticsearchCluster = NonNullable<Config['elasticsearch']>;
@@ -30,7 +30,8 @@ function unavailable(url: string, error: unknown): IndexUnavailableError {
   return new IndexUnavailableError(`Elasticsearch at ${url} did not answer: ${reason}`, { cause: error });
 }
 
-const mappings = (model: IndexModel) => ({
+/** The mapping of an index made for `model`. */
+export const indexMappings = (model: IndexModel) => ({
   _meta: { model: model.model, dimensions: model.dimensions },
   dynamic: 'strict' as const,
   properties: {
@@ -43,6 +44,9 @@ const mappings = (model: IndexModel) => ({
   },
 });
 
+/** The generation number in an index's name (`kb_chunks-3` is 3); 0 for the alias's own name (an index made before aliases). */
+const generationOf = (alias: string, concrete: string) => (concrete === alias ? 0 : Number(concrete.slice(alias.length + 1)) || 0);
+
 /**
  * The index in Elasticsearch (ELASTICSEARCH_URL): one document per chunk, a `dense_vector` with
  * int8 HNSW on cosine for the vector side, BM25 (the same k1 and b as the pgvector index) on the
@@ -51,9 +55,14 @@ const mappings = (model: IndexModel) => ({
  * the ids first and delete them in bulk. The model that built the index is in the mapping's
  * `_meta`. Requests go to the named nodes in turn; one that fails is retried at once on the
  * next, so a cluster keeps answering while one of its nodes is down.
+ *
+ * Searches and writes name an alias (KB_ES_INDEX, `kb_chunks`) that points at one index,
+ * `<alias>-<generation>`; `rebuild` fills the next generation beside it and swaps the alias in
+ * one step (`kb reindex`). An index made before aliases, named like the alias itself, is served
+ * as it is until the first rebuild replaces it.
  */
 export async function openElasticsearchIndex(cluster: ElasticsearchCluster, configured: IndexModel, options: ElasticsearchOptions): Promise<VectorIndex> {
-  const index = options.indexName ?? 'kb_chunks';
+  const alias = cluster.index;
   const named = cluster.nodes.join(', ');
   const client = new Client({
     nodes: cluster.nodes,
@@ -76,49 +85,101 @@ export async function openElasticsearchIndex(cluster: ElasticsearchCluster, conf
     await client.close();
     throw new Error(`ELASTICSEARCH_URL (${named}) does not answer: ${(error as Error).message}`, { cause: error });
   }
-  const create = async (model: IndexModel) => {
+  const layout = new IndexLayout(client, alias, cluster);
+  if ((await layout.current()) === null) await layout.create(`${alias}-1`, configured, { behindAlias: true });
+  // Replicas can change on a live index: the configured count is applied at every start. The
+  // shard count is fixed when the index is made (`kb reindex` makes it anew).
+  const settings = await client.indices.getSettings({ index: alias, flat_settings: true });
+  const current = Object.values(settings)[0]?.settings as Record<string, string> | undefined;
+  if (Number(current?.['index.number_of_replicas']) !== cluster.replicas) {
+    await client.indices.putSettings({ index: alias, settings: { number_of_replicas: cluster.replicas } });
+  }
+  const builtWith = (await layout.model()) ?? configured;
+  return new ElasticsearchIndex(client, named, alias, builtWith, options.timeoutMs, layout);
+}
+
+/** Where the alias points, and how the indexes behind it are made, swapped and deleted. */
+class IndexLayout {
+  constructor(
+    private readonly client: Client,
+    readonly alias: string,
+    private readonly cluster: ElasticsearchCluster,
+  ) {}
+
+  /** The index the alias names (or the index named like the alias, made before aliases); null when there is none. */
+  async current(): Promise<string | null> {
     try {
-      await client.indices.create({
-        index,
+      const found = await this.client.indices.getAlias({ name: this.alias });
+      const indexes = Object.keys(found);
+      if (indexes.length !== 1) throw new Error(`the alias ${this.alias} names ${indexes.length} indexes (${indexes.join(', ')}); it must name one`);
+      return indexes[0]!;
+    } catch (error) {
+      if (!(error instanceof errors.ResponseError && error.statusCode === 404)) throw error;
+    }
+    return (await this.client.indices.exists({ index: this.alias })) ? this.alias : null;
+  }
+
+  /** The model recorded in the mapping of the index the alias names. */
+  async model(): Promise<IndexModel | null> {
+    const mapping = await this.client.indices.getMapping({ index: this.alias });
+    const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
+    return meta?.model === undefined ? null : { model: String(meta.model), dimensions: Number(meta.dimensions) };
+  }
+
+  /** Makes an index for `model`, behind the alias or not, and waits until its shards can be written. */
+  async create(name: string, model: IndexModel, { behindAlias }: { behindAlias: boolean }) {
+    try {
+      await this.client.indices.create({
+        index: name,
         settings: {
-          number_of_shards: cluster.shards,
-          number_of_replicas: cluster.replicas,
+          number_of_shards: this.cluster.shards,
+          number_of_replicas: this.cluster.replicas,
           similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } },
         },
-        mappings: mappings(model),
+        mappings: indexMappings(model),
+        // Made with the alias in one step: several processes starting at once make the same first index.
+        ...(behindAlias && { aliases: { [this.alias]: {} } }),
       });
     } catch (error) {
       // Several processes (or test files) opening a new index at once: one of them made it.
       if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
     }
     // When another process made it, its shard may not be started yet: the first search would fail.
-    await client.cluster.health({ index, wait_for_status: 'yellow', timeout: '30s' }, { requestTimeout: 35_000 });
-  };
-  await create(configured);
-  // Replicas can change on a live index: the configured count is applied at every start. The
-  // shard count is fixed when the index is made (`kb reindex` makes it anew).
-  const settings = await client.indices.getSettings({ index, flat_settings: true });
-  const current = Object.values(settings)[0]?.settings as Record<string, string> | undefined;
-  if (Number(current?.['index.number_of_replicas']) !== cluster.replicas) {
-    await client.indices.putSettings({ index, settings: { number_of_replicas: cluster.replicas } });
+    await this.client.cluster.health({ index: name, wait_for_status: 'yellow', timeout: '30s' }, { requestTimeout: 35_000 });
   }
-  const mapping = await client.indices.getMapping({ index });
-  const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
-  const builtWith = { model: String(meta?.model ?? configured.model), dimensions: Number(meta?.dimensions ?? configured.dimensions) };
-  return new ElasticsearchIndex(client, named, index, builtWith, create, options.timeoutMs);
+
+  /** Points the alias at `next` and deletes `previous`, in one atomic step: no search sees neither or both. */
+  async swap(previous: string, next: string) {
+    await this.client.indices.updateAliases({ actions: [{ add: { index: next, alias: this.alias } }, { remove_index: { index: previous } }] });
+  }
+
+  async delete(name: string) {
+    await this.client.indices.delete({ index: name, ignore_unavailable: true });
+  }
+
+  /** Indexes named `<alias>-<n>` that the alias does not name: builds that were abandoned or are under way. */
+  async unaliased(): Promise<string[]> {
+    const current = await this.current();
+    const found = await this.client.cat.indices({ index: `${this.alias}-*`, format: 'json', h: 'index' });
+    return (found as { index?: string }[]).map((row) => row.index!).filter((name) => name !== current && /^\d+$/.test(name.slice(this.alias.length + 1)));
+  }
 }
 
 class ElasticsearchIndex implements VectorIndex {
   readonly kind = 'elasticsearch' as const;
   #builtWith: IndexModel;
 
+  /**
+   * @param index what requests name: the alias, or (a rebuild's writer) the index being built
+   * @param layout the alias's layout, to rebuild it; absent on a rebuild's writer
+   */
   constructor(
     private readonly client: Client,
     private readonly url: string,
     private readonly index: string,
     builtWith: IndexModel,
-    private readonly create: (model: IndexModel) => Promise<void>,
     private readonly timeoutMs: number,
+    private readonly layout?: IndexLayout,
   ) {
     this.#builtWith = builtWith;
   }
@@ -165,14 +226,14 @@ class ElasticsearchIndex implements VectorIndex {
    * left. Each delete refreshes (as upsert does), so the next page does not find the same ids
    * again and the chunks have left search when this returns.
    */
-  async #deleteWhere(field: 'document_id' | 'workspace_id', value: string) {
+  async #deleteWhere(field: 'document_id' | 'workspace_id', value: string, keep: ReadonlySet<string> = new Set()) {
     try {
       for (;;) {
         const found = await this.client.search({
           index: this.index,
           size: deletePage,
           _source: false,
-          query: { bool: { filter: [{ term: { [field]: value } }] } },
+          query: { bool: { filter: [{ term: { [field]: value } }], must_not: keep.size > 0 ? [{ ids: { values: [...keep] } }] : [] } },
         });
         const ids = found.hits.hits.map((hit) => hit._id!);
         if (ids.length === 0) return;
@@ -269,7 +330,12 @@ class ElasticsearchIndex implements VectorIndex {
     }
   }
 
-  async countByDocument(workspaceId: string) {
+  countByDocument(workspaceId: string) {
+    return this.#countByDocument(workspaceId);
+  }
+
+  /** Chunks by document, in one workspace or (undefined) in the whole index. */
+  async #countByDocument(workspaceId: string | undefined) {
     const counts = new Map<string, number>();
     let after: Record<string, string> | undefined;
     for (;;) {
@@ -279,7 +345,7 @@ class ElasticsearchIndex implements VectorIndex {
           {
             index: this.index,
             size: 0,
-            query: { bool: { filter: [{ term: { workspace_id: workspaceId } }] } },
+            query: workspaceId === undefined ? { match_all: {} } : { bool: { filter: [{ term: { workspace_id: workspaceId } }] } },
             aggregations: { documents: { composite: { size: 1_000, sources: [{ document_id: { terms: { field: 'document_id' } } }], ...(after && { after }) } } },
           },
           options,
@@ -294,10 +360,43 @@ class ElasticsearchIndex implements VectorIndex {
     }
   }
 
+  /** Empties the index by swapping in an empty one made for `model`. */
   async reset(model: IndexModel) {
-    await this.client.indices.delete({ index: this.index, ignore_unavailable: true });
-    await this.create(model);
-    this.#builtWith = model;
+    await (await this.rebuild(model)).swap();
+  }
+
+  async refreshBuiltWith() {
+    const model = await this.layout?.model();
+    if (model) this.#builtWith = model;
+  }
+
+  /**
+   * Makes the alias's next index for `model` beside the current one, which goes on serving every
+   * search and write until `swap`. Indexes of earlier builds that never swapped are deleted first:
+   * `kb reindex` holds the store's lock, so no other build is under way.
+   */
+  async rebuild(model: IndexModel): Promise<IndexRebuild> {
+    const layout = this.layout;
+    if (!layout) throw new Error('an index being rebuilt cannot itself be rebuilt');
+    for (const abandoned of await layout.unaliased()) await layout.delete(abandoned);
+    const previous = await layout.current();
+    if (previous === null) throw new Error(`the alias ${layout.alias} names no index`);
+    const generations = [previous, ...(await layout.unaliased())].map((name) => generationOf(layout.alias, name));
+    const name = `${layout.alias}-${Math.max(...generations) + 1}`;
+    await layout.create(name, model, { behindAlias: false });
+    const target = new ElasticsearchIndex(this.client, this.url, name, model, this.timeoutMs);
+    return {
+      name,
+      upsert: (chunks, signal) => target.upsert(chunks, signal),
+      deleteDocument: (documentId) => target.deleteDocument(documentId),
+      deleteChunksExcept: (documentId, keep) => target.#deleteWhere('document_id', documentId, keep),
+      countByDocument: () => target.#countByDocument(undefined),
+      swap: async () => {
+        await layout.swap(previous, name);
+        this.#builtWith = model;
+      },
+      abandon: () => layout.delete(name),
+    };
   }
 
   async ping() {

@@ -69,7 +69,7 @@ export type RetrievalDependencies = {
 const asForeground = <T>(dependencies: RetrievalDependencies, work: () => Promise<T>) => (dependencies.storeWork ? dependencies.storeWork.foreground(work) : work());
 
 /** Why the index cannot be searched with the configured model, or null when it can. */
-export function modelMismatch({ embedder, index }: Pick<RetrievalDependencies, 'embedder' | 'index'>): string | null {
+export function modelMismatch({ embedder, index }: { embedder: Pick<Embedder, 'modelId' | 'dimensions'>; index: Pick<VectorIndex, 'builtWith'> }): string | null {
   const built = index.builtWith;
   if (built.model === embedder.modelId && built.dimensions === embedder.dimensions) return null;
   return (

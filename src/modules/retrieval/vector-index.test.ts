@@ -12,6 +12,7 @@ import { cleanChangeLog } from './pgvector-keywords.js';
 import type { VectorIndex } from './vector-index.js';
 import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { BackgroundWork } from '../../observability/background-work.js';
+import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 
 // The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus
 // statistics are this test's alone), or pgvector in the store: PostgreSQL when the leg has one
@@ -84,7 +85,7 @@ async function addDocuments(workspaceId: string, documents: { texts: string[]; v
 /** Another process's view of the same index: a second instance over the same store or server. */
 const openIndex = () =>
   elasticsearchUrl
-    ? openElasticsearchIndex({ nodes: [elasticsearchUrl], shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000, indexName })
+    ? openElasticsearchIndex({ nodes: [elasticsearchUrl], index: indexName, shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000 })
     : openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
 
 /** The chunk texts a keyword search finds, best first. */
@@ -100,13 +101,13 @@ beforeAll(async () => {
   const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(process.env.ELASTICSEARCH_URL && { DATABASE_URL: '' }) });
   db = await openDatabase(config);
   index = elasticsearchUrl
-    ? await openElasticsearchIndex({ nodes: [elasticsearchUrl], shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000, indexName })
+    ? await openElasticsearchIndex({ nodes: [elasticsearchUrl], index: indexName, shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000 })
     : await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
   userId = (await db.prisma.user.create({ data: { email: `pgvector-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);
 
 afterAll(async () => {
-  if (elasticsearchUrl) await index?.reset(model).then(() => fetch(`${elasticsearchUrl}/${indexName}`, { method: 'DELETE' }));
+  if (elasticsearchUrl) await dropElasticsearchIndexes(elasticsearchUrl, indexName);
   await index?.close();
   await db?.close();
   await rm(dataDir, { recursive: true, force: true });

@@ -76,8 +76,18 @@ export interface VectorIndex {
   search(request: IndexSearch, signal?: AbortSignal): Promise<IndexSearchResult>;
   /** Chunks the index holds for a workspace, by document. */
   countByDocument(workspaceId: string): Promise<Map<string, number>>;
-  /** Empties the index and records a new model: `kb reindex`. */
+  /** Empties the index and records a new model: `kb reindex` where the index cannot be rebuilt beside itself. */
   reset(model: IndexModel): Promise<void>;
+  /**
+   * Elasticsearch: a new index for `model`, filled beside the one that goes on serving, and put
+   * in its place in one step (`kb reindex`).
+   */
+  rebuild?(model: IndexModel): Promise<IndexRebuild>;
+  /**
+   * Elasticsearch: reads again which model built the index, which another process may have
+   * swapped (`kb reindex`); `builtWith` then says the new one.
+   */
+  refreshBuiltWith?(): Promise<void>;
   /** Answers when the index can serve searches; for /readyz. */
   ping(): Promise<void>;
   /**
@@ -97,6 +107,22 @@ export interface VectorIndex {
   /** pgvector: gives back the space of merged chunks once none waits; true when it did. */
   releaseMergedSpace?(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** An index being built beside the one in service: its writes, its contents, and the swap. */
+export interface IndexRebuild {
+  /** The new index's name. */
+  readonly name: string;
+  upsert(chunks: readonly IndexedChunk[], signal?: AbortSignal): Promise<void>;
+  deleteDocument(documentId: string): Promise<void>;
+  /** Removes the document's chunks other than `keep` (those of an earlier parse). */
+  deleteChunksExcept(documentId: string, keep: ReadonlySet<string>): Promise<void>;
+  /** Chunks the new index holds, by document, across workspaces. */
+  countByDocument(): Promise<Map<string, number>>;
+  /** Puts the new index in service and deletes the old one, in one atomic step. */
+  swap(): Promise<void>;
+  /** Deletes the new index (a build that failed). */
+  abandon(): Promise<void>;
 }
 
 /** The index (or its server) did not answer, or answered with an error: a search is a 503. */
