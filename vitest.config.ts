@@ -29,6 +29,7 @@ const storeIndependent = [
   'src/modules/ingestion/parse.test.ts',
   'src/modules/retrieval/document-prior.test.ts',
   'src/modules/retrieval/fresh-vectors.test.ts',
+  'src/modules/retrieval/pgvector-schema.test.ts',
   'src/modules/retrieval/query-focus.test.ts',
   'src/modules/retrieval/term-postings.test.ts',
   'test/cli-embedded.test.ts',

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { migrate } from '../src/cli/migrate.js';
 import { loadConfig } from '../src/config.js';
 import { createOwnDatabase, expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { indexMigrations } from '../src/modules/retrieval/pgvector-schema.js';
 
 // Two server processes' worth of services on one PostgreSQL (vitest.config.ts runs this file on
 // the legs with a PostgreSQL server only).
@@ -172,15 +173,19 @@ describe('processes told not to migrate', () => {
       const first = await migrate(loadConfig(environment));
       expect(first.appliedMigrations.length).toBeGreaterThan(10);
       expect(first).toMatchObject({ index: process.env.ELASTICSEARCH_URL ? 'elasticsearch' : 'pgvector', dimensions: 384 });
-      expect((await migrate(loadConfig(environment))).appliedMigrations).toEqual([]);
+      expect(first.appliedIndexMigrations).toEqual(process.env.ELASTICSEARCH_URL ? [] : indexMigrations.map((migration) => `${migration.version}_${migration.name}`));
+      expect(await migrate(loadConfig(environment))).toMatchObject({ appliedMigrations: [], appliedIndexMigrations: [] });
 
       if (!process.env.ELASTICSEARCH_URL) {
-        // The index's tables of another version: refused too, until kb migrate makes them again.
+        // The index's tables one migration behind: refused too, until kb migrate applies it.
         const pool = new pg.Pool({ connectionString: database.url });
-        await pool.query(`UPDATE chunk_index_schema SET fingerprint = 'an older version'`);
-        await expect(startApp(loadConfig({ ...environment, KB_MIGRATE: 'off' }))).rejects.toThrow(/the pgvector index's tables are not those of this version/);
-        await migrate(loadConfig(environment));
-        expect((await pool.query('SELECT fingerprint FROM chunk_index_schema')).rows[0].fingerprint).not.toBe('an older version');
+        const last = indexMigrations.at(-1)!;
+        await pool.query('DELETE FROM chunk_index_migrations WHERE version = $1', [last.version]);
+        await expect(startApp(loadConfig({ ...environment, KB_MIGRATE: 'off' }))).rejects.toThrow(
+          `the pgvector index lacks 1 migrations of this version (${last.version}_${last.name})`,
+        );
+        expect((await migrate(loadConfig(environment))).appliedIndexMigrations).toEqual([`${last.version}_${last.name}`]);
+        expect((await pool.query('SELECT version FROM chunk_index_migrations WHERE version = $1', [last.version])).rowCount).toBe(1);
         await pool.end();
       }
 

@@ -9,7 +9,9 @@ import { openVectorIndex } from '../modules/retrieval/select.js';
  * the store's lock, so it is safe beside running servers. The index needs the configured model's
  * dimensions: a new one records them.
  */
-export async function migrate(config: Config): Promise<{ appliedMigrations: string[]; index: string; model: string; dimensions: number }> {
+export async function migrate(
+  config: Config,
+): Promise<{ appliedMigrations: string[]; appliedIndexMigrations: string[]; index: string; model: string; dimensions: number }> {
   const db = await openDatabase({ ...config, migrate: true });
   try {
     const embedder = await createEmbedder(config);
@@ -17,7 +19,7 @@ export async function migrate(config: Config): Promise<{ appliedMigrations: stri
       const index = await openVectorIndex({ ...config, migrate: true }, db, embedder, { loadAhead: false });
       const built = index.builtWith;
       await index.close();
-      return { appliedMigrations: db.appliedMigrations, index: index.kind, model: built.model, dimensions: built.dimensions };
+      return { appliedMigrations: db.appliedMigrations, appliedIndexMigrations: [...(index.appliedMigrations ?? [])], index: index.kind, model: built.model, dimensions: built.dimensions };
     } finally {
       await embedder.close();
     }

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { MigrationsPendingError } from '../../db/migrations.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
@@ -6,7 +5,8 @@ import type { BackgroundWork } from '../../observability/background-work.js';
 import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
 import { termFrequencies } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
-import { changeLogStatements, cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
+import { cleanChangeLog, StoreIndexMirror, type MirroredWorkspace } from './pgvector-keywords.js';
+import { dropIndexTables, migrateIndexTables } from './pgvector-schema.js';
 import { readyChunks } from './stored-chunks.js';
 import { rankBm25 } from './term-postings.js';
 import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, IndexSearchResult, StoredChunk, VectorIndex } from './vector-index.js';
@@ -17,13 +17,6 @@ import type { IndexedChunk, IndexHit, IndexModel, IndexSearch, IndexSearchResult
  */
 export const bm25 = { k1: 0.9, b: 0.4 };
 
-/**
- * HNSW candidates examined per search. It must exceed the hits asked of the vector side, and
- * `relaxed_order` iterative scans keep going past it when the workspace filter removes rows, so
- * a filtered search still returns as many hits as exist (pgvector 0.8). How far such a scan may
- * go is pgvector's `hnsw.max_scan_tuples` (20,000 by default): that bounds a search's work.
- */
-const efSearch = 200;
 
 /**
  * Chunks outside the graph compared exactly (in memory) per hit wanted: those whose sketches
@@ -77,8 +70,8 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
   if (options.migrate === false) {
     const recorded = await prisma.$queryRaw<IndexModel[]>`SELECT model, dimensions FROM chunk_index_model`.catch(() => []);
     if (!recorded[0]) throw new MigrationsPendingError("the pgvector index's tables have not been made");
-    await createTables(prisma, recorded[0].dimensions, false);
-    return new PgvectorIndex(prisma, recorded[0], options);
+    await migrateIndexTables(prisma, recorded[0].dimensions, { migrate: false });
+    return new PgvectorIndex(prisma, recorded[0], options, []);
   }
   try {
     await prisma.$executeRawUnsafe('CREATE EXTENSION IF NOT EXISTS vector');
@@ -109,114 +102,8 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
     ON CONFLICT (only_row) DO NOTHING`;
   const [recorded] = await prisma.$queryRaw<IndexModel[]>`SELECT model, dimensions FROM chunk_index_model`;
   if (!recorded) throw new Error('chunk_index_model has no row');
-  await createTables(prisma, recorded.dimensions);
-  return new PgvectorIndex(prisma, { model: recorded.model, dimensions: recorded.dimensions }, options);
-}
-
-/** Makes or changes the index's tables when they are not this version's; `migrate` false: refuses to start instead. */
-async function createTables(prisma: PrismaClient, dimensions: number, migrate = true) {
-  // The graph's table and the table of chunks waiting to be merged into it hold the same rows.
-  const rowColumns = `
-    chunk_id uuid PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-    document_id uuid NOT NULL,
-    workspace_id uuid NOT NULL,
-    embedding vector(${dimensions}) NOT NULL,
-    terms text[] NOT NULL,
-    freqs integer[] NOT NULL,
-    term_count integer NOT NULL`;
-  const statements = [
-    `CREATE TABLE IF NOT EXISTS chunk_index (${rowColumns})`,
-    // Loading a workspace's keyword side reads its chunks in chunk id order, page by page.
-    'CREATE INDEX IF NOT EXISTS chunk_index_workspace_chunk ON chunk_index (workspace_id, chunk_id)',
-    'DROP INDEX IF EXISTS chunk_index_workspace',
-    'CREATE INDEX IF NOT EXISTS chunk_index_document ON chunk_index (document_id)',
-    // Keywords are ranked in memory now; the GIN index only cost every insert.
-    'DROP INDEX IF EXISTS chunk_index_terms',
-    'CREATE INDEX IF NOT EXISTS chunk_index_embedding ON chunk_index USING hnsw (embedding vector_cosine_ops)',
-    `CREATE TABLE IF NOT EXISTS chunk_index_fresh (${rowColumns})`,
-    'CREATE INDEX IF NOT EXISTS chunk_index_fresh_workspace ON chunk_index_fresh (workspace_id)',
-    'CREATE INDEX IF NOT EXISTS chunk_index_fresh_document ON chunk_index_fresh (document_id)',
-    // Fresh rows keep their vector in the row (not out of line, as for a wide row by default):
-    // a search reads the nearest of them by key (see #nearest).
-    'ALTER TABLE chunk_index_fresh ALTER COLUMN embedding SET STORAGE MAIN',
-    // Plans need statistics of the ids only. With those of the vectors and term arrays too,
-    // ANALYZE held the store 1-3.4 s a minute during a large merge; 0.2-0.6 s without.
-    ...['chunk_index', 'chunk_index_fresh'].flatMap((table) =>
-      ['embedding', 'terms', 'freqs'].map((column) => `ALTER TABLE ${table} ALTER COLUMN ${column} SET STATISTICS 0`),
-    ),
-    'DROP FUNCTION IF EXISTS chunk_index_nearest(uuid[], vector, integer, uuid[], uuid[])',
-    // The vector side in one statement: the function's own settings hold while it runs. A
-    // transaction setting them first took four round trips to the store, each waiting for
-    // this process's thread (busy ranking the keyword side meanwhile). The query is planned on
-    // each call with its values, as a statement of its own would be.
-    //
-    // Chunks not merged into the graph yet: those named by `fresh_candidates` (the nearest, found
-    // in memory), or, when it is NULL, all of the workspaces', compared one by one.
-    `CREATE OR REPLACE FUNCTION chunk_index_nearest(workspace_ids uuid[], query vector, wanted integer, only_documents uuid[], excluded_documents uuid[],
-                                                    fresh_candidates uuid[])
-       RETURNS TABLE (chunk_id uuid, score float8) LANGUAGE plpgsql STABLE
-       SET hnsw.iterative_scan = 'relaxed_order' SET hnsw.ef_search = ${efSearch}
-     AS $nearest$
-     DECLARE
-       filter text := 'c.workspace_id = ANY($1)';
-       graph text;
-       fresh text;
-     BEGIN
-       IF only_documents IS NOT NULL THEN filter := filter || ' AND c.document_id = ANY($4)'; END IF;
-       IF cardinality(excluded_documents) > 0 THEN filter := filter || ' AND NOT (c.document_id = ANY($5))'; END IF;
-       graph := 'SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index c WHERE ' || filter || ' ORDER BY c.embedding <=> $2 LIMIT $3';
-       IF fresh_candidates IS NOT NULL THEN
-         IF cardinality(fresh_candidates) > 0 THEN fresh := 'c.chunk_id = ANY($6) AND ' || filter; END IF;
-       ELSIF EXISTS (SELECT 1 FROM chunk_index_fresh c WHERE c.workspace_id = ANY(workspace_ids)) THEN
-         fresh := filter;
-       END IF;
-       IF fresh IS NOT NULL THEN
-         graph := 'SELECT n.chunk_id, n.distance FROM ((' || graph || ') UNION ALL (SELECT c.chunk_id, c.embedding <=> $2 AS distance FROM chunk_index_fresh c WHERE '
-           || fresh || ' ORDER BY 2 LIMIT $3)) AS n ORDER BY n.distance LIMIT $3';
-       END IF;
-       RETURN QUERY EXECUTE 'SELECT g.chunk_id, 1 - g.distance FROM (' || graph || ') AS g'
-         USING workspace_ids, query, wanted, only_documents, excluded_documents, fresh_candidates;
-     END
-     $nearest$`,
-    // Per-workspace totals for BM25 were kept here by triggers; the in-memory keyword side counts them now.
-    'DROP TRIGGER IF EXISTS chunk_index_added ON chunk_index',
-    'DROP TRIGGER IF EXISTS chunk_index_removed ON chunk_index',
-    'DROP FUNCTION IF EXISTS chunk_index_count_added()',
-    'DROP FUNCTION IF EXISTS chunk_index_count_removed()',
-    'DROP TABLE IF EXISTS chunk_index_stats',
-    ...changeLogStatements,
-  ];
-  // The DDL runs only when it changed (a new version, a reindex). Run at every start, it locked
-  // the tables against the writes and merges of other processes already running on the same
-  // PostgreSQL database, in another order than theirs: deadlocks, seen in the test suite.
-  const fingerprint = createHash('sha256').update(statements.join(';\n')).digest('hex');
-  const recorded = await prisma.$queryRawUnsafe<{ fingerprint: string }[]>('SELECT fingerprint FROM chunk_index_schema').catch(() => []);
-  if (recorded[0]?.fingerprint === fingerprint) return;
-  if (!migrate) throw new MigrationsPendingError("the pgvector index's tables are not those of this version");
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      await prisma.$transaction(
-        async (tx) => {
-          // Two processes starting on one new PostgreSQL database must not both create the tables.
-          await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241598)');
-          await tx.$executeRawUnsafe(
-            'CREATE TABLE IF NOT EXISTS chunk_index_schema (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), fingerprint text NOT NULL)',
-          );
-          const [current] = await tx.$queryRawUnsafe<{ fingerprint: string }[]>('SELECT fingerprint FROM chunk_index_schema');
-          if (current?.fingerprint === fingerprint) return;
-          for (const statement of statements) await tx.$executeRawUnsafe(statement);
-          await tx.$executeRaw`
-            INSERT INTO chunk_index_schema (fingerprint) VALUES (${fingerprint}) ON CONFLICT (only_row) DO UPDATE SET fingerprint = EXCLUDED.fingerprint`;
-        },
-        { timeout: 60_000 },
-      );
-      return;
-    } catch (error) {
-      // A deadlock with another process's writes: PostgreSQL rolled this back; its turn comes again.
-      if (attempt < 5 && /deadlock detected|40P01/.test((error as Error).message)) continue;
-      throw error;
-    }
-  }
+  const applied = await migrateIndexTables(prisma, recorded.dimensions, { migrate: true });
+  return new PgvectorIndex(prisma, { model: recorded.model, dimensions: recorded.dimensions }, options, applied);
 }
 
 class PgvectorIndex implements VectorIndex {
@@ -228,10 +115,14 @@ class PgvectorIndex implements VectorIndex {
   #mergeCursor = firstUuid;
   #logCleanedAt = 0;
 
+  /**
+   * @param appliedMigrations the index migrations this opening applied
+   */
   constructor(
     private readonly prisma: PrismaClient,
     builtWith: IndexModel,
     options: PgvectorIndexOptions,
+    readonly appliedMigrations: readonly string[],
   ) {
     this.#builtWith = builtWith;
     this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
@@ -502,14 +393,10 @@ class PgvectorIndex implements VectorIndex {
 
   async reset(model: IndexModel) {
     await this.prisma.$transaction([
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_fresh'),
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index'),
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log'),
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_log_marks'),
-      this.prisma.$executeRawUnsafe('DROP TABLE IF EXISTS chunk_index_schema'),
+      ...dropIndexTables.map((table) => this.prisma.$executeRawUnsafe(`DROP TABLE IF EXISTS ${table}`)),
       this.prisma.$executeRaw`UPDATE chunk_index_model SET model = ${model.model}, dimensions = ${model.dimensions}, created_at = clock_timestamp()`,
     ]);
-    await createTables(this.prisma, model.dimensions);
+    await migrateIndexTables(this.prisma, model.dimensions, { migrate: true });
     this.#mirror.clear();
     this.#builtWith = model;
   }

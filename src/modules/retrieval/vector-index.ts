@@ -68,6 +68,8 @@ export interface VectorIndex {
   readonly kind: 'pgvector' | 'elasticsearch';
   /** The model the stored vectors were made with (recorded when the index was created). */
   readonly builtWith: IndexModel;
+  /** pgvector: the migrations of the index's tables that opening it applied (`kb migrate` prints them). */
+  readonly appliedMigrations?: readonly string[];
   /** Adds or replaces chunks. */
   upsert(chunks: readonly IndexedChunk[], signal?: AbortSignal): Promise<void>;
   deleteDocument(documentId: string): Promise<void>;
