@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { AppError } from './errors.js';
 import type { AppServices } from './graphql/context.js';
+import { StreamRouting } from './graphql/stream-routing.js';
 import { createGraphQLServer } from './graphql/yoga.js';
 import { createRateLimits } from './http/rate-limits.js';
 import { createMetrics, meteredEmbedder, meteredHandlers } from './observability/metrics.js';
@@ -138,10 +139,12 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       idempotency,
       fileReads: new FileReadTurns(fileReadsPerUser),
       drain: new Drain(),
+      streamRouting: db.signals && new StreamRouting({ prisma: db.prisma, signals: db.signals, instance: config.instance, log }),
     };
     const yoga = createGraphQLServer(app, log, persistedOperations());
     const mcpCalls = new McpCalls(db.signals);
     await mcpCalls.listen();
+    await app.streamRouting?.start();
     const server = createHttpServer(createRequestHandler(app, yoga, log, mcpCalls), config.server, log);
     app.drain.track(server);
     // A body is cut once its request times out: a spool file older than that (and a margin for its parsing) is left over.

@@ -4,6 +4,7 @@ import { openDatabase } from '../src/db/database.js';
 import pg from 'pg';
 import { upload, waitForDocuments } from './support/documents.js';
 import { runStartedIn, settledJob } from './support/mcp.js';
+import { openStream, readUntilComplete, reserveStream, sendToStream, stopOnStream } from './support/graphql-sse.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,7 +24,8 @@ describe('servers on one PostgreSQL', () => {
     // Idle workers look for unsignalled jobs only every 10 minutes: within this test, only a
     // signal can start a job.
     first = await startTestServer({ KB_INGEST_POLL_SECONDS: '600' });
-    second = await startApp({ ...first.config, port: 0 });
+    // KB_INSTANCE: each process's name among the fleet (both run in this one test process).
+    second = await startApp({ ...first.config, port: 0, instance: `${first.config.instance}-second` });
     user = await first.createUser();
   }, 60_000);
 
@@ -45,6 +47,38 @@ describe('servers on one PostgreSQL', () => {
     const ready = await waitForDocuments(first, user.key, uploaded.body.map((document: { id: string }) => document.id), 60_000);
     expect(ready.map((document) => document.status)).toEqual(['ready', 'ready']);
   }, 120_000);
+
+  it("route a graphql-sse stream's operations to the server where it is open, wherever they arrive", async () => {
+    const streamer = await first.createUser();
+    const me = { query: '{ me { email } }' };
+    const token = await (await reserveStream(first.url, streamer.key)).text();
+    // Sent to the first server before the stream opens: it waits, then goes to the second.
+    const early = sendToStream(first.url, streamer.key, token, 'early', me);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Reserved on the first, opened on the second.
+    const stream = await openStream(second.url, streamer.key, token);
+    expect(stream.status).toBe(200);
+    expect((await early).status).toBe(202);
+    expect((await sendToStream(first.url, streamer.key, token, 'late', me)).status).toBe(202);
+    expect((await stopOnStream(first.url, streamer.key, token, 'stopped')).status).toBe(200);
+    // Bound to its credential on every server.
+    const stranger = await first.createUser();
+    for (const url of [first.url, second.url]) {
+      const refused = await sendToStream(url, stranger.key, token, 'stranger', me);
+      expect(refused.status).toBe(404);
+      expect(await refused.json()).toMatchObject({ error: 'not_found' });
+    }
+    const results = await readUntilComplete(stream, ['early', 'late']);
+    expect(results.get('early')).toEqual([{ data: { me: { email: streamer.email } } }]);
+    expect(results.get('late')).toEqual([{ data: { me: { email: streamer.email } } }]);
+    // Its reader gone, the stream is gone everywhere.
+    let after = 0;
+    for (let tries = 0; tries < 40 && after !== 404; tries++) {
+      after = (await sendToStream(first.url, streamer.key, token, 'after', me)).status;
+      if (after !== 404) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(after).toBe(404);
+  }, 60_000);
 
   it('stop an MCP ask when its cancellation reaches another server than the one running it', async () => {
     const asker = await first.createUser({ credits: 100 });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
+import { openStream, readUntilComplete, reserveStream, sendToStream } from './support/graphql-sse.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 /**
@@ -34,52 +35,12 @@ afterAll(async () => {
   await server?.close();
 });
 
-const endpoint = () => new URL('/graphql/stream', server.url);
 const subscription = 'subscription($input: AgentStreamInput!) { agentStream(input: $input) { __typename ... on AgentDone { creditsUsed } } }';
 const balance = async () => (await server.request('GET', '/v1/user/me', { key: user.key })).body.creditsBalance as number;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function reserve(key = user.key) {
-  return fetch(endpoint(), { method: 'PUT', headers: { authorization: `Bearer ${key}` } });
-}
-
-function send(token: string, operationId: string, body: { query: string; variables?: unknown }, key = user.key) {
-  return fetch(endpoint(), {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
-    body: JSON.stringify({ ...body, extensions: { operationId } }),
-  });
-}
-
-function open(token: string, key = user.key, signal?: AbortSignal) {
-  return fetch(endpoint(), { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', 'x-graphql-event-stream-token': token }, signal });
-}
-
-/** Reads a stream's `next` payloads by operation until every one of `operationIds` has completed. */
-async function readUntilComplete(response: Response, operationIds: string[]) {
-  const results = new Map<string, any[]>(operationIds.map((id) => [id, []]));
-  const pending = new Set(operationIds);
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = '';
-  while (pending.size > 0) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffered += value;
-    let end: number;
-    while ((end = buffered.indexOf('\n\n')) >= 0) {
-      const message = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      const event = /^event: (\w+)$/m.exec(message)?.[1];
-      const data = /^data: (.*)$/m.exec(message)?.[1];
-      if (!event || !data) continue;
-      const parsed = JSON.parse(data);
-      if (event === 'next') results.get(parsed.id)?.push(parsed.payload);
-      if (event === 'complete') pending.delete(parsed.id);
-    }
-  }
-  await reader.cancel();
-  return results;
-}
+const reserve = (key = user.key) => reserveStream(server.url, key);
+const send = (token: string, operationId: string, body: { query: string; variables?: unknown }, key = user.key) => sendToStream(server.url, key, token, operationId, body);
+const open = (token: string, key = user.key, signal?: AbortSignal) => openStream(server.url, key, token, signal);
 
 describe('graphql-sse single connection mode', () => {
   it(`lets a user hold ${streamsPerUser} reserved streams; the next PUT is 429 with Retry-After until one is dropped`, async () => {

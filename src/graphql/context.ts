@@ -14,6 +14,7 @@ import type { IdempotencyStore } from '../modules/idempotency/store.js';
 import type { FileReadTurns } from '../modules/documents/file-reads.js';
 import { graphqlStreamEndpoint } from './endpoints.js';
 import { ResponseBudget } from './response-limit.js';
+import type { StreamRouting } from './stream-routing.js';
 
 /** What lives for the whole process: configuration, the store, the rate limiters. */
 export interface AppServices {
@@ -32,6 +33,8 @@ export interface AppServices {
   fileReads: FileReadTurns;
   /** Whether the process is leaving (SIGTERM), and what is still in flight (src/http/drain.ts). */
   drain: Drain;
+  /** Where graphql-sse streams are open across processes (PostgreSQL only; src/graphql/stream-routing.ts). */
+  streamRouting?: StreamRouting;
 }
 
 /** Where Yoga leaves a REST request's execution result for the REST layer, unserialised. */

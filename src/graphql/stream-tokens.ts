@@ -11,6 +11,7 @@ import { AppError, authenticationRequired, badRequest } from '../errors.js';
 import { isUuid } from '../ids.js';
 import type { GraphQLServerContext } from './context.js';
 import { graphqlStreamEndpoint } from './endpoints.js';
+import type { ForwardedAnswer, StreamRouting } from './stream-routing.js';
 
 const tokenHeader = 'x-graphql-event-stream-token';
 
@@ -31,6 +32,8 @@ type Reservation = {
   lifetime: AbortController;
   wake: Set<() => void>;
   expiry: NodeJS.Timeout;
+  /** Opened by another process (`routing`): what was sent here meanwhile goes there. */
+  openedElsewhere: boolean;
 };
 
 /** What a result costs in the queue: its JSON and graphql-sse's framing of it. */
@@ -44,8 +47,15 @@ const resultBytes = (result: unknown) => Buffer.byteLength(JSON.stringify(result
  * dropped with its operations (an agent run sent there is cancelled and refunded); a stream
  * holds at most `queueBytes` of results its reader has not taken (or one larger result for a
  * reader that has taken everything). docs/api.md, "Event streams of graphql-sse".
+ *
+ * With `routing` (several processes on one PostgreSQL), a stream's requests may reach any
+ * process: a stream opened on another process than the one that reserved it is reserved again
+ * there, and operations and stops for a stream held elsewhere are forwarded to its holder.
  */
-export function graphqlSseStreams(limits: Config['graphqlSse']): {
+export function graphqlSseStreams(
+  limits: Config['graphqlSse'],
+  routing?: StreamRouting,
+): {
   plugins: Plugin<Record<string, unknown>, GraphQLServerContext>[];
   /** The server's own request handler, through which an unopened reservation is dropped. */
   attach(fetch: (request: Request, context: GraphQLServerContext) => Promise<Response> | Response): void;
@@ -82,6 +92,7 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
     clearTimeout(reservation.expiry);
     reservation.lifetime.abort(new StreamEnded());
     reservations.delete(reservation.token);
+    routing?.ended(reservation.token).catch(() => {});
     const { userId } = reservation.viewer;
     const held = (heldBy.get(userId) ?? 1) - 1;
     if (held > 0) heldBy.set(userId, held);
@@ -106,7 +117,34 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
     }
   };
 
-  const reserve = (viewer: Viewer, token: string): string | SseResponse => {
+  /** The answer a stream's holder gave to a request forwarded to it, as graphql-sse returns answers. */
+  const answered = (answer: ForwardedAnswer | null): SseResponse =>
+    answer ? [answer.body === '' ? null : answer.body, { status: answer.status, statusText: STATUS_CODES[answer.status] ?? '', headers: answer.headers }] : noSuchStream();
+
+  /**
+   * A POST or DELETE for a stream this process does not hold open: sent to the process that does
+   * (once it is opened somewhere, if it is only reserved), or 404 when it is nowhere.
+   */
+  const forwarded = async (request: { raw: unknown; method: string; url: string }, token: string, viewer: Viewer): Promise<SseResponse | null> => {
+    if (!routing) return null;
+    const found = await routing.find(token);
+    if (!found || !sameCredential(found.viewer, viewer)) return noSuchStream();
+    const raw = request.raw as Request;
+    const holder = found.holder ?? (await routing.holderOf(token, raw.signal));
+    if (holder === null) return noSuchStream();
+    // Opened here meanwhile: served here.
+    if (holder === routing.instance) return null;
+    const headers: Record<string, string> = { [tokenHeader]: token };
+    for (const name of ['content-type', 'accept']) {
+      const value = raw.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    const url = new URL(request.url, 'http://localhost');
+    const body = request.method === 'POST' ? await raw.text() : '';
+    return answered(await routing.forward(holder, token, { method: request.method, url: url.pathname + url.search, headers, body }, viewer, raw.signal));
+  };
+
+  const reserve = async (viewer: Viewer, token: string): Promise<string | SseResponse> => {
     const held = heldBy.get(viewer.userId) ?? 0;
     if (held >= limits.streamsPerUser) {
       return refusal(
@@ -115,13 +153,41 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
         }),
       );
     }
-    const reservation: Reservation = { token, viewer, opened: false, ended: false, queuedBytes: 0, lifetime: new AbortController(), wake: new Set(), expiry: undefined as unknown as NodeJS.Timeout };
+    const reservation: Reservation = {
+      token,
+      viewer,
+      opened: false,
+      ended: false,
+      queuedBytes: 0,
+      lifetime: new AbortController(),
+      wake: new Set(),
+      expiry: undefined as unknown as NodeJS.Timeout,
+      openedElsewhere: false,
+    };
     reservation.expiry = setTimeout(() => void dropUnopened(reservation), limits.unopenedSeconds * 1000);
     reservation.expiry.unref();
     reservations.set(token, reservation);
     heldBy.set(viewer.userId, held + 1);
+    await routing?.reserved(token, viewer, limits.unopenedSeconds);
     return token;
   };
+
+  routing?.handle({
+    async serve(request, viewer) {
+      if (!yogaFetch) return { status: 503, headers: {}, body: '' };
+      const response = await yogaFetch(
+        new Request(`http://localhost${request.url}`, { method: request.method, headers: request.headers, body: request.method === 'POST' ? request.body : undefined }),
+        { viewer } as GraphQLServerContext,
+      );
+      return { status: response.status, headers: Object.fromEntries(response.headers), body: await response.text() };
+    },
+    openedElsewhere(token) {
+      const reservation = reservations.get(token);
+      if (!reservation || reservation.opened) return;
+      reservation.openedElsewhere = true;
+      void dropUnopened(reservation);
+    },
+  });
 
   const plugins: Plugin<Record<string, unknown>, GraphQLServerContext>[] = [
     {
@@ -174,7 +240,7 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
         if (!viewer) return refusal(authenticationRequired());
         const given = tokenOf(request);
         if (given && dropping.has(raw)) return given;
-        const reservation = given ? reservations.get(given) : undefined;
+        let reservation = given ? reservations.get(given) : undefined;
         // graphql-sse's client reserves again with the token it had when it reconnects: a token no
         // live reservation holds may be reserved again, by anyone (it is theirs from then on).
         if (request.method === 'PUT' && !reservation) {
@@ -182,17 +248,37 @@ export function graphqlSseStreams(limits: Config['graphqlSse']): {
           return reserve(viewer, given ?? randomUUID());
         }
         if (!given) return randomUUID();
+        if (routing && isUuid(given) && (!reservation || !reservation.opened)) {
+          const streamRequest = request.headers.get('accept') === 'text/event-stream';
+          if (request.method === 'GET' && streamRequest && !reservation) {
+            // Reserved on another process, opened here: reserved here too, then opened as usual.
+            const found = await routing.find(given);
+            if (found && !found.holder && sameCredential(found.viewer, viewer) && yogaFetch) {
+              const put = await yogaFetch(new Request(`http://localhost${graphqlStreamEndpoint}`, { method: 'PUT', headers: { [tokenHeader]: given } }), { viewer } as GraphQLServerContext);
+              await put.body?.cancel();
+              reservation = reservations.get(given);
+            }
+          } else if ((request.method === 'POST' || request.method === 'DELETE') && (!reservation || reservation.openedElsewhere)) {
+            const answer = await forwarded(request, given, viewer);
+            if (answer) return answer;
+            reservation = reservations.get(given);
+          }
+        }
         if (!reservation || !sameCredential(reservation.viewer, viewer)) return noSuchStream();
         if (request.method === 'GET' && request.headers.get('accept') === 'text/event-stream' && !reservation.opened) {
           reservation.opened = true;
           clearTimeout(reservation.expiry);
           wakeAll(reservation);
+          await routing?.opened(given);
         }
         // An operation sent before its stream is open waits, unanswered and not run, until the
-        // stream opens; a stream dropped unopened answers it 404. Nothing runs for nobody.
+        // stream opens (here, or on another process, where it is then sent); a stream dropped
+        // unopened answers it 404. Nothing runs for nobody.
         if (request.method === 'POST') {
-          while (!reservation.opened && !reservation.ended) await new Promise<void>((resolve) => reservation.wake.add(resolve));
-          if (reservation.ended) return noSuchStream();
+          const waiting = reservation;
+          while (!waiting.opened && !waiting.ended) await new Promise<void>((resolve) => waiting.wake.add(resolve));
+          if (waiting.openedElsewhere) return (await forwarded(request, given, viewer)) ?? noSuchStream();
+          if (waiting.ended) return noSuchStream();
         }
         return given;
       },

@@ -27,7 +27,7 @@ export const graphqlUploadLimit = (config: Pick<Config, 'uploads' | 'maxJsonByte
 
 /** `persistedOperations`: documents that may be sent by hash (the REST layer's). */
 export function createGraphQLServer(app: AppServices, log: Logger, persistedOperations: ReadonlyMap<string, DocumentNode>): Yoga {
-  const sseStreams = graphqlSseStreams(app.config.graphqlSse);
+  const sseStreams = graphqlSseStreams(app.config.graphqlSse, app.streamRouting);
   const yoga = createYoga<GraphQLServerContext, Context>({
     schema,
     graphqlEndpoint,

@@ -1,0 +1,55 @@
+/**
+ * A graphql-sse single-connection client, as requests: reserve a stream (PUT), open it (GET),
+ * send an operation to it (POST) or stop one (DELETE), each at `/graphql/stream` of `serverUrl`.
+ */
+export const streamEndpoint = (serverUrl: string) => new URL('/graphql/stream', serverUrl);
+
+const tokenHeader = 'x-graphql-event-stream-token';
+
+export function reserveStream(serverUrl: string, key: string) {
+  return fetch(streamEndpoint(serverUrl), { method: 'PUT', headers: { authorization: `Bearer ${key}` } });
+}
+
+export function sendToStream(serverUrl: string, key: string, token: string, operationId: string, body: { query: string; variables?: unknown }) {
+  return fetch(streamEndpoint(serverUrl), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', [tokenHeader]: token },
+    body: JSON.stringify({ ...body, extensions: { operationId } }),
+  });
+}
+
+export function stopOnStream(serverUrl: string, key: string, token: string, operationId: string) {
+  const url = streamEndpoint(serverUrl);
+  url.searchParams.set('operationId', operationId);
+  return fetch(url, { method: 'DELETE', headers: { authorization: `Bearer ${key}`, [tokenHeader]: token } });
+}
+
+export function openStream(serverUrl: string, key: string, token: string, signal?: AbortSignal) {
+  return fetch(streamEndpoint(serverUrl), { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', [tokenHeader]: token }, signal });
+}
+
+/** Reads a stream's `next` payloads by operation until every one of `operationIds` has completed. */
+export async function readUntilComplete(response: Response, operationIds: string[]) {
+  const results = new Map<string, any[]>(operationIds.map((id) => [id, []]));
+  const pending = new Set(operationIds);
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  while (pending.size > 0) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffered += value;
+    let end: number;
+    while ((end = buffered.indexOf('\n\n')) >= 0) {
+      const message = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const event = /^event: (\w+)$/m.exec(message)?.[1];
+      const data = /^data: (.*)$/m.exec(message)?.[1];
+      if (!event || !data) continue;
+      const parsed = JSON.parse(data);
+      if (event === 'next') results.get(parsed.id)?.push(parsed.payload);
+      if (event === 'complete') pending.delete(parsed.id);
+    }
+  }
+  await reader.cancel();
+  return results;
+}
