@@ -21,7 +21,7 @@ import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
 import { allJobKinds, startJobQueue, type JobKind, type JobQueue } from './modules/jobs/queue.js';
-import { AgentRuns, type AgentDependencies } from './modules/agent/service.js';
+import { AgentRuns, takeOverRun, type AgentDependencies } from './modules/agent/service.js';
 import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
 import { startGraphMerge } from './modules/retrieval/graph-merge.js';
@@ -112,8 +112,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
-    const agentRuns = new AgentRuns(db.prisma, config.agent.leaseSeconds * 1000, log);
-    await agentRuns.start({ exclusive: db.kind === 'pglite' });
+    const agentRuns = new AgentRuns(db.prisma, config.agent.leaseSeconds * 1000, log, db.signals);
     const agent: AgentDependencies = {
       prisma: db.prisma,
       retrieval,
@@ -125,6 +124,11 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       resumeGraceMs: config.agent.resumeGraceSeconds * 1000,
       metrics,
     };
+    // Resumable runs of processes that stopped are taken over here rather than refunded.
+    agentRuns.takeOverWith((runs) => {
+      for (const run of runs) takeOverRun(agent, run);
+    });
+    await agentRuns.start({ exclusive: db.kind === 'pglite' });
     const idempotency = new IdempotencyStore(db.prisma, log);
     await idempotency.start({ exclusive: db.kind === 'pglite' });
     const app: AppServices = {

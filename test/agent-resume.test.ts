@@ -7,6 +7,10 @@ import { refundAgentRun } from '../src/modules/credits/service.js';
 import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { serve, stop } from './support/cli.js';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 /**
  * Resumable agent streams, the event log, GET of a job and Idempotency-Key on /agent/stream,
@@ -760,6 +764,116 @@ acrossServers('across servers', () => {
     } finally {
       release();
       await second.close();
+    }
+  }, 120_000);
+
+  /** Reads a run's stream until `tokens` of its answer's words have come (the connection is then closed). */
+  const untilTokens = (tokens: number) => {
+    let seen = 0;
+    return (event: AgentEvent) => event.type === 'token' && ++seen === tokens;
+  };
+
+  /** The events after `lastEventId` of a run, read on `url`'s server to its end. */
+  const resumeOn = (url: string, jobId: string, lastEventId: string) =>
+    readEventStream(new URL(`/v1/agent/jobs/${jobId}/events`, url), { method: 'GET', headers: { authorization: `Bearer ${user.key}`, 'last-event-id': lastEventId } });
+
+  /** Another `kb serve` on the same store and model, with a short lease so that its death is seen soon. */
+  async function doomedServer() {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-takeover-'));
+    const doomed = await serve({
+      ...process.env,
+      DATABASE_URL: server.config.databaseUrl,
+      KB_DATA_DIR: dataDir,
+      OPENAI_BASE_URL: baseUrl,
+      OPENAI_CHAT_MODEL: 'fake-chat',
+      OPENAI_TIMEOUT_SECONDS: '20',
+      KB_AGENT_LEASE_SECONDS: '2',
+      KB_LOG_LEVEL: 'error',
+    });
+    return {
+      ...doomed,
+      async end() {
+        await stop(doomed.child, 'SIGKILL');
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  /** Starts a resumable run on `url`'s server whose answer the model holds after `tokens` words, read until then. */
+  async function startThenHold(url: string, tokens: number) {
+    hold(tokens);
+    const first = await streamAgent({ url } as TestServer, user.key, { ...question, workspaceIds: [workspaceId], resumable: true }, { stopAfter: untilTokens(tokens) });
+    return { first, jobId: first.events[0]!.jobId as string };
+  }
+
+  it('a resumable run whose server is killed is taken over by another, which goes on from the log: every event once, charged once', async () => {
+    const doomed = await doomedServer();
+    try {
+      const before = await balance();
+      // Held after three words of its answer, and killed there.
+      const { first, jobId } = await startThenHold(doomed.url, 3);
+      expect(first.events.filter((event) => event.type === 'token')).toHaveLength(3);
+      await stop(doomed.child, 'SIGKILL');
+      release();
+
+      // Resumed on this server, which takes the run over once the dead one's lease has passed.
+      const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
+      expectIds(rest, jobId, first.events.length + 1);
+      expect(rest.events.filter((event) => event.type === 'job_started')).toEqual([]);
+      expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
+      const answer = answerOf([...first.events, ...rest.events]);
+      expect(answer).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
+      expect(answer).toContain('lead-bismuth');
+      expect(await balance()).toBe(before - 1);
+      expect((await job(jobId)).body.status).toBe('done');
+      // The whole log, read again: the first process's events and the rest, each once.
+      const replay = await readEventStream(new URL(`/v1/agent/jobs/${jobId}/events?after=0`, server.url), { method: 'GET', headers: { authorization: `Bearer ${user.key}` } });
+      expect(replay.events).toEqual([...first.events, ...rest.events]);
+    } finally {
+      release();
+      await doomed.end();
+    }
+  }, 120_000);
+
+  it('a resumable run still going when its server drains is handed to another server at once', async () => {
+    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-draining`, drainSeconds: 1, drainNoticeSeconds: 0 });
+    try {
+      const before = await balance();
+      const { first, jobId } = await startThenHold(draining.url, 2);
+      const drained = performance.now();
+      await draining.close({ drain: true });
+      release();
+      const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
+      // Taken at once (the draining server said so), not after its lease (15 s).
+      expect(performance.now() - drained).toBeLessThan(10_000);
+      expectIds(rest, jobId, first.events.length + 1);
+      expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
+      expect(answerOf([...first.events, ...rest.events])).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
+      expect(await balance()).toBe(before - 1);
+    } finally {
+      release();
+      await draining.close();
+    }
+  }, 120_000);
+
+  it('a run taken over that does not go the same way as its log ends with an error after the log, and a refund', async () => {
+    const doomed = await doomedServer();
+    try {
+      const before = await balance();
+      const { first, jobId } = await startThenHold(doomed.url, 3);
+      await stop(doomed.child, 'SIGKILL');
+      // What the dead process logged is not what a run would make again (a model that samples).
+      const third = await server.app.db.prisma.agentEvent.findFirst({ where: { jobId, data: { path: ['type'], equals: 'token' } }, orderBy: { seq: 'desc' } });
+      await server.app.db.prisma.agentEvent.update({ where: { jobId_seq: { jobId, seq: third!.seq } }, data: { data: { type: 'token', content: ' otherwise' } } });
+      release();
+      const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
+      expectIds(rest, jobId, first.events.length + 1);
+      expect(rest.events).toEqual([{ type: 'error', code: 'service_unavailable', message: expect.stringContaining('could not be continued the same way') }]);
+      expect(await balance()).toBe(before);
+      expect((await job(jobId)).body.status).toBe('failed');
+    } finally {
+      release();
+      await doomed.end();
     }
   }, 120_000);
 });

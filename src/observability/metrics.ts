@@ -78,7 +78,7 @@ export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWo
     }),
     agentRuns: new Counter({
       name: 'kb_agent_runs_total',
-      help: 'Agent runs that ended, by mode and outcome (done, failed, cancelled).',
+      help: 'Agent runs that ended on this process, by mode and outcome (done, failed, cancelled, handed_over: given to another process at a drain).',
       labelNames: ['mode', 'outcome'],
       registers: [registry],
     }),

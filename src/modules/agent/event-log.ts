@@ -191,11 +191,21 @@ export class RunEventLog {
   /** The number reserved for the terminal event and not yet used by a committed one. */
   #terminal: number | undefined;
 
+  /** A run taken over: the events its earlier process logged, which the run makes again before any new one. */
+  readonly #replay: readonly WrittenEvent[];
+
   constructor(
     private readonly prisma: PrismaClient,
     readonly jobId: string,
-    private readonly options: { retryMs: number; log: Pick<Logger, 'error'>; flushed: () => void },
-  ) {}
+    private readonly options: { retryMs: number; log: Pick<Logger, 'error'>; flushed: () => void; replay?: readonly WrittenEvent[] },
+  ) {
+    this.#replay = options.replay ?? [];
+  }
+
+  /** Whether the run is still making again what its earlier process logged. */
+  get replaying() {
+    return this.#seq < this.#replay.length;
+  }
 
   /** The number of the last event made (or reserved for the terminal event). */
   get lastSeq() {
@@ -204,6 +214,18 @@ export class RunEventLog {
 
   /** Numbers the event and queues it for the store; `onWritten` runs once it is there. Returns its number. */
   append(event: AgentEvent, onWritten: (seq: number) => void): number {
+    if (this.#seq < this.#replay.length) {
+      const seq = this.#seq + 1;
+      const logged = this.#replay[seq - 1]!;
+      if (JSON.stringify(loggedForm(event)) !== JSON.stringify(logged.data)) {
+        // What follows would not continue what readers were given: the run ends after the log.
+        this.#seq = this.#replay.length;
+        throw new RunDiverged(seq);
+      }
+      this.#seq = seq;
+      this.#written.push(logged);
+      return seq;
+    }
     const seq = ++this.#seq;
     this.#pending.push({ seq, data: loggedForm(event), onWritten });
     this.#schedule(0);
@@ -302,6 +324,14 @@ export class RunEventLog {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#pending = [];
+  }
+}
+
+/** A run taken over made another event than its log holds at `seq` (a model that samples, an index that changed). */
+export class RunDiverged extends Error {
+  override name = 'RunDiverged';
+  constructor(readonly seq: number) {
+    super(`the run was taken over by another server after its own stopped, and could not be continued the same way from event ${seq}; nothing was charged`);
   }
 }
 

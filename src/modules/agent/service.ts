@@ -9,12 +9,14 @@ import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { characterCount, textProblem, hasVisibleCharacter } from '../../input-limits.js';
 import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
-import { eventOfLogged, isTerminal, loggedForm, parseEventId, restSources, RunEventLog, type SequencedEvent } from './event-log.js';
+import { eventOfLogged, isTerminal, loggedForm, parseEventId, restSources, RunDiverged, RunEventLog, type SequencedEvent, type WrittenEvent } from './event-log.js';
 import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
 import { AnswerModelError, GenerationClock, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
 import { EventChannel, type AgentEvent, type ReasoningStep } from './events.js';
+import { claimAbandonedRuns, releaseRun, runsReleasedChannel, type AbandonedRun, type StoredRunRequest } from './takeover.js';
+import type { StoreSignals } from '../../db/database.js';
 
 export const agentLimits = {
   maxMessageCharacters: 50_000,
@@ -75,10 +77,17 @@ export class AgentRuns implements LocalRuns {
   /** Aborts when the process stops: its runs end and are refunded. */
   readonly signal = this.#stopped.signal;
 
+  /** Runs resumable runs other processes left (set once the agent's dependencies exist; see takeOverRun). */
+  #takeOver: ((runs: AbandonedRun[]) => void) | undefined;
+  #ticking = false;
+  /** Whether other processes share the store, and so may take over this one's resumable runs when it drains. */
+  handsOver = false;
+
   constructor(
     private readonly prisma: PrismaClient,
     readonly leaseMs: number,
     private readonly log: Logger,
+    private readonly signals?: StoreSignals,
   ) {
     // Every run and every reader of a job's events listens for the shutdown: many at once is normal.
     setMaxListeners(0, this.signal);
@@ -86,20 +95,49 @@ export class AgentRuns implements LocalRuns {
 
   /** `exclusive`: no other process uses the store (the embedded one), so every running job at start is abandoned. */
   async start(options: { exclusive: boolean }) {
-    const refunded = await refundAbandonedRuns(this.prisma, { all: options.exclusive });
-    if (refunded > 0) this.log.info(`agent: refunded ${refunded} runs left unfinished by a process that stopped`);
+    if (options.exclusive) {
+      const refunded = await refundAbandonedRuns(this.prisma, { all: true });
+      if (refunded > 0) this.log.info(`agent: refunded ${refunded} runs left unfinished by a process that stopped`);
+    } else {
+      // Runs of processes that stopped: taken over, or refunded, as at every turn.
+      await this.#tick();
+    }
+    this.handsOver = !options.exclusive && this.signals !== undefined;
+    // A draining process gave runs up: the first to look takes them, without waiting for its turn.
+    await this.signals?.listen(runsReleasedChannel, () => void this.#tick());
     this.#timer = setInterval(() => void this.#tick(), Math.max(50, this.leaseMs / 3));
     this.#timer.unref();
   }
 
+  /** Takes over, with `takeOver`, the resumable runs of processes that stopped (instead of refunding them). */
+  takeOverWith(takeOver: (runs: AbandonedRun[]) => void) {
+    this.#takeOver = takeOver;
+  }
+
+  /** This process gave a run's lease up (a drain): the others are told to take it now. */
+  released() {
+    this.signals?.send(runsReleasedChannel, 'released');
+  }
+
   async #tick() {
+    if (this.#ticking) return;
+    this.#ticking = true;
     try {
       const running = [...this.#running.keys()];
       await renewAgentLeases(this.prisma, running, this.leaseMs);
-      const refunded = await refundAbandonedRuns(this.prisma, { running });
+      if (this.#takeOver && !this.#stopped.signal.aborted) {
+        const claimed = await claimAbandonedRuns(this.prisma, { running, leaseMs: this.leaseMs });
+        if (claimed.length > 0) {
+          this.log.info(`agent: took over ${claimed.length} resumable runs whose process stopped`);
+          this.#takeOver(claimed);
+        }
+      }
+      const refunded = await refundAbandonedRuns(this.prisma, { running: [...this.#running.keys()] });
       if (refunded > 0) this.log.info(`agent: refunded ${refunded} runs whose process stopped`);
     } catch (error) {
       if (!this.#stopped.signal.aborted) this.log.error('agent: renewing leases failed', error);
+    } finally {
+      this.#ticking = false;
     }
   }
 
@@ -244,44 +282,78 @@ export async function startAgentRun(
   if (signal.aborted) throw new AppError('bad_request', 'the request was cancelled');
   const cost = dependencies.cost[request.mode];
   const resumable = input.resumable === true;
-  const { jobId } = await reserveAgentRun(prisma, { userId, mode: request.mode, cost, leaseMs: dependencies.runs.leaseMs, resumable, workspaceIds: request.workspaceIds });
+  // A resumable run keeps its request, so that another process can take it over.
+  const stored: StoredRunRequest | undefined = resumable ? { ...request, sessionId, history } : undefined;
+  const { jobId } = await reserveAgentRun(prisma, { userId, mode: request.mode, cost, leaseMs: dependencies.runs.leaseMs, resumable, workspaceIds: request.workspaceIds, request: stored });
+  return launchRun(dependencies, { ...request, jobId, userId, sessionId, history, resumable }, { signal });
+}
 
+/**
+ * Takes over a resumable run another process left (it died, or drained): runs it again from its
+ * request, checking each event against the one its log holds (nothing is sent or written again
+ * for those), then goes on logging new ones. Its readers, on any process, follow the log as
+ * before; nobody reading it for the grace period cancels it. An event that differs from the log
+ * ends the run with an `error` and a refund.
+ */
+export function takeOverRun(dependencies: AgentDependencies, abandoned: AbandonedRun) {
+  const { request } = abandoned;
+  launchRun(
+    dependencies,
+    { ...request, jobId: abandoned.jobId, userId: abandoned.userId, resumable: true },
+    { replay: abandoned.logged },
+  );
+}
+
+type RunSpec = ReturnType<typeof checkInput> & { jobId: string; userId: string; sessionId: string | null; history: Turn[]; resumable: boolean };
+
+/**
+ * A run's events and work: its log, its stream, who follows it, and its execution in the
+ * background. `signal` is its first client's request (a run taken over has none); `replay` the
+ * events an earlier process logged for it.
+ */
+function launchRun(
+  dependencies: AgentDependencies,
+  spec: RunSpec,
+  options: { signal?: AbortSignal; replay?: readonly WrittenEvent[] },
+): EventChannel<SequencedEvent> {
+  const { jobId, resumable } = spec;
+  const { signal } = options;
   const cancel = new AbortController();
   // Every event is in the log before it is sent, whichever client reads it (event-log.ts).
-  const log = new RunEventLog(prisma, jobId, { retryMs: eventRetryMs, log: dependencies.log, flushed: () => dependencies.runs.notify(jobId) });
+  const log = new RunEventLog(dependencies.prisma, jobId, { retryMs: eventRetryMs, log: dependencies.log, flushed: () => dependencies.runs.notify(jobId), replay: options.replay });
   const following = resumable ? new Following(dependencies, jobId, cancel) : undefined;
   // The client going away cancels the run, unless it is resumable: then it goes on for the grace
-  // period, for the client to come back. The server stopping fails it (the client is told).
+  // period, for the client to come back. The server stopping fails it (the client is told), or,
+  // with other processes to take it, hands a resumable run over.
   const leave = () => (following ? following.detach(channel) : cancel.abort(new RunCancelled('client')));
   const channel: EventChannel<SequencedEvent> = new EventChannel<SequencedEvent>(leave);
-  const onShutdown = () => cancel.abort(dependencies.runs.signal.reason);
-  signal.addEventListener('abort', leave, { once: true });
+  const onShutdown = () => cancel.abort(following && dependencies.runs.handsOver ? new RunHandedOver() : dependencies.runs.signal.reason);
+  signal?.addEventListener('abort', leave, { once: true });
   dependencies.runs.signal.addEventListener('abort', onShutdown, { once: true });
-  if (signal.aborted) leave();
+  // Taken over: its first client is gone already.
+  if (!signal || signal.aborted) leave();
   if (dependencies.runs.signal.aborted) onShutdown();
   const emit = (event: AgentEvent) => log.append(event, (seq) => channel.push({ ...event, jobId, seq }));
-  emit({ type: 'job_started', jobId });
   const started = performance.now();
   let tokens = 0;
   const run: Run = {
-    ...request,
-    jobId,
-    userId,
-    sessionId,
-    history,
+    ...spec,
     channel,
     log,
     following,
     emit,
     token(content: string) {
       const first = tokens++ === 0;
-      if (first) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: request.mode }, (performance.now() - started) / 1000);
+      if (first && !log.replaying) dependencies.metrics?.agentTimeToFirstToken.observe({ mode: spec.mode }, (performance.now() - started) / 1000);
       const seq = emit({ type: 'token', content });
       if (first) following?.answerStartsAt(seq);
     },
   };
-  const execution = executeRun(dependencies, run, cancel).finally(async () => {
-    signal.removeEventListener('abort', leave);
+  const execution = (async () => {
+    emit({ type: 'job_started', jobId });
+    await executeRun(dependencies, run, cancel);
+  })().finally(async () => {
+    signal?.removeEventListener('abort', leave);
     dependencies.runs.signal.removeEventListener('abort', onShutdown);
     following?.stop();
     channel.end();
@@ -309,6 +381,14 @@ export async function resumeAgentStream(dependencies: AgentDependencies, viewer:
 
 /** A write of events that failed is tried again after this, then after twice as long, up to 2 s. */
 const eventRetryMs = 100;
+
+/** This process is stopping and other processes share the store: the resumable run is given to them, not ended. */
+class RunHandedOver extends Error {
+  override name = 'RunHandedOver';
+  constructor() {
+    super('the server is shutting down; another server takes the run over');
+  }
+}
 
 /** Why a run stopped before its end without failing: its client left, or nobody came back for it. */
 class RunCancelled extends Error {
@@ -424,11 +504,7 @@ class Following {
   }
 }
 
-type Run = ReturnType<typeof checkInput> & {
-  jobId: string;
-  userId: string;
-  sessionId: string | null;
-  history: Turn[];
+type Run = RunSpec & {
   channel: EventChannel<SequencedEvent>;
   log: RunEventLog;
   /** Set for a resumable run. */
@@ -502,10 +578,19 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
     run.channel.push({ ...stored.done, jobId: run.jobId, seq: doneSeq });
   } catch (caught) {
     const reason = signal.aborted ? signal.reason : caught;
+    if (reason instanceof RunHandedOver) {
+      // Everything made so far is in the log; the lease goes at once, and the others are told.
+      await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
+      await releaseRun(prisma, run.jobId).catch((error: unknown) => log.error(`agent run ${run.jobId}: giving its lease up failed; it is taken over when the lease passes`, error));
+      dependencies.runs.released();
+      dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: 'handed_over' });
+      return;
+    }
     const cancelled = reason instanceof RunCancelled;
     const message = cancelled ? reason.message : publicMessage(reason);
-    if (!cancelled && !(reason instanceof AppError) && !(reason instanceof AnswerModelError)) log.error(`agent run ${run.jobId} failed`, reason);
-    const code = cancelled ? 'cancelled' : reason instanceof AppError ? reason.code : reason instanceof AnswerModelError ? 'service_unavailable' : 'internal_error';
+    const expected = reason instanceof AppError || reason instanceof AnswerModelError || reason instanceof RunDiverged;
+    if (!cancelled && !expected) log.error(`agent run ${run.jobId} failed`, reason);
+    const code = cancelled ? 'cancelled' : reason instanceof AppError ? reason.code : expected ? 'service_unavailable' : 'internal_error';
     const event: AgentEvent = { type: 'error', code, message };
     // Every event before the error is in the log first; the error itself is written with the refund.
     await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
@@ -546,6 +631,7 @@ const aborted = (signal: AbortSignal) => new Promise<void>((resolve) => (signal.
 function publicMessage(error: unknown): string {
   if (error instanceof AppError) return error.message;
   if (error instanceof AnswerModelError) return `the answer model failed: ${error.message}`;
+  if (error instanceof RunDiverged) return error.message;
   return 'the run failed on an internal error';
 }
 

@@ -69,7 +69,16 @@ export const refundReason = 'agent_refund';
  */
 export async function reserveAgentRun(
   prisma: PrismaClient,
-  request: { userId: string; mode: AgentRunMode; cost: number; leaseMs: number; resumable?: boolean; workspaceIds?: readonly string[] },
+  request: {
+    userId: string;
+    mode: AgentRunMode;
+    cost: number;
+    leaseMs: number;
+    resumable?: boolean;
+    workspaceIds?: readonly string[];
+    /** What a resumable run was asked, for another process to take it over (agent/takeover.ts). */
+    request?: Prisma.InputJsonObject;
+  },
 ): Promise<{ jobId: string }> {
   const { userId, mode, cost } = request;
   return prisma.$transaction(async (tx) => {
@@ -91,6 +100,7 @@ export async function reserveAgentRun(
         leaseExpiresAt: new Date(Date.now() + request.leaseMs),
         resumable: request.resumable ?? false,
         workspaceIds: [...(request.workspaceIds ?? [])],
+        ...(request.request && { request: request.request }),
       },
       select: { id: true },
     });
