@@ -6,9 +6,8 @@ if command -v chromium >/dev/null 2>&1; then
   echo "chromium: $(chromium --version 2>/dev/null || echo present)"
   exit 0
 fi
-as_root=()
-[ "$(id -u)" -eq 0 ] || as_root=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium >/dev/null
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib-services.sh
+. "$here/lib-services.sh"
+apt_install chromium
 echo "chromium: $(chromium --version 2>/dev/null)"

@@ -1,4 +1,4 @@
-# Shared by .ci/start-*.sh and .ci/stop-*.sh (sourced, not run): cache directory, the
+# Shared by .ci/start-*.sh, .ci/stop-*.sh and .ci/install-*.sh (sourced, not run): cache directory, the
 # non-root service user, checksum-verified downloads, locks and port checks.
 #
 #   KB_CI_CACHE  downloads, unpacked servers and their data (default /var/cache/kb-ci as root,
@@ -133,4 +133,12 @@ stop_process() {
     fi
     sleep 0.2
   done
+}
+
+# Installs Debian packages (as root, or through sudo), quietly.
+apt_install() {
+  local as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }

@@ -1,3 +1,5 @@
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+
 /**
  * A graphql-sse single-connection client, as requests: reserve a stream (PUT), open it (GET),
  * send an operation to it (POST) or stop one (DELETE), each at `/graphql/stream` of `serverUrl`.
@@ -32,23 +34,14 @@ export function openStream(serverUrl: string, key: string, token: string, signal
 export async function readUntilComplete(response: Response, operationIds: string[]) {
   const results = new Map<string, any[]>(operationIds.map((id) => [id, []]));
   const pending = new Set(operationIds);
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = '';
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
   while (pending.size > 0) {
-    const { done, value } = await reader.read();
+    const { done, value: message } = await reader.read();
     if (done) break;
-    buffered += value;
-    let end: number;
-    while ((end = buffered.indexOf('\n\n')) >= 0) {
-      const message = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      const event = /^event: (\w+)$/m.exec(message)?.[1];
-      const data = /^data: (.*)$/m.exec(message)?.[1];
-      if (!event || !data) continue;
-      const parsed = JSON.parse(data);
-      if (event === 'next') results.get(parsed.id)?.push(parsed.payload);
-      if (event === 'complete') pending.delete(parsed.id);
-    }
+    if (!message.event || !message.data) continue;
+    const parsed = JSON.parse(message.data);
+    if (message.event === 'next') results.get(parsed.id)?.push(parsed.payload);
+    if (message.event === 'complete') pending.delete(parsed.id);
   }
   await reader.cancel();
   return results;

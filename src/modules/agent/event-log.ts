@@ -207,6 +207,11 @@ export class RunEventLog {
     return this.#seq < this.#replay.length;
   }
 
+  /** The number of the last event in the store as far as this process wrote it (0: none). */
+  get lastWrittenSeq() {
+    return this.#written.at(-1)?.seq ?? 0;
+  }
+
   /** The number of the last event made (or reserved for the terminal event). */
   get lastSeq() {
     return this.#seq;

@@ -8,7 +8,7 @@ import { readSessions, requireSessionId, requireWorkspaces, sessionNotFound } fr
 import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { characterCount, textProblem, hasVisibleCharacter } from '../../input-limits.js';
-import { chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
+import { abandonedRunError, chargeAgentRun, refundAbandonedRuns, refundAgentRun, renewAgentLeases, reserveAgentRun } from '../credits/service.js';
 import { eventOfLogged, isTerminal, loggedForm, parseEventId, restSources, RunDiverged, RunEventLog, type SequencedEvent, type WrittenEvent } from './event-log.js';
 import { followAgentJob, markFollowed, maxReadersPerUser, type LocalRuns } from './jobs.js';
 import { searchPassages, type RetrievalDependencies } from '../retrieval/service.js';
@@ -607,9 +607,12 @@ async function executeRun(dependencies: AgentDependencies, run: Run, cancel: Abo
         terminal = ended && isTerminal(ended) ? { ...ended, jobId: run.jobId, seq: last.seq } : undefined;
       }
     } catch (error) {
-      // The store cannot be reached: the client is told under the number reserved for the end,
-      // which the sweep's own `error` (logged after the last stored event) can take only for an error too.
+      // The store cannot be reached. What was not written is dropped (no client was sent it), so
+      // the log ends at the last event written, where the lease sweep will end the run with its
+      // own `error`: the client is told that event now, under that number.
       log.error(`agent run ${run.jobId}: the refund failed; the lease sweep will make it`, error);
+      run.log.discard();
+      terminal = { ...abandonedRunError, jobId: run.jobId, seq: run.log.lastWrittenSeq + 1 };
     }
     dependencies.runs.notify(run.jobId);
     dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: cancelled ? 'cancelled' : 'failed' });

@@ -12,27 +12,29 @@ export type StoredRunRequest = {
   history: Turn[];
 };
 
-/** A run another process left: claimed by this one, with what its log holds, in order from event 1. */
+/** A run another process handed over: claimed by this one, with what its log holds, in order from event 1. */
 export type AbandonedRun = { jobId: string; userId: string; request: StoredRunRequest; logged: WrittenEvent[] };
 
-/** Times a run may be taken over; a run whose processes keep dying is refunded after that. */
+/** Times a run may be handed over; after that nobody takes it, and it is refunded once its lease passes. */
 export const maxTakeovers = 3;
 
 /** The channel on which a draining process says it gave runs up, so that the others take them at once. */
 export const runsReleasedChannel = 'kb_agent_runs';
 
 /**
- * Claims resumable runs whose process stopped (their lease passed; `running` are this process's
- * own), renewing their lease for this process, and reads what each one's log holds. Several
- * processes may look at once: each run is claimed by one.
+ * Claims resumable runs that a draining process handed over (`running` are this process's own),
+ * renewing their lease for this process, and reads what each one's log holds. Several processes
+ * may look at once: each run is claimed by one. A run whose lease merely passed is not taken:
+ * its process may only be stalled (cut from the store for a while) and still answering its
+ * client, and two processes must never answer one run; the lease sweep refunds it.
  */
 export async function claimAbandonedRuns(prisma: PrismaClient, options: { running: readonly string[]; leaseMs: number }): Promise<AbandonedRun[]> {
   const claimed = await prisma.$queryRaw<{ id: string; user_id: string; request: StoredRunRequest }[]>`
-    UPDATE agent_jobs SET lease_expires_at = clock_timestamp() + ${options.leaseMs} * interval '1 millisecond', takeovers = takeovers + 1
+    UPDATE agent_jobs SET lease_expires_at = clock_timestamp() + ${options.leaseMs} * interval '1 millisecond', takeovers = takeovers + 1, handed_over = false
      WHERE id IN (
        SELECT id FROM agent_jobs
-        WHERE status = 'running' AND resumable AND request IS NOT NULL AND takeovers < ${maxTakeovers}
-          AND lease_expires_at < clock_timestamp() AND NOT (id = ANY(${[...options.running]}::uuid[]))
+        WHERE status = 'running' AND handed_over AND resumable AND request IS NOT NULL AND takeovers < ${maxTakeovers}
+          AND NOT (id = ANY(${[...options.running]}::uuid[]))
         ORDER BY lease_expires_at
         LIMIT 20
           FOR UPDATE SKIP LOCKED)
@@ -52,8 +54,10 @@ export async function claimAbandonedRuns(prisma: PrismaClient, options: { runnin
   return runs;
 }
 
-/** Gives a run's lease up at once: a draining process hands it to the others. */
+/**
+ * Hands a run over: a draining process that has stopped it and written its events gives it to
+ * the others (its lease stays, so that the lease sweep refunds it if nobody takes it meanwhile).
+ */
 export async function releaseRun(prisma: PrismaClient, jobId: string) {
-  await prisma.$executeRaw`
-    UPDATE agent_jobs SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE id = ${jobId}::uuid AND status = 'running'`;
+  await prisma.$executeRaw`UPDATE agent_jobs SET handed_over = true WHERE id = ${jobId}::uuid AND status = 'running'`;
 }

@@ -181,6 +181,9 @@ export async function renewAgentLeases(prisma: PrismaClient, jobIds: readonly st
   });
 }
 
+/** The `error` a lease sweep ends an abandoned run with. */
+export const abandonedRunError = { type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' } as const;
+
 /**
  * Refunds runs left reserved by a process that stopped: those whose lease has passed, or, with
  * `all`, every running one (the embedded store at start: no other process can be running them).
@@ -198,10 +201,7 @@ export async function refundAbandonedRuns(prisma: PrismaClient, options: { all?:
   });
   let refunded = 0;
   // Readers of the run's events are told how it ended (a stream that was following it, elsewhere, ends too).
-  const terminal: TerminalEvent = {
-    seq: null,
-    data: { type: 'error', code: 'service_unavailable', message: 'the process running the run stopped; nothing was charged' },
-  };
+  const terminal: TerminalEvent = { seq: null, data: abandonedRunError };
   for (const job of stale) {
     if (await refundAgentRun(prisma, job.id, 'failed', 'the process running it stopped', terminal)) refunded += 1;
   }
