@@ -3,11 +3,11 @@
 # (docs/deployment.md shows its configuration). Nothing to do when it is already installed.
 set -euo pipefail
 if command -v haproxy >/dev/null 2>&1; then
-  haproxy -v | head -1
+  haproxy -v | sed -n 1p
   exit 0
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib-services.sh
 . "$here/lib-services.sh"
 apt_install haproxy
-haproxy -v | head -1
+haproxy -v | sed -n 1p
