@@ -177,7 +177,7 @@ runBenchmark(async () => {
   const haproxyConfig = path.join(work, 'haproxy.cfg');
   await writeFile(
     haproxyConfig,
-    `global\n    maxconn 4096\ndefaults\n    mode http\n    option http-server-close\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n    timeout tunnel 1h\n    timeout http-request 5m\n` +
+    `global\n    maxconn 4096\ndefaults\n    mode http\n    option http-server-close\n    retries 2\n    option redispatch 1\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n    timeout tunnel 1h\n    timeout http-request 5m\n` +
       `frontend kb\n    bind 127.0.0.1:${balancerPort}\n    default_backend api\n` +
       `backend api\n    balance leastconn\n    option httpchk GET /readyz\n    http-check expect status 200\n    default-server inter 1s fall 2 rise 2\n` +
       apiPorts.map((port, n) => `    server api${n + 1} 127.0.0.1:${port} check\n`).join(''),
