@@ -124,7 +124,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       resumeGraceMs: config.agent.resumeGraceSeconds * 1000,
       metrics,
     };
-    // Resumable runs of processes that stopped are taken over here rather than refunded.
+    // Resumable runs that draining processes hand over are run on here.
     agentRuns.takeOverWith((runs) => {
       for (const run of runs) takeOverRun(agent, run);
     });

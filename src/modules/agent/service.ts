@@ -15,7 +15,7 @@ import { searchPassages, type RetrievalDependencies } from '../retrieval/service
 import { AnswerModelError, GenerationClock, notFoundAnswer, pageOf, type AgentMode, type AnswerModel, type NumberedPassage, type Turn } from './answer-model.js';
 import { checkSentences, sourcesOf, supportScoreOf, withoutMarkers, type CheckedSentence } from './citations.js';
 import { EventChannel, type AgentEvent, type ReasoningStep } from './events.js';
-import { claimAbandonedRuns, releaseRun, runsReleasedChannel, type AbandonedRun, type StoredRunRequest } from './takeover.js';
+import { claimHandedOverRuns, releaseRun, runsReleasedChannel, type HandedOverRun, type StoredRunRequest } from './takeover.js';
 import type { StoreSignals } from '../../db/database.js';
 
 export const agentLimits = {
@@ -77,8 +77,8 @@ export class AgentRuns implements LocalRuns {
   /** Aborts when the process stops: its runs end and are refunded. */
   readonly signal = this.#stopped.signal;
 
-  /** Runs resumable runs other processes left (set once the agent's dependencies exist; see takeOverRun). */
-  #takeOver: ((runs: AbandonedRun[]) => void) | undefined;
+  /** Runs resumable runs draining processes handed over (set once the agent's dependencies exist; see takeOverRun). */
+  #takeOver: ((runs: HandedOverRun[]) => void) | undefined;
   #ticking = false;
   /** Whether other processes share the store, and so may take over this one's resumable runs when it drains. */
   handsOver = false;
@@ -99,7 +99,7 @@ export class AgentRuns implements LocalRuns {
       const refunded = await refundAbandonedRuns(this.prisma, { all: true });
       if (refunded > 0) this.log.info(`agent: refunded ${refunded} runs left unfinished by a process that stopped`);
     } else {
-      // Runs of processes that stopped: taken over, or refunded, as at every turn.
+      // Runs handed over by a draining process are taken, and those of processes that stopped refunded, as at every turn.
       await this.#tick();
     }
     this.handsOver = !options.exclusive && this.signals !== undefined;
@@ -109,8 +109,8 @@ export class AgentRuns implements LocalRuns {
     this.#timer.unref();
   }
 
-  /** Takes over, with `takeOver`, the resumable runs of processes that stopped (instead of refunding them). */
-  takeOverWith(takeOver: (runs: AbandonedRun[]) => void) {
+  /** Runs, with `takeOver`, the resumable runs that draining processes hand over. */
+  takeOverWith(takeOver: (runs: HandedOverRun[]) => void) {
     this.#takeOver = takeOver;
   }
 
@@ -126,9 +126,9 @@ export class AgentRuns implements LocalRuns {
       const running = [...this.#running.keys()];
       await renewAgentLeases(this.prisma, running, this.leaseMs);
       if (this.#takeOver && !this.#stopped.signal.aborted) {
-        const claimed = await claimAbandonedRuns(this.prisma, { running, leaseMs: this.leaseMs });
+        const claimed = await claimHandedOverRuns(this.prisma, { running, leaseMs: this.leaseMs });
         if (claimed.length > 0) {
-          this.log.info(`agent: took over ${claimed.length} resumable runs whose process stopped`);
+          this.log.info(`agent: took over ${claimed.length} resumable runs handed over by a draining process`);
           this.#takeOver(claimed);
         }
       }
@@ -289,19 +289,14 @@ export async function startAgentRun(
 }
 
 /**
- * Takes over a resumable run another process left (it died, or drained): runs it again from its
+ * Takes over a resumable run a draining process handed over: runs it again from its
  * request, checking each event against the one its log holds (nothing is sent or written again
  * for those), then goes on logging new ones. Its readers, on any process, follow the log as
  * before; nobody reading it for the grace period cancels it. An event that differs from the log
  * ends the run with an `error` and a refund.
  */
-export function takeOverRun(dependencies: AgentDependencies, abandoned: AbandonedRun) {
-  const { request } = abandoned;
-  launchRun(
-    dependencies,
-    { ...request, jobId: abandoned.jobId, userId: abandoned.userId, resumable: true },
-    { replay: abandoned.logged },
-  );
+export function takeOverRun(dependencies: AgentDependencies, handedOver: HandedOverRun) {
+  launchRun(dependencies, { ...handedOver.request, jobId: handedOver.jobId, userId: handedOver.userId, resumable: true }, { replay: handedOver.logged });
 }
 
 type RunSpec = ReturnType<typeof checkInput> & { jobId: string; userId: string; sessionId: string | null; history: Turn[]; resumable: boolean };

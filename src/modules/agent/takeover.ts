@@ -13,7 +13,7 @@ export type StoredRunRequest = {
 };
 
 /** A run another process handed over: claimed by this one, with what its log holds, in order from event 1. */
-export type AbandonedRun = { jobId: string; userId: string; request: StoredRunRequest; logged: WrittenEvent[] };
+export type HandedOverRun = { jobId: string; userId: string; request: StoredRunRequest; logged: WrittenEvent[] };
 
 /** Times a run may be handed over; after that nobody takes it, and it is refunded once its lease passes. */
 export const maxTakeovers = 3;
@@ -28,7 +28,7 @@ export const runsReleasedChannel = 'kb_agent_runs';
  * its process may only be stalled (cut from the store for a while) and still answering its
  * client, and two processes must never answer one run; the lease sweep refunds it.
  */
-export async function claimAbandonedRuns(prisma: PrismaClient, options: { running: readonly string[]; leaseMs: number }): Promise<AbandonedRun[]> {
+export async function claimHandedOverRuns(prisma: PrismaClient, options: { running: readonly string[]; leaseMs: number }): Promise<HandedOverRun[]> {
   const claimed = await prisma.$queryRaw<{ id: string; user_id: string; request: StoredRunRequest }[]>`
     UPDATE agent_jobs SET lease_expires_at = clock_timestamp() + ${options.leaseMs} * interval '1 millisecond', takeovers = takeovers + 1, handed_over = false
      WHERE id IN (
@@ -39,7 +39,7 @@ export async function claimAbandonedRuns(prisma: PrismaClient, options: { runnin
         LIMIT 20
           FOR UPDATE SKIP LOCKED)
     RETURNING id, user_id, request`;
-  const runs: AbandonedRun[] = [];
+  const runs: HandedOverRun[] = [];
   for (const job of claimed) {
     const rows = await prisma.agentEvent.findMany({ where: { jobId: job.id }, orderBy: { seq: 'asc' }, select: { seq: true, data: true } });
     // The log has no gaps (events are numbered as they are made and written in order); the

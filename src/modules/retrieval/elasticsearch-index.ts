@@ -381,8 +381,8 @@ class ElasticsearchIndex implements VectorIndex {
     for (const abandoned of await layout.unaliased()) await layout.delete(abandoned);
     const previous = await layout.current();
     if (previous === null) throw new Error(`the alias ${layout.alias} names no index`);
-    const generations = [previous, ...(await layout.unaliased())].map((name) => generationOf(layout.alias, name));
-    const name = `${layout.alias}-${Math.max(...generations) + 1}`;
+    // Unfinished builds are gone: the next number after the index in service is free.
+    const name = `${layout.alias}-${generationOf(layout.alias, previous) + 1}`;
     await layout.create(name, model, { behindAlias: false });
     const target = new ElasticsearchIndex(this.client, this.url, name, model, this.timeoutMs);
     return {
