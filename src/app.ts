@@ -24,7 +24,7 @@ import { allJobKinds, startJobQueue, type JobKind, type JobQueue } from './modul
 import { AgentRuns, takeOverRun, type AgentDependencies } from './modules/agent/service.js';
 import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
-import { startGraphMerge } from './modules/retrieval/graph-merge.js';
+import { defaultGraphMergeOptions, postgresGraphMergeOptions, startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { openVectorIndex } from './modules/retrieval/select.js';
 import { watchIndexModel } from './modules/retrieval/model-watch.js';
 import { modelMismatch } from './modules/retrieval/service.js';
@@ -108,7 +108,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (mismatch) queue.setClaimable(withoutEmbedding);
     const modelWatch = watchIndexModel({ index, embedder, log, paused: mismatch !== null, pause: (paused) => queue.setClaimable(paused ? withoutEmbedding : allJobKinds) });
     const ingestion = queue;
-    const graphMerge = works ? startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork }) : undefined;
+    const graphMerge = works
+      ? startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork }, db.kind === 'postgres' ? postgresGraphMergeOptions : defaultGraphMergeOptions)
+      : undefined;
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };

@@ -72,7 +72,7 @@ describe('merging into the vector graph', () => {
     let busy = true;
     let idleSince = 0;
     const activity = { idleForMs: () => (busy ? 0 : performance.now() - idleSince) };
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, sliceMs: 60_000, quietMs: 1_000, idleMs: 200, backlogLimit: 30, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent') }, { sliceRows: 8, sliceMs: 60_000, quietMs: 1_000, idleMs: 200, backlogLimit: 30, pollMs: 20, lanes: 1 })!;
     try {
       await write(20);
       await new Promise((resolve) => setTimeout(resolve, 400));
@@ -107,7 +107,7 @@ describe('merging into the vector graph', () => {
     await write(12);
     const waiting = await index.graphBacklog!();
     expect(waiting).toBeGreaterThanOrEqual(12);
-    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity, log: createLogger('silent'), backgroundWork }, { sliceRows: 4, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20, lanes: 1 })!;
     try {
       await new Promise((resolve) => setTimeout(resolve, longestYieldMs / 2));
       expect(await index.graphBacklog!()).toBe(waiting);
@@ -148,7 +148,7 @@ describe('merging into the vector graph', () => {
     // A search has just ended: requests come, for the next minute.
     const searched = new BackgroundWork();
     await searched.foreground(async () => {});
-    const options = { sliceRows: 16, sliceMs: 10, quietMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 };
+    const options = { sliceRows: 16, sliceMs: 10, quietMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20, lanes: 1 };
     const merge = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: searched }, options)!;
     try {
       expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
@@ -173,13 +173,57 @@ describe('merging into the vector graph', () => {
     }
   });
 
+  it('runs slices side by side in its lanes while no request comes, one at a time while requests come, and moves every chunk once', async () => {
+    let inFlight = 0;
+    let mostAtOnce = 0;
+    const slow = Object.assign(Object.create(index) as VectorIndex, {
+      graphBacklog: () => index.graphBacklog!(),
+      mergeIntoGraph: async (maxRows: number) => {
+        mostAtOnce = Math.max(mostAtOnce, ++inFlight);
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 40));
+          return await index.mergeIntoGraph!(maxRows);
+        } finally {
+          inFlight--;
+        }
+      },
+    });
+    const inGraph = async () =>
+      (await db.prisma.$queryRawUnsafe<{ count: number }[]>('SELECT count(*)::int AS count FROM chunk_index WHERE document_id = $1::uuid', documentId))[0]!.count;
+    const options = { sliceRows: 8, sliceMs: 60_000, quietMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20, lanes: 2 };
+
+    await write(64);
+    const quiet = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: new BackgroundWork() }, options)!;
+    try {
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+    } finally {
+      await quiet.stop();
+    }
+    expect(mostAtOnce).toBe(2);
+    expect(await inGraph()).toBe(written);
+
+    // A search has just ended: the second lane waits, and slices go one at a time.
+    mostAtOnce = 0;
+    await write(32);
+    const searched = new BackgroundWork();
+    await searched.foreground(async () => {});
+    const busy = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: searched }, options)!;
+    try {
+      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+    } finally {
+      await busy.stop();
+    }
+    expect(mostAtOnce).toBe(1);
+    expect(await inGraph()).toBe(written);
+  });
+
   it('gives the space of the merged rows back once it drained them, and keeps every chunk findable', async () => {
     const freshBytes = async () =>
       (await db.prisma.$queryRawUnsafe<{ bytes: number }[]>("SELECT pg_relation_size('chunk_index_fresh')::float8 AS bytes"))[0]!.bytes;
     await write(300);
     expect(await freshBytes()).toBeGreaterThan(0);
     const backgroundWork = new BackgroundWork();
-    const merge = startGraphMerge({ index, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork }, { sliceRows: 64, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20 })!;
+    const merge = startGraphMerge({ index, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork }, { sliceRows: 64, sliceMs: 60_000, quietMs: 1_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20, lanes: 1 })!;
     try {
       expect(await eventually(async () => (await freshBytes()) === 0)).toBe(true);
     } finally {

@@ -28,13 +28,25 @@ export type GraphMergeOptions = {
   backlogLimit: number;
   /** How often the backlog is looked at while there is nothing to do. */
   pollMs: number;
+  /**
+   * Slices run side by side while no request comes. The embedded store answers one statement at
+   * a time: 1 there.
+   */
+  lanes: number;
 };
 
 /**
  * Measured on the 2-core machine, embedded store (docs/retrieval.md): a slice of 16 rows took
  * 13 ms (p50; 73 ms p95) with 20,000 chunks in the graph, and about 90 ms with 100,000.
  */
-export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 20, quietMs: 5_000, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000 };
+export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 20, quietMs: 5_000, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000, lanes: 1 };
+
+/**
+ * PostgreSQL gives each statement its own connection, so a search does not queue behind a slice:
+ * a quiet merge takes larger slices (256 rows moved 40 % more rows a second than 16 at 35,000
+ * chunks here), two at a time (one per core of the machine it was measured on).
+ */
+export const postgresGraphMergeOptions: GraphMergeOptions = { ...defaultGraphMergeOptions, sliceRows: 256, lanes: 2 };
 
 export type GraphMerge = {
   /** Stops after the slice in progress. */
@@ -82,25 +94,34 @@ export function startGraphMerge(
   async function mergeWhileAllowed(backlog: number) {
     const started = performance.now();
     let merged = 0;
-    while (!stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit)) {
-      // A request in progress goes first: its next statement would otherwise queue behind this
-      // slice. While requests come, a slice takes about `sliceMs`, since the next search waits
-      // for the one under way; with none for `quietMs`, slices are full and the merge goes as
-      // fast as the store allows (docs/retrieval.md, "Merging into the graph").
-      await dependencies.backgroundWork?.turn();
-      const requestsCome = (dependencies.backgroundWork?.sinceForegroundMs() ?? Number.POSITIVE_INFINITY) < options.quietMs;
-      const rows = requestsCome ? sliceRows : options.sliceRows;
-      const sliceStarted = performance.now();
-      const moved = await timed(() => index.mergeIntoGraph(rows));
-      const took = Math.max(performance.now() - sliceStarted, 1);
-      // Every slice, full or not, tells what a row costs now.
-      sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * rows, Math.round((rows * options.sliceMs) / took)));
-      if (moved === 0) break;
-      merged += moved;
-      backlog -= moved;
-      // Between slices, other work on this process's event loop and store goes first.
-      await nextTurn();
-    }
+    const allowed = () => !stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit);
+    const lane = async (first: boolean) => {
+      while (allowed()) {
+        // A request in progress goes first: its next statement would otherwise queue behind this
+        // slice. While requests come, a slice takes about `sliceMs`, since the next search waits
+        // for the one under way; with none for `quietMs`, slices are full and the merge goes as
+        // fast as the store allows (docs/retrieval.md, "Merging into the graph").
+        await dependencies.backgroundWork?.turn();
+        const requestsCome = (dependencies.backgroundWork?.sinceForegroundMs() ?? Number.POSITIVE_INFINITY) < options.quietMs;
+        if (!first && requestsCome) {
+          // Lanes beyond the first wait for a quiet store.
+          await new Promise((resolve) => setTimeout(resolve, options.pollMs).unref());
+          continue;
+        }
+        const rows = requestsCome ? sliceRows : options.sliceRows;
+        const sliceStarted = performance.now();
+        const moved = await timed(() => index.mergeIntoGraph(rows));
+        const took = Math.max(performance.now() - sliceStarted, 1);
+        // Every slice, full or not, tells what a row costs now.
+        sliceRows = Math.max(1, Math.min(options.sliceRows, 2 * rows, Math.round((rows * options.sliceMs) / took)));
+        if (moved === 0) return;
+        merged += moved;
+        backlog -= moved;
+        // Between slices, other work on this process's event loop and store goes first.
+        await nextTurn();
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, (_, n) => lane(n === 0)));
     // Drained (as far as this process knows): the rows it deleted can give their space back.
     const release = index.releaseMergedSpace;
     if (!stopping && merged > 0 && release && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
