@@ -2,7 +2,7 @@
 # Starts a three-node Elasticsearch cluster on 127.0.0.1 for the test of the service on a cluster
 # (test/elasticsearch-cluster.test.ts) and prints the nodes' URLs, comma-separated, on the last
 # line of stdout (everything else goes to stderr). The same distribution as
-# .ci/start-elasticsearch.sh; each node has its own directory, 512 MB heap, security off.
+# .ci/start-elasticsearch.sh; each node has its own directory, 512 MB heap (KB_ES_HEAP), security off.
 # Idempotent: nodes that run are kept, nodes that were killed (the test kills one) start again,
 # and it waits until all three have joined and the cluster is green.
 #
@@ -13,6 +13,7 @@
 #   KB_ES_CLUSTER_PORT     HTTP port of the first node (default 9211; the others follow, and
 #                          transport ports are 100 above)
 #   KB_ES_TIMEOUT          seconds to wait for a green cluster (default 120)
+#   KB_ES_HEAP             heap of each node (default 512m), for nodes started by this call
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 KB_LOG_TAG=elasticsearch-cluster
@@ -26,6 +27,7 @@ read_fresh_flag "$@"
 root=${KB_ES_CLUSTER_DIR:-$kb_cache/elasticsearch-cluster}
 first_port=${KB_ES_CLUSTER_PORT:-9211}
 timeout=${KB_ES_TIMEOUT:-120}
+heap=${KB_ES_HEAP:-512m}
 cluster=kb-ci-cluster
 nodes=(1 2 3)
 
@@ -68,7 +70,7 @@ YAML
   chown -R "$kb_user": "$run"
   log "starting node-$n on 127.0.0.1:$port (log $run/logs/$cluster.log)"
   cd "$run"
-  if ! as_user env ES_JAVA_HOME="$java_home" ES_JAVA_OPTS="-Xms512m -Xmx512m" \
+  if ! as_user env ES_JAVA_HOME="$java_home" ES_JAVA_OPTS="-Xms${heap} -Xmx${heap}" \
     ES_PATH_CONF="$run/config" ES_TMPDIR="$run/tmp" \
     timeout "$timeout" "$install/bin/elasticsearch" -d -p "$run/elasticsearch.pid" >"$run/startup.out" 2>&1; then
     tail -n 60 "$run/startup.out" >&2 || true

@@ -12,6 +12,8 @@
 #                      when the port is taken by someone else
 #   KB_TEST_DATABASE   database to create, with the vector extension (default kb_pgvector)
 #   KB_PGVECTOR_DIR    data directory and log (default $KB_CI_CACHE/pgvector)
+#   KB_PGVECTOR_SETTINGS  more server options, appended when the server starts (for instance
+#                      "-c shared_buffers=4GB" for npm run bench:search -- --scale)
 #   KB_CI_CACHE, KB_CI_USER: see .ci/lib-services.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -127,7 +129,7 @@ else
   log "starting PostgreSQL on 127.0.0.1:$port (log $run/postgres.log)"
   options="-p $port -k /tmp -c listen_addresses=127.0.0.1 -c max_connections=100"
   options+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-  options+=" -c maintenance_work_mem=256MB"
+  options+=" -c maintenance_work_mem=256MB ${KB_PGVECTOR_SETTINGS:-}"
   if ! as_user "$bin/pg_ctl" -D "$data" -l "$run/postgres.log" -w -t 60 -o "$options" start >&2; then
     tail -n 30 "$run/postgres.log" >&2 || true
     die "PostgreSQL did not start"

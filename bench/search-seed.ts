@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunningApp } from '../src/app.js';
+import type { PrismaClient } from '../src/generated/prisma/client.js';
 import { adminCommands } from '../src/cli/admin-commands.js';
 import type { Embedder } from '../src/modules/embeddings/embedder.js';
 import { analyze } from '../src/modules/retrieval/analyzer.js';
@@ -184,56 +185,16 @@ export async function seed(app: RunningApp, index: VectorIndex, plan: Plan, abst
   let documentCount = 0;
   let serial = 0;
   for (const task of tasks) {
-    const documents: { id: string; filename: string; size: number; chunks: { id: string; chunkIndex: number; content: string; vector: Float32Array }[] }[] = [];
+    const documents: SyntheticDocument[] = [];
     for (let d = 0; d < task.documents; d++) {
       const left = remaining.get(task.workspaceId)!;
       const count = Math.min(plan.chunksPerDoc, left);
       if (count <= 0) break;
       remaining.set(task.workspaceId, left - count);
-      const chunks = Array.from({ length: count }, (_, chunkIndex) => {
-        const made = task.maker();
-        return { id: randomUUID(), chunkIndex, content: made.content, vector: made.vector };
-      });
-      documents.push({ id: randomUUID(), filename: `${task.label}-${++serial}.txt`, size: chunks.reduce((sum, chunk) => sum + Buffer.byteLength(chunk.content), 0), chunks });
+      documents.push(syntheticDocument(task.maker, count, `${task.label}-${++serial}.txt`));
     }
     if (documents.length === 0) continue;
-    await prisma.document.createMany({
-      data: documents.map((document) => ({
-        id: document.id,
-        workspaceId: task.workspaceId,
-        filename: document.filename,
-        contentType: 'text/plain',
-        sizeBytes: document.size,
-        sha256: createHash('sha256').update(document.id).digest('hex'),
-        status: 'ready' as const,
-        chunkCount: document.chunks.length,
-        embeddedChunks: document.chunks.length,
-      })),
-    });
-    const chunkRows = documents.flatMap((document) => document.chunks.map((chunk) => ({ ...chunk, documentId: document.id })));
-    const embeddedAt = new Date();
-    await prisma.chunk.createMany({
-      data: chunkRows.map((chunk) => ({
-        id: chunk.id,
-        documentId: chunk.documentId,
-        chunkIndex: chunk.chunkIndex,
-        content: chunk.content,
-        tokenCount: Math.round(chunk.content.split(/\s+/).length * 1.3),
-        embeddedAt,
-      })),
-    });
-    for (let first = 0; first < chunkRows.length; first += CHUNKS_PER_UPSERT) {
-      await index.upsert(
-        chunkRows.slice(first, first + CHUNKS_PER_UPSERT).map((chunk) => ({
-          chunkId: chunk.id,
-          documentId: chunk.documentId,
-          workspaceId: task.workspaceId,
-          embedding: chunk.vector,
-          terms: analyze(chunk.content),
-        })),
-      );
-    }
-    written += chunkRows.length;
+    written += await writeDocuments(prisma, index, task.workspaceId, documents);
     documentCount += documents.length;
     bar.update(written, { rate: (written / elapsedSeconds(start)).toFixed(0) });
   }
@@ -250,6 +211,61 @@ export async function seed(app: RunningApp, index: VectorIndex, plan: Plan, abst
     chunksPerSecond: written / seconds,
     load: loadNow(),
   };
+}
+
+export type SyntheticDocument = { id: string; filename: string; size: number; chunks: { id: string; chunkIndex: number; content: string; vector: Float32Array }[] };
+
+/** A document of `count` chunks from `maker`. */
+export function syntheticDocument(maker: () => SyntheticChunk, count: number, filename: string): SyntheticDocument {
+  const chunks = Array.from({ length: count }, (_, chunkIndex) => {
+    const made = maker();
+    return { id: randomUUID(), chunkIndex, content: made.content, vector: made.vector };
+  });
+  return { id: randomUUID(), filename, size: chunks.reduce((sum, chunk) => sum + Buffer.byteLength(chunk.content), 0), chunks };
+}
+
+/**
+ * Writes ready documents and their chunks with prisma, and their vectors and terms through
+ * `index.upsert` (up to `chunksPerUpsert` at a time), as embed jobs would. Returns the chunks written.
+ */
+export async function writeDocuments(prisma: PrismaClient, index: VectorIndex, workspaceId: string, documents: readonly SyntheticDocument[], chunksPerUpsert = CHUNKS_PER_UPSERT): Promise<number> {
+  await prisma.document.createMany({
+    data: documents.map((document) => ({
+      id: document.id,
+      workspaceId,
+      filename: document.filename,
+      contentType: 'text/plain',
+      sizeBytes: document.size,
+      sha256: createHash('sha256').update(document.id).digest('hex'),
+      status: 'ready' as const,
+      chunkCount: document.chunks.length,
+      embeddedChunks: document.chunks.length,
+    })),
+  });
+  const chunkRows = documents.flatMap((document) => document.chunks.map((chunk) => ({ ...chunk, documentId: document.id })));
+  const embeddedAt = new Date();
+  await prisma.chunk.createMany({
+    data: chunkRows.map((chunk) => ({
+      id: chunk.id,
+      documentId: chunk.documentId,
+      chunkIndex: chunk.chunkIndex,
+      content: chunk.content,
+      tokenCount: Math.round(chunk.content.split(/\s+/).length * 1.3),
+      embeddedAt,
+    })),
+  });
+  for (let first = 0; first < chunkRows.length; first += chunksPerUpsert) {
+    await index.upsert(
+      chunkRows.slice(first, first + chunksPerUpsert).map((chunk) => ({
+        chunkId: chunk.id,
+        documentId: chunk.documentId,
+        workspaceId,
+        embedding: chunk.vector,
+        terms: analyze(chunk.content),
+      })),
+    );
+  }
+  return chunkRows.length;
 }
 
 /** SciFact's test queries, in file order. */

@@ -35,7 +35,9 @@
  * `--timeline` measures something else: latency minute by minute after a bulk load and during an
  * ingest, beside the service's own work on the store (bench/search-timeline.ts). `--after-start`:
  * the first minutes after a start on the store kept here, with and without the page cache
- * warm-up (bench/search-after-start.ts).
+ * warm-up (bench/search-after-start.ts). `--scale`: latency, memory and disk as one workspace grows
+ * to a million chunks, on PostgreSQL with pgvector or a three-node Elasticsearch cluster
+ * (bench/search-scale.ts).
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -135,6 +137,10 @@ async function main() {
   if (process.argv.includes('--after-start')) {
     const { afterStart } = await import('./search-after-start.js');
     return afterStart();
+  }
+  if (process.argv.includes('--scale')) {
+    const { scale } = await import('./search-scale.js');
+    return scale(process.argv.slice(2));
   }
   if (process.argv.includes('--timeline')) {
     const { timeline } = await import('./search-timeline.js');
