@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
 import type { RunEventLog } from './event-log.js';
-import { AgentRuns } from './service.js';
+import { AgentRuns } from './runs.js';
 
 // Without a store: tracking and following touch only this process's registry.
 function registry() {

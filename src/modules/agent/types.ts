@@ -5,7 +5,8 @@ import { viewerOf } from '../../graphql/viewer.js';
 import type { CitedPassage, Source } from './citations.js';
 import type { AgentEvent, ReasoningStep } from './events.js';
 import { eventIdOf, type SequencedEvent } from './event-log.js';
-import { agentLimits, resumeAgentStream, startAgentRun } from './service.js';
+import { agentLimits } from './input.js';
+import { resumeAgentStream, startAgentRun } from './service.js';
 
 export const AgentMode = builder.enumType('AgentMode', {
   values: {
