@@ -16,6 +16,10 @@ import { allScopes, type Scope } from './scopes.js';
  * - A chat session is the user's; for a restricted key it is visible only when it names at
  *   least one workspace and every workspace it names is one of the key's. A session without
  *   workspaces holds no workspace's content but is the user's own conversation: hidden.
+ * - An agent run is the user's; for a restricted key it is visible when every workspace it
+ *   searched is the key's and, when it continued a session, the session is visible too (its
+ *   question was rewritten from the conversation, so its events may carry what the session's
+ *   other workspaces said).
  * - An API key is visible to an unrestricted caller; to a restricted key only when it is itself
  *   restricted to some of the caller's workspaces (so the caller itself, and keys it made).
  * - A restricted key cannot create a workspace, and what it creates (keys, sessions) stays within
@@ -164,6 +168,22 @@ export function sessionSql(alias: string, viewer: Access, sessionId: string): Pr
   const restriction =
     ids === null ? Prisma.empty : Prisma.sql` AND cardinality(${table}.workspace_ids) > 0 AND ${table}.workspace_ids <@ ${ids}::uuid[]`;
   return Prisma.sql`${table}.id = ${sessionId}::uuid AND ${table}.user_id = ${viewer.userId}::uuid${restriction}`;
+}
+
+/**
+ * Whether the viewer may see this agent run: `run` as stored (its owner, the workspaces it searched,
+ * its session); `sessionWorkspaces` reads the workspaces the run's session names (null when the
+ * session is gone), asked only for a restricted key.
+ */
+export async function agentRunVisible(
+  viewer: Access,
+  run: { userId: string; workspaceIds: readonly string[] | null; sessionId: string | null },
+  sessionWorkspaces: (sessionId: string) => Promise<readonly string[] | null>,
+): Promise<boolean> {
+  if (run.userId !== viewer.userId || !withinRestriction(viewer, run.workspaceIds ?? [])) return false;
+  if (run.sessionId === null || viewer.workspaceIds === null) return true;
+  const named = await sessionWorkspaces(run.sessionId);
+  return named === null || withinRestriction(viewer, named);
 }
 
 /** Whether the viewer may see (and so revoke) this key of the user's. */

@@ -1,5 +1,5 @@
 import type { Viewer } from '../../auth/authenticate.js';
-import { withinRestriction } from '../../auth/policy.js';
+import { agentRunVisible } from '../../auth/policy.js';
 import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { requireUuid } from '../../ids.js';
@@ -55,17 +55,14 @@ export type AgentJobState = {
 
 const jobNotFound = (id: string) => notFound('agent job', id);
 
-/**
- * The viewer's job `id`; 404 for an unknown one, another user's, or one outside a restricted key's
- * workspaces: a key restricted to workspaces sees the runs that searched only workspaces of its
- * own, as it sees chat sessions (src/auth/policy.ts), since a run's events quote what it found.
- */
+/** The viewer's job `id`; 404 for an unknown one, or one the policy hides (agentRunVisible, src/auth/policy.ts). */
 export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: string): Promise<AgentJobState> {
   const jobId = requireUuid(id, 'agent job');
   const job = await prisma.agentJob.findFirst({
     where: { id: jobId, userId: viewer.userId },
     select: {
       id: true,
+      userId: true,
       status: true,
       mode: true,
       sessionId: true,
@@ -78,13 +75,9 @@ export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: str
       workspaceIds: true,
     },
   });
-  if (!job || !withinRestriction(viewer, job.workspaceIds ?? [])) throw jobNotFound(id);
-  // A run continuing a session may carry what the session's other workspaces said (its question
-  // is rewritten from the conversation): a restricted key sees it only when it sees the session.
-  if (job.sessionId && viewer.workspaceIds !== null) {
-    const session = await prisma.chatSession.findFirst({ where: { id: job.sessionId, userId: viewer.userId }, select: { workspaceIds: true } });
-    if (session && !withinRestriction(viewer, session.workspaceIds)) throw jobNotFound(id);
-  }
+  const sessionWorkspaces = async (sessionId: string) =>
+    (await prisma.chatSession.findFirst({ where: { id: sessionId, userId: viewer.userId }, select: { workspaceIds: true } }))?.workspaceIds ?? null;
+  if (!job || !(await agentRunVisible(viewer, job, sessionWorkspaces))) throw jobNotFound(id);
   return { ...job, workspaceIds: job.workspaceIds ?? [] };
 }
 
