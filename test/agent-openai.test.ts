@@ -1,9 +1,8 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { reserveAgentRun } from '../src/modules/credits/service.js';
 import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
+import { startFakeModel, type FakeModel, type ModelReply, type ModelRequest } from './support/fake-openai.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 /**
@@ -30,8 +29,8 @@ type Behaviour =
   | 'empty-answer';
 
 let behaviour: Behaviour = 'healthy';
-let requests: { body: any; aborted: boolean; sent: number }[] = [];
-let modelServer: Server;
+let requests: ModelRequest[] = [];
+let model: FakeModel;
 let baseUrl: string;
 
 function answerFrom(prompt: string) {
@@ -39,8 +38,6 @@ function answerFrom(prompt: string) {
   const sentence = passage.split(/(?<=\.)\s/)[0]!.replace(/\.$/, '');
   return `According to the notes, ${sentence} [1].`;
 }
-
-const chunk = (content: string) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake-chat', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 
 const plans: Partial<Record<Behaviour, string | null>> = {
   'plan-prose': 'Sure! I would look for what cools the reactor, then for its designer.',
@@ -60,51 +57,35 @@ function tokensFor(prompt: string): (sent: number) => string | undefined {
   return (sent) => answer[sent];
 }
 
-function handle(request: IncomingMessage, body: any, response: import('node:http').ServerResponse, record: { aborted: boolean; sent: number }) {
-  const prompt = body.messages.map((message: { content: string }) => message.content).join('\n');
+function handle(record: ModelRequest, reply: ModelReply) {
+  const { body, prompt } = record;
   if (!body.stream) {
     if (behaviour === 'stall-plans') return;
     const system = body.messages[0].content as string;
     const content = behaviour in plans && !system.startsWith('Rewrite') ? plans[behaviour] : system.startsWith('Rewrite') ? 'Lyft revenue' : system.startsWith('Plan') ? '["Zephyr-9 reactor coolant"]' : '[]';
-    response.writeHead(200, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ id: 'c0', object: 'chat.completion', created: 1, model: 'fake-chat', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
-    return;
+    return reply.completion(content ?? '');
   }
   if (behaviour === 'error-500' || (behaviour === 'fail-once' && requests.filter((entry) => entry.body.stream).length === 1)) {
-    response.writeHead(500, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ error: { message: 'the GPU caught fire' } }));
-    return;
+    return reply.json(500, { error: { message: 'the GPU caught fire' } });
   }
-  response.writeHead(200, { 'content-type': 'text/event-stream' });
+  reply.startStream();
   const tokenAt = tokensFor(prompt);
   const next = () => {
     if (record.aborted) return;
-    if (behaviour === 'malformed' && record.sent === 10) return void response.end('data: {"choices": [{"delta": {"content": "half\n\n');
-    if (behaviour === 'cut' && record.sent === 10) return void response.socket?.destroy();
+    if (behaviour === 'malformed' && record.sent === 10) return void reply.raw.end('data: {"choices": [{"delta": {"content": "half\n\n');
+    if (behaviour === 'cut' && record.sent === 10) return void reply.raw.socket?.destroy();
     const token = tokenAt(record.sent);
-    if (token === undefined || record.sent === body.max_tokens) return void response.end('data: [DONE]\n\n');
-    response.write(chunk(token));
-    record.sent += 1;
+    if (token === undefined || record.sent === body.max_tokens) return reply.end();
+    reply.token(token);
     setTimeout(next, behaviour === 'slow' ? 150 : behaviour === 'endless-slow' ? 100 : 1);
   };
   next();
 }
 
 beforeAll(async () => {
-  modelServer = createServer((request, response) => {
-    let text = '';
-    request.on('data', (part) => (text += part));
-    request.on('end', () => {
-      const record = { body: JSON.parse(text || '{}'), aborted: false, sent: 0 };
-      requests.push(record);
-      response.on('close', () => {
-        if (!response.writableFinished) record.aborted = true;
-      });
-      handle(request, record.body, response, record);
-    });
-  });
-  await new Promise<void>((resolve) => modelServer.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/v1`;
+  model = await startFakeModel(handle);
+  requests = model.requests;
+  baseUrl = model.baseUrl;
 });
 
 let server: TestServer;
@@ -133,12 +114,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
-  await new Promise<void>((resolve) => modelServer.close(() => resolve()));
+  await model.close();
 });
 
 beforeEach(() => {
   behaviour = 'healthy';
-  requests = [];
+  requests.length = 0;
 });
 
 const ask = (options: { stopAfter?: (event: { type: string }) => boolean; mode?: string } = {}) =>

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApp } from '../src/app.js';
 import { refundAgentRun } from '../src/modules/credits/service.js';
 import { expectProtocol, readEventStream, streamAgent, type AgentEvent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
+import { startFakeModel, type FakeModel } from './support/fake-openai.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { serve, stop } from './support/cli.js';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -22,7 +21,7 @@ let tokenDelayMs = 1;
 let holdAfter: number | null = null;
 let release: () => void = () => undefined;
 let released: Promise<void> = Promise.resolve();
-let modelServer: Server;
+let model: FakeModel;
 let baseUrl: string;
 
 function hold(afterTokens: number) {
@@ -30,44 +29,28 @@ function hold(afterTokens: number) {
   released = new Promise<void>((resolve) => (release = resolve));
 }
 
-const chunk = (content: string) =>
-  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake-chat', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
-
 beforeAll(async () => {
-  modelServer = createServer((request, response) => {
-    let text = '';
-    request.on('data', (part) => (text += part));
-    request.on('end', () => {
-      const body = JSON.parse(text || '{}');
-      let gone = false;
-      response.on('close', () => (gone = !response.writableFinished));
-      if (!body.stream) {
-        const system = body.messages[0].content as string;
-        const content = system.startsWith('Rewrite') ? body.messages.at(-1).content : system.startsWith('Plan') ? '[]' : '[]';
-        response.writeHead(200, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ id: 'c0', object: 'chat.completion', created: 1, model: 'fake-chat', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
-        return;
-      }
-      const prompt = body.messages.map((message: { content: string }) => message.content).join('\n');
-      const passage = /\[1\] \([^)]*\)\n([^\n]*)/.exec(prompt)?.[1] ?? '';
-      const tokens = `According to the notes, ${passage.split(/(?<=\.)\s/)[0]!.replace(/\.$/, '')} [1].`.match(/\s*\S+/g)!;
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      let sent = 0;
-      const pause = tokenDelayMs;
-      const holding = holdAfter;
-      const gate = released;
-      const next = async () => {
-        if (gone) return;
-        if (sent === tokens.length) return void response.end('data: [DONE]\n\n');
-        if (holding !== null && sent === holding) await gate;
-        response.write(chunk(tokens[sent++]!));
-        setTimeout(() => void next(), pause);
-      };
-      void next();
-    });
+  model = await startFakeModel((request, reply) => {
+    if (!request.body.stream) {
+      const system = request.body.messages[0].content as string;
+      return reply.completion(system.startsWith('Rewrite') ? request.body.messages.at(-1).content : '[]');
+    }
+    const passage = /\[1\] \([^)]*\)\n([^\n]*)/.exec(request.prompt)?.[1] ?? '';
+    const tokens = `According to the notes, ${passage.split(/(?<=\.)\s/)[0]!.replace(/\.$/, '')} [1].`.match(/\s*\S+/g)!;
+    reply.startStream();
+    const pause = tokenDelayMs;
+    const holding = holdAfter;
+    const gate = released;
+    const next = async () => {
+      if (reply.gone) return;
+      if (request.sent === tokens.length) return reply.end();
+      if (holding !== null && request.sent === holding) await gate;
+      reply.token(tokens[request.sent]!);
+      setTimeout(() => void next(), pause);
+    };
+    void next();
   });
-  await new Promise<void>((resolve) => modelServer.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/v1`;
+  baseUrl = model.baseUrl;
 });
 
 const graceSeconds = 1.5;
@@ -96,7 +79,7 @@ beforeAll(async () => {
 afterAll(async () => {
   release();
   await server?.close();
-  await new Promise<void>((resolve) => modelServer.close(() => resolve()));
+  await model.close();
 });
 
 beforeEach(() => {

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
+import { startFakeModel, type FakeModel } from './support/fake-openai.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 /**
@@ -25,44 +24,35 @@ function fakeVector(text: string, size = dimensions): number[] {
 
 let behaviour: Behaviour = 'healthy';
 let requests = 0;
-let embeddingServer: Server;
+let embeddingServer: FakeModel;
 let baseUrl: string;
 
 beforeAll(async () => {
-  embeddingServer = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk) => (body += chunk));
-    request.on('end', () => {
-      requests += 1;
-      const input = (JSON.parse(body || '{}') as { input?: string[] }).input ?? [];
-      const answer = (status: number, payload: unknown) => {
-        response.writeHead(status, { 'content-type': 'application/json' });
-        response.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
-      };
-      switch (behaviour) {
-        case 'down':
-          return answer(503, { error: { message: 'model server is restarting' } });
-        case 'slow':
-          return void setTimeout(() => answer(200, { data: [], model: 'fake' }), 30_000).unref();
-        case 'garbage':
-          return answer(200, '{"data": "this is not a list of embeddings"');
-        case 'refuses-poison':
-          if (input.some((text) => text.includes('poison'))) return answer(400, { error: { message: 'input rejected by the content filter' } });
-          break;
-      }
-      return answer(200, {
-        object: 'list',
-        model: 'fake-embed',
-        data: input.map((text, index) => ({ object: 'embedding', index, embedding: fakeVector(text, behaviour === 'wrong-dimension' ? 5 : dimensions) })),
-        usage: { prompt_tokens: 1, total_tokens: 1 },
-      });
+  embeddingServer = await startFakeModel((request, reply) => {
+    requests += 1;
+    const input: string[] = request.body.input ?? [];
+    switch (behaviour) {
+      case 'down':
+        return reply.json(503, { error: { message: 'model server is restarting' } });
+      case 'slow':
+        return void setTimeout(() => reply.json(200, { data: [], model: 'fake' }), 30_000).unref();
+      case 'garbage':
+        return reply.json(200, '{"data": "this is not a list of embeddings"');
+      case 'refuses-poison':
+        if (input.some((text) => text.includes('poison'))) return reply.json(400, { error: { message: 'input rejected by the content filter' } });
+        break;
+    }
+    return reply.json(200, {
+      object: 'list',
+      model: 'fake-embed',
+      data: input.map((text, index) => ({ object: 'embedding', index, embedding: fakeVector(text, behaviour === 'wrong-dimension' ? 5 : dimensions) })),
+      usage: { prompt_tokens: 1, total_tokens: 1 },
     });
-  });
-  await new Promise<void>((resolve) => embeddingServer.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(embeddingServer.address() as AddressInfo).port}/v1`;
+  }, 'fake-embed');
+  baseUrl = embeddingServer.baseUrl;
 });
 
-afterAll(() => new Promise<void>((resolve) => embeddingServer.close(() => resolve())));
+afterAll(() => embeddingServer.close());
 
 /** Its own embedded store: the index records this server's model, which no other test uses. */
 const environment = (overrides: Record<string, string>) => ({

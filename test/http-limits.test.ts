@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createServer, type Server } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { removeStaleSpoolFiles } from '../src/http/body.js';
 import { upload, waitForDocuments } from './support/documents.js';
+import { startFakeModel, type FakeModel } from './support/fake-openai.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 /**
@@ -22,7 +22,7 @@ const rateWindowSeconds = 2;
 const maxConnections = 100;
 
 let server: TestServer;
-let modelServer: Server;
+let model: FakeModel | undefined;
 let user: TestUser;
 let workspaceId: string;
 let host: string;
@@ -32,23 +32,18 @@ let port: number;
 const slowAnswer = 'The Zephyr-9 reactor is cooled by lead-bismuth [1].'.split(/(?= )/);
 
 /** An OpenAI-compatible chat server that streams its answer slowly. */
-function startSlowModel(): Promise<string> {
-  modelServer = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      response.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = (content: string) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'slow-chat', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
-      let sent = 0;
-      const next = () => {
-        if (response.destroyed) return;
-        if (sent === slowAnswer.length) return void response.end('data: [DONE]\n\n');
-        response.write(chunk(slowAnswer[sent++]!));
-        setTimeout(next, 1_000);
-      };
-      next();
-    });
-  });
-  return new Promise((resolve) => modelServer.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(modelServer.address() as AddressInfo).port}/v1`)));
+async function startSlowModel(): Promise<string> {
+  model = await startFakeModel((request, reply) => {
+    reply.startStream();
+    const next = () => {
+      if (reply.gone) return;
+      if (request.sent === slowAnswer.length) return reply.end();
+      reply.token(slowAnswer[request.sent]!);
+      setTimeout(next, 1_000);
+    };
+    next();
+  }, 'slow-chat');
+  return model.baseUrl;
 }
 
 beforeAll(async () => {
@@ -74,7 +69,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
-  await new Promise((resolve) => modelServer?.close(resolve));
+  await model?.close();
 });
 
 type RawExchange = { socket: Socket; received: () => string; closed: Promise<number> };
