@@ -250,13 +250,15 @@ export async function scale(argv: string[]) {
 
     const disk = async (): Promise<Record<string, number>> => {
       const mb = (bytes: bigint | number) => Number(bytes) / 2 ** 20;
-      const [row] = await app.db.prisma.$queryRaw<{ database: bigint; chunks: bigint; index_table: bigint; hnsw: bigint | null }[]>`
+      // With Elasticsearch as the index the store has no chunk_index: its sizes are null then.
+      const [row] = await app.db.prisma.$queryRaw<{ database: bigint; chunks: bigint; index_table: bigint | null; hnsw: bigint | null }[]>`
         SELECT pg_database_size(current_database()) AS database,
                pg_total_relation_size('chunks') AS chunks,
-               pg_total_relation_size('chunk_index') AS index_table,
+               pg_total_relation_size(to_regclass('chunk_index')) AS index_table,
                (SELECT sum(pg_relation_size(indexrelid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-                 WHERE i.indrelid = 'chunk_index'::regclass AND a.amname = 'hnsw') AS hnsw`;
-      const figures: Record<string, number> = { 'PostgreSQL database': mb(row!.database), 'chunks table (text)': mb(row!.chunks), 'chunk_index table with its indexes': mb(row!.index_table) };
+                 WHERE i.indrelid = to_regclass('chunk_index') AND a.amname = 'hnsw') AS hnsw`;
+      const figures: Record<string, number> = { 'PostgreSQL database': mb(row!.database), 'chunks table (text)': mb(row!.chunks) };
+      if (row!.index_table !== null) figures['chunk_index table with its indexes'] = mb(row!.index_table);
       if (row!.hnsw !== null) figures['HNSW graph'] = mb(row!.hnsw);
       if (indexKind === 'elasticsearch') {
         const indices = (await (await fetch(`${esNode}/_cat/indices/${esIndex}*?format=json&bytes=b`)).json()) as { 'store.size': string; 'pri.store.size': string }[];
