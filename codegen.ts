@@ -1,7 +1,10 @@
 import type { CodegenConfig } from '@graphql-codegen/cli';
 
-// Types the GraphQL documents in src/ and test/ against the committed SDL, and writes the
-// persisted-operation manifest that the REST layer executes by hash.
+// Types the GraphQL documents in src/ and test/ against the committed SDL, and embeds each
+// document's sha256 in it: the REST layer registers its operations with Yoga under those hashes
+// (src/rest/operations.ts, persistedOperations). The preset also writes the JSON manifest
+// persisted-documents.json; nothing reads it, since its documents are normalised with their
+// fields sorted, and REST bodies must list fields in the documented order.
 const config: CodegenConfig = {
   schema: 'schema/schema.graphql',
   documents: ['src/**/*.ts', 'test/**/*.ts', '!src/generated/**'],
