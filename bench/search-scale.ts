@@ -181,6 +181,8 @@ export async function scale(argv: string[]) {
   log(`kb serve (pid ${child.pid}) ready on port ${childPort}; its log: ${childLog}`);
 
   const steps: Step[] = [];
+  // Its timer keeps the process alive: stopped whatever ends the run.
+  const bar = progressBar('writing |{bar}| {value}/{total} chunks | {rate} chunks/s | {duration_formatted} | eta {eta_formatted}', searchBars);
   try {
     const abstracts = await readAbstracts();
     const vectors = await abstractVectors(embedder, abstracts);
@@ -327,7 +329,6 @@ export async function scale(argv: string[]) {
     const writeStarted = performance.now();
     let written = 0;
     const otherTotal = OTHER_WORKSPACES * OTHER_CHUNKS;
-    const bar = progressBar('writing |{bar}| {value}/{total} chunks | {rate} chunks/s | {duration_formatted} | eta {eta_formatted}', searchBars);
     bar.start(otherTotal + sizes.at(-1)!, 0, { rate: '-' });
     const onWritten = (chunks: number) => {
       written += chunks;
@@ -375,8 +376,8 @@ export async function scale(argv: string[]) {
       });
       await report();
     }
-    bar.stop();
   } finally {
+    bar.stop();
     child.kill('SIGTERM');
     await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
     await index.close().catch(() => undefined);

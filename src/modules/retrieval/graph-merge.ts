@@ -33,20 +33,29 @@ export type GraphMergeOptions = {
    * a time: 1 there.
    */
   lanes: number;
+  /**
+   * Whether a drained merge gives the table's space back (`releaseMergedSpace`: a TRUNCATE under
+   * an exclusive lock, once the table is seen empty). The embedded store has no autovacuum to make
+   * that space reusable.
+   */
+  releaseSpace: boolean;
 };
 
 /**
  * Measured on the 2-core machine, embedded store (docs/retrieval.md): a slice of 16 rows took
  * 13 ms (p50; 73 ms p95) with 20,000 chunks in the graph, and about 90 ms with 100,000.
  */
-export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 20, quietMs: 5_000, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000, lanes: 1 };
+export const defaultGraphMergeOptions: GraphMergeOptions = { sliceRows: 16, sliceMs: 20, quietMs: 5_000, idleMs: 1_000, backlogLimit: 20_000, pollMs: 1_000, lanes: 1, releaseSpace: true };
 
 /**
  * PostgreSQL gives each statement its own connection, so a search does not queue behind a slice:
  * a quiet merge takes larger slices (256 rows moved 40 % more rows a second than 16 at 35,000
- * chunks here), two at a time (one per core of the machine it was measured on).
+ * chunks here), two at a time (one per core of the machine it was measured on). Its autovacuum
+ * makes the merged rows' space reusable, and a TRUNCATE there would hold the writers of other
+ * connections: with a million merged rows behind it, checking that the table was empty under the
+ * exclusive lock took seconds, and an upsert waiting for it outlived its transaction's 5 s.
  */
-export const postgresGraphMergeOptions: GraphMergeOptions = { ...defaultGraphMergeOptions, sliceRows: 256, lanes: 2 };
+export const postgresGraphMergeOptions: GraphMergeOptions = { ...defaultGraphMergeOptions, sliceRows: 256, lanes: 2, releaseSpace: false };
 
 export type GraphMerge = {
   /** Stops after the slice in progress. */
@@ -123,7 +132,7 @@ export function startGraphMerge(
     };
     await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, (_, n) => lane(n === 0)));
     // Drained (as far as this process knows): the rows it deleted can give their space back.
-    const release = index.releaseMergedSpace;
+    const release = options.releaseSpace ? index.releaseMergedSpace : undefined;
     if (!stopping && merged > 0 && release && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
       await dependencies.backgroundWork?.turn();
       await timed(release);
