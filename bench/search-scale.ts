@@ -47,6 +47,7 @@ const CHUNKS_PER_DOC = 10;
 /** Documents per write: 500 chunks, as bench:search's seeding. */
 const DOCS_PER_WRITE = 50;
 const childPort = 3710;
+const MAX_UPSERT_ATTEMPTS = 5;
 
 type Step = {
   chunks: number;
@@ -55,6 +56,8 @@ type Step = {
   /** From the end of the writes until the index had taken everything in. */
   settleSeconds: number;
   firstSearchMs: number;
+  /** Upserts that failed during the step's writes (each written again). */
+  failedWrites: string[];
   latencyMs: Record<'api' | 'embedder' | 'backend', { p50: number; p95: number; mean: number }>;
   ratio: number;
   failed: number;
@@ -142,7 +145,8 @@ export async function scale(argv: string[]) {
   const sizes = (process.env.BENCH_SCALE_SIZES ?? '100000,300000,1000000').split(',').map((size) => Number(size.trim()));
   if (sizes.some((size, n) => !Number.isInteger(size) || size <= 0 || (n > 0 && size <= sizes[n - 1]!))) throw new Error('BENCH_SCALE_SIZES: increasing positive integers, comma-separated');
   const queryCount = intFromEnv('BENCH_SCALE_QUERIES', 200);
-  const pgSettings = process.env.BENCH_SCALE_PG_SETTINGS ?? '-c shared_buffers=4GB -c effective_cache_size=12GB -c maintenance_work_mem=1GB';
+  // Statements over 2 s and lock waits go to PostgreSQL's log (in KB_PGVECTOR_DIR): what a stalled write waited for.
+  const pgSettings = process.env.BENCH_SCALE_PG_SETTINGS ?? '-c shared_buffers=4GB -c effective_cache_size=12GB -c maintenance_work_mem=1GB -c log_min_duration_statement=2000 -c log_lock_waits=on';
   const esHeap = process.env.BENCH_SCALE_ES_HEAP ?? '1g';
   const cache = ciCache();
   const pgEnv = { KB_PGVECTOR_DIR: path.join(cache, 'pgvector-scale'), KB_PGVECTOR_PORT: '5443', KB_TEST_DATABASE: 'kb_scale', KB_PGVECTOR_SETTINGS: pgSettings };
@@ -198,6 +202,8 @@ export async function scale(argv: string[]) {
     const mainMaker = chunkMaker(abstracts, vectors, 1, seen);
     let serial = 0;
     let mainChunks = 0;
+    /** Upserts that failed and were written again, as an embed job would after its backoff. */
+    const failedWrites: string[] = [];
 
     /** Writes `count` chunks into a workspace, DOCS_PER_WRITE documents at a time. */
     const grow = async (workspaceId: string, maker: () => ReturnType<ReturnType<typeof chunkMaker>>, count: number, onWritten: (chunks: number) => void) => {
@@ -208,7 +214,15 @@ export async function scale(argv: string[]) {
           left -= chunks;
           documents.push(syntheticDocument(maker, chunks, `scale-${++serial}.txt`));
         }
-        onWritten(await writeDocuments(app.db.prisma, index, workspaceId, documents));
+        onWritten(
+          await writeDocuments(app.db.prisma, index, workspaceId, documents, {
+            onUpsertFailed: (error, attempt) => {
+              failedWrites.push(`${new Date().toISOString()} attempt ${attempt}: ${String(error).replace(/\s+/g, ' ').slice(0, 300)}`);
+              log(`an upsert failed (attempt ${attempt}, tried again up to ${MAX_UPSERT_ATTEMPTS}): ${String(error).replace(/\s+/g, ' ').slice(0, 300)}`);
+              return attempt < MAX_UPSERT_ATTEMPTS;
+            },
+          }),
+        );
       }
     };
 
@@ -282,7 +296,7 @@ export async function scale(argv: string[]) {
     const names = Object.keys(paths) as (keyof typeof paths)[];
 
     const report = async () => {
-      const headers = ['chunks (searched workspace)', 'write s', 'settle s', 'first search ms', 'API p50', 'API p95', 'embedder p50', 'backend p50', 'ratio', 'failed'];
+      const headers = ['chunks (searched workspace)', 'write s', 'settle s', 'first search ms', 'API p50', 'API p95', 'embedder p50', 'backend p50', 'ratio', 'failed', 'upserts failed'];
       const rows = steps.map((step) => [
         step.chunks.toLocaleString('en-US'),
         step.writeSeconds.toFixed(0),
@@ -294,6 +308,7 @@ export async function scale(argv: string[]) {
         step.latencyMs.backend.p50.toFixed(1),
         step.ratio.toFixed(2),
         String(step.failed),
+        String(step.failedWrites.length),
       ]);
       const memoryNames = [...new Set(steps.flatMap((step) => Object.keys(step.memoryMb)))];
       const diskNames = [...new Set(steps.flatMap((step) => Object.keys(step.diskMb)))];
@@ -367,6 +382,7 @@ export async function scale(argv: string[]) {
         writeSeconds,
         settleSeconds,
         firstSearchMs,
+        failedWrites: failedWrites.splice(0),
         latencyMs,
         ratio: latencyMs.api.p50 / (latencyMs.embedder.p50 + latencyMs.backend.p50),
         failed,

@@ -228,7 +228,14 @@ export function syntheticDocument(maker: () => SyntheticChunk, count: number, fi
  * Writes ready documents and their chunks with prisma, and their vectors and terms through
  * `index.upsert` (up to `chunksPerUpsert` at a time), as embed jobs would. Returns the chunks written.
  */
-export async function writeDocuments(prisma: PrismaClient, index: VectorIndex, workspaceId: string, documents: readonly SyntheticDocument[], chunksPerUpsert = CHUNKS_PER_UPSERT): Promise<number> {
+export async function writeDocuments(
+  prisma: PrismaClient,
+  index: VectorIndex,
+  workspaceId: string,
+  documents: readonly SyntheticDocument[],
+  options: { chunksPerUpsert?: number; onUpsertFailed?: (error: unknown, attempt: number) => boolean } = {},
+): Promise<number> {
+  const chunksPerUpsert = options.chunksPerUpsert ?? CHUNKS_PER_UPSERT;
   await prisma.document.createMany({
     data: documents.map((document) => ({
       id: document.id,
@@ -255,15 +262,23 @@ export async function writeDocuments(prisma: PrismaClient, index: VectorIndex, w
     })),
   });
   for (let first = 0; first < chunkRows.length; first += chunksPerUpsert) {
-    await index.upsert(
-      chunkRows.slice(first, first + chunksPerUpsert).map((chunk) => ({
-        chunkId: chunk.id,
-        documentId: chunk.documentId,
-        workspaceId,
-        embedding: chunk.vector,
-        terms: analyze(chunk.content),
-      })),
-    );
+    const batch = chunkRows.slice(first, first + chunksPerUpsert).map((chunk) => ({
+      chunkId: chunk.id,
+      documentId: chunk.documentId,
+      workspaceId,
+      embedding: chunk.vector,
+      terms: analyze(chunk.content),
+    }));
+    // An upsert written again replaces what it wrote: an embed job retries a failed one the same way.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await index.upsert(batch);
+        break;
+      } catch (error) {
+        if (!options.onUpsertFailed?.(error, attempt)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 1_000 * 2 ** (attempt - 1)));
+      }
+    }
   }
   return chunkRows.length;
 }
