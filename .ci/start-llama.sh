@@ -29,7 +29,11 @@ KB_LOG_TAG=llama
 [ $# -eq 0 ] || die "usage: $0"
 
 version=0.3.36
-venv=$kb_cache/llama-cpp-python-$version
+# Built for any x86-64 CPU with AVX2, not for the build machine's: a native build used AMX and
+# AVX-512 instructions that this machine's virtual CPU advertises but refuses (the server died of a
+# general protection fault in libggml-cpu.so at its first completion).
+venv=$kb_cache/llama-cpp-python-$version-portable
+cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 model_version=1.0.0
 model=$kb_cache/gemma-3-270m-q4_k_m.gguf
 model_sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
@@ -49,7 +53,7 @@ if ! venv_ok; then
   rm -rf "$venv"
   python3 -m venv "$venv" >&2
   started=$SECONDS
-  if ! CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install --disable-pip-version-check -q \
+  if ! CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/pip" install --disable-pip-version-check -q --no-cache-dir \
     "llama-cpp-python[server]==$version" >&2 || ! venv_ok; then
     rm -rf "$venv"
     die "pip install llama-cpp-python[server]==$version failed"

@@ -15,7 +15,7 @@ export const AgentMode = builder.enumType('AgentMode', {
   },
 });
 
-// The same rules, in the same words, as the run's own checks (service.ts), so that GraphQL and the
+// The same rules, in the same words, as the run's own checks (input.ts), so that GraphQL and the
 // OpenAPI description know them too.
 const budget = (max: number) => z.number().int().min(1, `must be an integer from 1 to ${max}`).max(max, `must be an integer from 1 to ${max}`).nullish();
 const workspaceId = z

@@ -192,13 +192,18 @@ describe('merging into the vector graph', () => {
       (await db.prisma.$queryRawUnsafe<{ count: number }[]>('SELECT count(*)::int AS count FROM chunk_index WHERE document_id = $1::uuid', documentId))[0]!.count;
     const options = { sliceRows: 8, sliceMs: 60_000, quietMs: 60_000, idleMs: 0, backlogLimit: 1_000, pollMs: 20, lanes: 2, releaseSpace: true };
 
+    /** Merges with `backgroundWork` until nothing waits outside the graph. */
+    const drain = async (backgroundWork: BackgroundWork) => {
+      const merge = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork }, options)!;
+      try {
+        expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
+      } finally {
+        await merge.stop();
+      }
+    };
+
     await write(64);
-    const quiet = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: new BackgroundWork() }, options)!;
-    try {
-      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
-    } finally {
-      await quiet.stop();
-    }
+    await drain(new BackgroundWork());
     expect(mostAtOnce).toBe(2);
     expect(await inGraph()).toBe(written);
 
@@ -207,12 +212,7 @@ describe('merging into the vector graph', () => {
     await write(32);
     const searched = new BackgroundWork();
     await searched.foreground(async () => {});
-    const busy = startGraphMerge({ index: slow, activity: { idleForMs: () => 60_000 }, log: createLogger('silent'), backgroundWork: searched }, options)!;
-    try {
-      expect(await eventually(async () => (await index.graphBacklog!()) === 0)).toBe(true);
-    } finally {
-      await busy.stop();
-    }
+    await drain(searched);
     expect(mostAtOnce).toBe(1);
     expect(await inGraph()).toBe(written);
   });
