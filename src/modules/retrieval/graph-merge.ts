@@ -104,8 +104,11 @@ export function startGraphMerge(
     const started = performance.now();
     let merged = 0;
     const allowed = () => !stopping && backlog > 0 && (activity.idleForMs() >= options.idleMs || backlog > options.backlogLimit);
+    // Lanes beyond the first end with it: waiting for a quiet store, one would otherwise keep this
+    // merge going (and the backlog unread) for as long as requests come.
+    let firstEnded = false;
     const lane = async (first: boolean) => {
-      while (allowed()) {
+      while (allowed() && (first || !firstEnded)) {
         // A request in progress goes first: its next statement would otherwise queue behind this
         // slice. While requests come, a slice takes about `sliceMs`, since the next search waits
         // for the one under way; with none for `quietMs`, slices are full and the merge goes as
@@ -130,7 +133,7 @@ export function startGraphMerge(
         await nextTurn();
       }
     };
-    await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, (_, n) => lane(n === 0)));
+    await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, (_, n) => (n === 0 ? lane(true).finally(() => (firstEnded = true)) : lane(false))));
     // Drained (as far as this process knows): the rows it deleted can give their space back.
     const release = options.releaseSpace ? index.releaseMergedSpace : undefined;
     if (!stopping && merged > 0 && release && (backlog <= 0 || (await index.graphBacklog()) === 0)) {
