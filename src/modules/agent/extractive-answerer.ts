@@ -20,8 +20,10 @@ export type ScoredSentence = Sentence & {
   semantic: number;
   /**
    * Whether it holds the date or number a question of that kind asks for (`answerKind`), one
-   * that the question does not state. Null for other questions: a capitalised word or the
-   * asked thing's name says too little about a sentence to reorder an answer by.
+   * that the question does not state; for a question asking who did something, whether it names
+   * a person the question does not, false when its own doer is a pronoun ("He made Ralph earl"
+   * does not say who). Null otherwise: a capitalised word or the asked thing's name says too
+   * little about a sentence to reorder an answer by.
    */
   holdsAsked: boolean | null;
   score: number;
@@ -121,13 +123,14 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
     ]);
     const kind = answerKind(question);
     const thing = kind ? null : askedThing(question);
+    const doer = kind === 'person' && asksForDoer(question);
     shortlist.forEach((candidate, index) => {
       candidate.semantic = dot(questionVector!, sentenceVectors[index]!);
       const rankPrior = candidate.score;
       const ofKind = kind !== null && holdsKind(candidate.text, question, kind);
       const namesThing = thing !== null && candidate.terms.has(thing);
       const pronoun = pronounSubject.test(candidate.text);
-      candidate.holdsAsked = kind === 'date' || kind === 'quantity' ? ofKind : null;
+      candidate.holdsAsked = kind === 'date' || kind === 'quantity' ? ofKind : doer ? (pronoun ? false : ofKind || null) : null;
       candidate.score =
         sentenceWeights.semantic * candidate.semantic +
         sentenceWeights.lexical * candidate.lexical +
@@ -141,8 +144,8 @@ export function createExtractiveAnswerer(embedder: Embedder): AnswerModel & {
 
   function compose(question: string, chosen: ScoredSentence[]): string {
     if (chosen.length === 0) return notFoundAnswer;
-    // The sentence that answers first: the best, unless it lacks the date or number asked for
-    // and another chosen sentence holds one. The others in reading order:
+    // The sentence that answers first: the best, unless it lacks the date, number or doer asked
+    // for and another chosen sentence holds one (`holdsAsked`). The others in reading order:
     // by passage as cited, then by place in the passage.
     const leading = chosen[0]!.holdsAsked === false ? chosen.findIndex((sentence) => sentence.holdsAsked) : 0;
     const lead = chosen[Math.max(leading, 0)]!;
@@ -269,6 +272,11 @@ export function answerKind(question: string): AnswerKind | null {
   if (/\bwhere\b|\bin (which|what) (city|country|state|town|region|county|place)\b/.test(asked)) return 'place';
   if (/\bhow (much|many|large|big|long|old)\b|\b(amount|number|total|percentage|ratio|rate|margin|in (usd|dollars|millions|billions|thousands|percent))\b/.test(asked)) return 'quantity';
   return null;
+}
+
+/** Whether a who-question asks who did something ("Who made Ralph earl?"), not whom someone did it to ("Who did Edward make archbishop?"). */
+export function asksForDoer(question: string): boolean {
+  return /\bwho\b(?!\s+(?:did|does|do)\b)/i.test(question) && !/\bwhom\b/i.test(question);
 }
 
 // Words after "what" or "which" that do not name the thing asked for.

@@ -257,6 +257,30 @@ describe("the extractive answerer's words", () => {
     expect(answer).toBe('After the storm the fleet reached Limassol on 1 May 1191 [1]. A storm hit the fleet and scattered its ships [1].');
   });
 
+  it('leads a who-did-it answer with the sentence that names the doer, not one whose doer is a pronoun', async () => {
+    const { createExtractiveAnswerer, asksForDoer } = await import('./extractive-answerer.js');
+    expect(asksForDoer('Who made Ralph earl?')).toBe(true);
+    expect(asksForDoer('Who was the Norse leader?')).toBe(true);
+    expect(asksForDoer('Who did Edward make archbishop?')).toBe(false);
+    expect(asksForDoer('To whom was the abbey given?')).toBe(false);
+    const flat = { embed: async (texts: readonly string[]) => texts.map(() => Float32Array.of(1)), modelId: 'x', dimensions: 1, close: async () => {} };
+    const answerer = createExtractiveAnswerer(flat);
+    const court = passage(1, 'The king was at Westminster. He made Ralph the Timid earl of Hereford.');
+    const marches = passage(2, 'Edward the Confessor had set up Ralph as earl of Hereford to defend the Marches.');
+    const answerTo = async (question: string) => {
+      let answer = '';
+      for await (const token of answerer.answer({ question, passages: [court, marches], mode: 'fast', signal: AbortSignal.timeout(1000), clock: new GenerationClock() })) answer += token;
+      return answer;
+    };
+    const [best] = await answerer.scoreSentences('Who made Ralph earl?', [court, marches], AbortSignal.timeout(1000));
+    expect(best!.text).toBe('He made Ralph the Timid earl of Hereford.');
+    expect(await answerTo('Who made Ralph earl?')).toBe(
+      'Edward the Confessor had set up Ralph as earl of Hereford to defend the Marches [2]. He made Ralph the Timid earl of Hereford [1].',
+    );
+    // Asked whom he made earl, the sentence with the pronoun answers: it stays first.
+    expect((await answerTo('Who did the king make earl of Hereford?')).startsWith('He made Ralph the Timid earl of Hereford [1].')).toBe(true);
+  });
+
   it("judges a table row by its table's title and its label, not by its figures", async () => {
     const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
     const embedded: string[] = [];
