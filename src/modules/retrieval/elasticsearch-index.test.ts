@@ -54,6 +54,18 @@ function chunk(workspaceId: string, documentId: string, text: string, embedding:
 const idsOf = (hits: { chunkId: string }[]) => hits.map((hit) => hit.chunkId);
 
 describe('the Elasticsearch index', () => {
+  it('keeps no stored copy of each chunk: its source is rebuilt from the fields, vector included', async () => {
+    const index = await open('source');
+    const workspace = randomUUID();
+    const cats = chunk(workspace, randomUUID(), 'Cats purr and sleep on warm windows', unit(1, 0, 0, 0));
+    await index.upsert([cats]);
+    const settings = (await (await fetch(`${url}/${run}_source/_settings`)).json()) as Record<string, { settings: { index: { mapping?: { source?: { mode?: string } } } } }>;
+    expect(Object.values(settings).map((entry) => entry.settings.index.mapping?.source?.mode)).toEqual(['synthetic']);
+    const found = (await (await fetch(`${url}/${run}_source/_doc/${cats.chunkId}`)).json()) as { _source: { embedding: number[]; workspace_id: string } };
+    expect(found._source.workspace_id).toBe(workspace);
+    expect(found._source.embedding).toEqual([...cats.embedding].map((value) => expect.closeTo(value, 6)));
+  });
+
   it('finds the best chunk first on both sides, with cosine similarities and BM25 scores', async () => {
     const index = await open('basic');
     const workspace = randomUUID();

@@ -135,6 +135,10 @@ class IndexLayout {
           number_of_shards: this.cluster.shards,
           number_of_replicas: this.cluster.replicas,
           similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } },
+          // Each document's source is rebuilt from its fields when asked for, not kept beside
+          // them: the vector as JSON text was two thirds of a chunk's size on disk, and searches
+          // read no source (docs/retrieval.md).
+          'mapping.source.mode': 'synthetic',
         },
         mappings: indexMappings(model),
         // Made with the alias in one step: several processes starting at once make the same first index.
