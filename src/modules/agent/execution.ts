@@ -1,6 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { AppError } from '../../errors.js';
-import { loggedForm, RunDiverged, type RunEventLog, type SequencedEvent } from './event-log.js';
+import { RunDiverged, type RunEventLog, type SequencedEvent } from './event-log.js';
+import { loggedForm } from './logged-form.js';
 import { AnswerModelError, GenerationClock, notFoundAnswer, type Turn } from './answer-model.js';
 import { sourcesOf, supportScoreOf } from './citations.js';
 import type { AgentEvent, EventChannel } from './events.js';

@@ -4,7 +4,8 @@ import { AppError, badRequest, notFound } from '../../errors.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import { requireUuid } from '../../ids.js';
 import type { Logger } from '../../logger.js';
-import { eventOfLogged, isTerminal, loggedEvents, servedAfterEnd, type LoggedEvent, type SequencedEvent, type WrittenEvent } from './event-log.js';
+import { isTerminal, loggedEvents, servedAfterEnd, type LoggedEvent, type SequencedEvent, type WrittenEvent } from './event-log.js';
+import { eventOfLogged } from './logged-form.js';
 import { EventChannel, type AgentEvent } from './events.js';
 
 /**

@@ -1,7 +1,8 @@
 import { AppError } from '../../errors.js';
 import { Prisma } from '../../generated/prisma/client.js';
 import { abandonedRunError, chargeAgentRun, refundAgentRun } from '../credits/service.js';
-import { eventOfLogged, isTerminal, loggedForm, restSources, type SequencedEvent } from './event-log.js';
+import { isTerminal, type SequencedEvent } from './event-log.js';
+import { eventOfLogged, loggedForm, restSources } from './logged-form.js';
 import type { Source } from './citations.js';
 import type { AgentEvent } from './events.js';
 import type { Run } from './execution.js';

@@ -1,6 +1,7 @@
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { AgentMode, Turn } from './answer-model.js';
-import { eventOfLogged, loggedForm, type WrittenEvent } from './event-log.js';
+import type { WrittenEvent } from './event-log.js';
+import { eventOfLogged, loggedForm } from './logged-form.js';
 
 /** What a resumable run keeps of its request (agent_jobs.request), so that another process can run it again. */
 export type StoredRunRequest = {
