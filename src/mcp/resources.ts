@@ -1,5 +1,5 @@
 import type { RestCalls } from './rest-calls.js';
-import { maxTextCharacters } from './tools.js';
+import { maxTextCharacters } from './tool-definition.js';
 
 /** `kb://documents/{id}`: a document's text (as the REST preview gives it). */
 export const documentTemplate = 'kb://documents/{document_id}';

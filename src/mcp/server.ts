@@ -29,7 +29,8 @@ import { serviceVersion } from '../version.js';
 import type { McpCalls } from './cancellations.js';
 import { listDocumentResources, readResource, ResourceNotFound, resourceTemplates } from './resources.js';
 import { RestRefusal, restCalls, type RestCalls } from './rest-calls.js';
-import { AgentRunFailed, ToolInputError, tools, type Tool } from './tools.js';
+import type { Tool } from './tool-definition.js';
+import { AgentRunFailed, ToolInputError, tools } from './tools.js';
 
 export const mcpPath = '/mcp';
 /** RFC 9728: where a client that was refused finds what the resource needs. */
