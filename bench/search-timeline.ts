@@ -28,7 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startApp, type RunningApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { bytesUnder, embeddedStoreDirectory } from '../src/db/database.js';
+import { bytesUnder, embeddedStoreDirectory } from '../src/db/embedded-store.js';
 import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { openVectorIndex } from '../src/modules/retrieval/select.js';
 import type { VectorIndex } from '../src/modules/retrieval/vector-index.js';

@@ -46,7 +46,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
-import { bytesUnder, embeddedStoreDirectory } from '../src/db/database.js';
+import { bytesUnder, embeddedStoreDirectory } from '../src/db/embedded-store.js';
 import type { Embedder } from '../src/modules/embeddings/embedder.js';
 import { createEmbedder } from '../src/modules/embeddings/select.js';
 import { analyze } from '../src/modules/retrieval/analyzer.js';

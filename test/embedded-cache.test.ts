@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { embeddedCacheGrowth, embeddedCacheMb, embeddedStoreDirectory, openDatabase } from '../src/db/database.js';
+import { openDatabase } from '../src/db/database.js';
+import { embeddedCacheGrowth, embeddedCacheMb, embeddedStoreDirectory } from '../src/db/embedded-store.js';
 import { Prisma } from '../src/generated/prisma/client.js';
 
 // The embedded store on every leg of the matrix: PostgreSQL's own cache is its administrator's.

@@ -16,7 +16,7 @@ export type CachedApiKey = {
  * (about 0.6 ms of a search on the embedded store, docs/benchmarks.md).
  *
  * Exact only when every change to `api_keys` goes through this process: the embedded store,
- * which one process holds at a time (database.ts locks it). A revocation empties the cache and
+ * which one process holds at a time (embedded-store.ts locks it). A revocation empties the cache and
  * moves its generation on; a key read from the store is kept only if no revocation happened
  * while it was being read, so a read that raced a revocation can never put the revoked key back.
  */

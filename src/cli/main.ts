@@ -23,7 +23,7 @@ async function config(overrides: Record<string, string> = {}): Promise<Config> {
 }
 
 async function openStore(config: Config) {
-  const { openDatabase, StoreLockedError, StoreOpenError } = await import('../db/database.js');
+  const [{ openDatabase }, { StoreLockedError, StoreOpenError }] = await Promise.all([import('../db/database.js'), import('../db/store-errors.js')]);
   userErrors.add(StoreLockedError).add(StoreOpenError);
   return openDatabase(config);
 }
@@ -59,7 +59,7 @@ async function serve(options: { role?: string }) {
   const [{ firstAdminEmail, startApp }, { AppError }, { StoreLockedError, StoreOpenError }, { ModelUnavailableError }, { PgvectorMissingError }, { MigrationsPendingError }] = await Promise.all([
     import('../app.js'),
     import('../errors.js'),
-    import('../db/database.js'),
+    import('../db/store-errors.js'),
     import('../modules/embeddings/embedder.js'),
     import('../modules/retrieval/pgvector-index.js'),
     import('../db/migrations.js'),
@@ -118,7 +118,7 @@ program
       import('./migrate.js'),
       import('../modules/embeddings/embedder.js'),
       import('../modules/retrieval/pgvector-index.js'),
-      import('../db/database.js'),
+      import('../db/store-errors.js'),
     ]);
     userErrors.add(ModelUnavailableError).add(PgvectorMissingError).add(StoreLockedError).add(StoreOpenError);
     printJson(await migrate(settings));

@@ -26,7 +26,7 @@ try {
   // PostgreSQL's default page cache (128 MB) holds about half the HNSW graph of 100,000 chunks;
   // a page missed there is read through the WebAssembly file system, and a vector search took
   // twice as long (docs/retrieval.md). The whole cache is taken at start, so its size is chosen
-  // by the caller (database.ts: from the store's size, or KB_STORE_CACHE_MB).
+  // by the caller (embedded-store.ts: from the store's size, or KB_STORE_CACHE_MB).
   pglite = await PGlite.create(directory, {
     // pageinspect reads pages into the cache after a start (embedded-cache-warm.ts).
     extensions: { vector, pageinspect },

@@ -35,3 +35,14 @@ export function storeUnavailable(error: unknown): AppError | undefined {
   }
   return undefined;
 }
+
+/** DATABASE_URL names a database this process cannot open. */
+export class StoreOpenError extends Error {
+  override name = 'StoreOpenError';
+}
+
+export class StoreLockedError extends Error {
+  constructor(readonly directory: string) {
+    super(`the embedded store at ${directory} is open in another process`);
+  }
+}
