@@ -20,7 +20,8 @@ import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.
 import { createParsePool } from './modules/ingestion/parse-pool.js';
 import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
 import { createEmbedder } from './modules/embeddings/select.js';
-import { allJobKinds, startJobQueue, type JobKind, type JobQueue } from './modules/jobs/queue.js';
+import { allJobKinds, type JobKind } from './modules/jobs/job-handler.js';
+import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
 import { AgentRuns } from './modules/agent/runs.js';
 import { takeOverRun, type AgentDependencies } from './modules/agent/service.js';
 import { IdempotencyStore } from './modules/idempotency/store.js';

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PrismaClient } from '../generated/prisma/client.js';
 import type { Embedder } from '../modules/embeddings/embedder.js';
-import type { JobHandler } from '../modules/jobs/queue.js';
+import type { JobHandler } from '../modules/jobs/job-handler.js';
 import type { BackgroundWork } from './background-work.js';
 
 /**

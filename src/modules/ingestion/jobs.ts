@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError, type Embedder } from '../embeddings/embedder.js';
-import { DocumentDeletedError, exponentialBackoff, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/queue.js';
+import { DocumentDeletedError, exponentialBackoff, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobKind } from '../jobs/job-handler.js';
 import { analyze } from '../retrieval/analyzer.js';
 import type { IndexedChunk, VectorIndex } from '../retrieval/vector-index.js';
 import type { DocumentType } from './detect.js';

@@ -7,7 +7,7 @@ import { readBenchPdf } from '../../../test/support/documents.js';
 import { loadConfig, type Config } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { uploadDocuments } from '../documents/service.js';
-import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/queue.js';
+import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job-handler.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
 import { ingestionSettings, parseJob } from './jobs.js';

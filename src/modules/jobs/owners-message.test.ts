@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Prisma } from '../../generated/prisma/client.js';
-import { ownersMessage } from './queue.js';
+import { ownersMessage } from './run-claimed.js';
 
 describe("a failed job's message to the document's owner", () => {
   it("keeps an error's own words but not the store client's internals", () => {

@@ -7,7 +7,8 @@ import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
 import { createOwnDatabase } from '../../../test/support/server.js';
 import { createUser } from '../user/service.js';
-import { LeaseLostError, startJobQueue, type JobHandler, type JobQueue } from './queue.js';
+import { LeaseLostError, type JobHandler } from './job-handler.js';
+import { startJobQueue, type JobQueue } from './queue.js';
 
 // The queue's leases against a real store: what a worker does once another holds its job.
 let dataDir: string;
