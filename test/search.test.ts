@@ -338,7 +338,7 @@ describe('POST /v1/kb/query', () => {
     const bytes = 'Axolotls regrow lost limbs, parts of their heart and even of their brain.';
     const [first] = (await waitForDocuments(server, user.key, (await upload(server, user.key, workspace, [{ name: 'axolotl.txt', bytes }])).body.map((document: DocumentBody) => document.id)))!;
     expect(first!.status).toBe('ready');
-    // As the queue leaves a document whose embedding failed for good (jobs.ts, failDocument): its
+    // As the queue leaves a document whose embedding failed for good (held-jobs.ts, failDocument): its
     // chunks and their index entries stay, the document and its job are failed.
     await prisma.document.update({ where: { id: first!.id }, data: { status: 'failed', error: 'the embedding model is unavailable' } });
     await prisma.job.updateMany({ where: { documentId: first!.id }, data: { status: 'failed', lastError: 'the embedding model is unavailable' } });

@@ -86,7 +86,7 @@ export type ParsedDocument = {
 
 /**
  * Seconds one page or image may take to be read by OCR; a scan that takes longer is not a text
- * page. Each page read so adds as much to its document's parse time allowance (jobs.ts).
+ * page. Each page read so adds as much to its document's parse time allowance (parse-job.ts).
  */
 export const ocrPageSeconds = 60;
 
