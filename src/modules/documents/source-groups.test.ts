@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sourceGroups } from './service.js';
+import { sourceGroups } from './upload.js';
 
 const item = (name: string, size: number) => ({ name, file: { bytes: new Uint8Array(size) } });
 const names = (groups: { name: string }[][]) => groups.map((group) => group.map((entry) => entry.name));

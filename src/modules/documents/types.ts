@@ -3,21 +3,9 @@ import { badRequest } from '../../errors.js';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
-import {
-  chunkContext,
-  compileGrepPattern,
-  deleteDocument,
-  documentSourceBase64,
-  documentStage,
-  findDocument,
-  firstChunks,
-  grepDocument,
-  listChunks,
-  listDocuments,
-  retryDocument,
-  uploadDocuments,
-  type UploadedFile,
-} from './service.js';
+import { compileGrepPattern, grepDocument } from './grep.js';
+import { chunkContext, deleteDocument, documentSourceBase64, documentStage, findDocument, firstChunks, listChunks, listDocuments } from './service.js';
+import { retryDocument, uploadDocuments, type UploadedFile } from './upload.js';
 
 builder.scalarType('File', {
   description: 'A file sent with the GraphQL multipart request specification.',

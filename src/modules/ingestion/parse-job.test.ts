@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBenchPdf } from '../../../test/support/documents.js';
 import { loadConfig, type Config } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
-import { uploadDocuments } from '../documents/service.js';
+import { uploadDocuments } from '../documents/upload.js';
 import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job-handler.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';

@@ -106,7 +106,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       const sourceOf = new Map(sources.map((source) => [source.id, source]));
       const present = jobs.filter((job) => sourceOf.has(job.document_id!));
       if (present.length === 0) return;
-      // A failed document uploaded again (documents/service.ts): the index may hold entries of its
+      // A failed document uploaded again (documents/upload.ts): the index may hold entries of its
       // old chunks, which the parse below replaces under new ids. An index outside the store
       // keeps them otherwise; an unreachable one fails this attempt like any transient error.
       for (const job of present) if (job.payload.reindex === true) await index.deleteDocument(job.document_id!);
