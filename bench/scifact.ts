@@ -21,7 +21,8 @@
  *      lists of the same run, so RRF and the service's fusion are compared on the same hits.
  *
  * Prints tables on stdout (progress on stderr, with the published baselines beside) and writes
- * bench/results/scifact[-elasticsearch].json and .html.
+ * bench/results/scifact[-elasticsearch].json and .html, and every query's three result lists to
+ * scifact[-elasticsearch]-lists.json.
  *
  * `--index elasticsearch` keeps the index in ELASTICSEARCH_URL (required then) and the store in
  * DATABASE_URL when that is set (else the embedded store); without it the embedded store and its
@@ -33,7 +34,7 @@
  * BENCH_PARALLEL_UPLOADS (4), BENCH_SCIFACT_PER_DOC_PASS (1; 0 skips the second raw pass).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
@@ -57,6 +58,7 @@ import {
   percentile,
   progressBar,
   resultPage,
+  resultsDir,
   runBenchmark,
   cleanUpOnInterrupt,
   ServiceClient,
@@ -638,6 +640,12 @@ ${htmlTable(ingestHeaders, ingestRows)}`,
       notes,
     });
     await writeResults(`scifact${suffix}`, json, html);
+    // Every query's three lists as the API returned them, with each document's SciFact id and
+    // chunk count: for inspection, and to try a ranking change on the same hits.
+    const chunksOf = new Map<string, number>();
+    for (const row of chunkRows) chunksOf.set(row.documentId, (chunksOf.get(row.documentId) ?? 0) + 1);
+    const documents = Object.fromEntries([...chunksOf].map(([documentId, chunks]) => [documentId, { scifactId: filenameIds.get(documentId), chunks }]));
+    await writeFile(path.join(resultsDir, `scifact${suffix}-lists.json`), `${JSON.stringify({ documents, qrels: Object.fromEntries([...judged].map(([id, relevant]) => [id, [...relevant]])), lists: Object.fromEntries(lists) })}\n`);
   } finally {
     stopListening();
     await cleanUp();
