@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { checkSentences, sourcesOf, supportScoreOf } from './citations.js';
-import { answerKind, askedThing, holdsKind, isTitle, rowStatement, standaloneQuestion } from './extractive-answerer.js';
+import { rowStatement } from './extractive-answerer.js';
+import { standaloneQuestion } from './follow-up.js';
+import { answerKind, askedThing, asksForDoer, holdsKind, isTitle } from './question-kinds.js';
 import { GenerationClock, type NumberedPassage } from './answer-model.js';
 import { namesIn, sentencesOf } from './text.js';
 
@@ -258,7 +260,7 @@ describe("the extractive answerer's words", () => {
   });
 
   it('leads a who-did-it answer with the sentence that names the doer, not one whose doer is a pronoun', async () => {
-    const { createExtractiveAnswerer, asksForDoer } = await import('./extractive-answerer.js');
+    const { createExtractiveAnswerer } = await import('./extractive-answerer.js');
     expect(asksForDoer('Who made Ralph earl?')).toBe(true);
     expect(asksForDoer('Who was the Norse leader?')).toBe(true);
     expect(asksForDoer('Who did Edward make archbishop?')).toBe(false);
