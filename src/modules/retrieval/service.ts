@@ -1,6 +1,6 @@
 import { AppError, badRequest } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
-import { characterCount, checkJson, textProblem } from '../../input-limits.js';
+import { characterCount, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
@@ -11,7 +11,8 @@ import { queryTerms } from './analyzer.js';
 import { documentPriorPool, withDocumentPrior } from './document-prior.js';
 import { focusOf } from './query-focus.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
-import { readyChunks, withTitle } from './stored-chunks.js';
+import { checkFilter, documentsMatching, filterLimits } from './metadata-filter.js';
+import { readyChunks } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
 
 export const searchLimits = {
@@ -21,19 +22,13 @@ export const searchLimits = {
   maxTopK: 100,
   /** Distinct analysed words of a query the keyword side ranks on; the rest are ignored. */
   maxKeywordTerms: 32,
-  /** Keys of a metadata filter, and values of one `in` list. */
-  maxFilterKeys: 20,
-  maxFilterValues: 100,
+  ...filterLimits,
   /** Different workspaces one search may name (`workspaceIds`). */
   maxWorkspaces: 100,
 } as const;
 
 export const searchModes = ['hybrid', 'vector', 'keyword'] as const;
 export type SearchMode = (typeof searchModes)[number];
-
-type FilterValue = string | number | boolean | null;
-/** Document metadata filter: `{key: value}` for equality, `{key: {in: [values]}}` for one of several. */
-export type MetadataFilter = Record<string, FilterValue | { in: FilterValue[] }>;
 
 /** Names the workspace to search (`workspaceId`) or several ranked together (`workspaceIds`): one of the two. */
 export type SearchInput = {
@@ -76,50 +71,6 @@ export function modelMismatch({ embedder, index }: { embedder: Pick<Embedder, 'm
     `the index was built with ${built.model} (${built.dimensions} dimensions) but the configured model is ` +
     `${embedder.modelId} (${embedder.dimensions} dimensions); run \`kb reindex\` to re-embed the documents with it, or configure the model the index was built with`
   );
-}
-
-const isScalar = (value: unknown): value is FilterValue =>
-  value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
-
-export function checkFilter(filter: unknown): MetadataFilter | undefined {
-  if (filter === undefined || filter === null) return undefined;
-  if (typeof filter !== 'object' || Array.isArray(filter)) throw badRequest('filter', 'must be an object of metadata keys');
-  // NUL, unpaired surrogates, `__proto__` and depth, in the words every endpoint uses (GraphQL's JSON scalar checks none).
-  checkJson('filter', filter);
-  const entries = Object.entries(filter);
-  if (entries.length > searchLimits.maxFilterKeys) throw badRequest('filter', `may name at most ${searchLimits.maxFilterKeys} keys`);
-  for (const [key, condition] of entries) {
-    if (isScalar(condition)) continue;
-    const inList = typeof condition === 'object' && !Array.isArray(condition) ? (condition as Record<string, unknown>) : undefined;
-    const values = inList && Object.keys(inList).length === 1 ? inList.in : undefined;
-    if (!Array.isArray(values) || !values.every(isScalar)) {
-      throw badRequest(`filter.${key}`, 'must be a string, number, boolean or null, or {"in": [such values]}');
-    }
-    if (values.length > searchLimits.maxFilterValues) throw badRequest(`filter.${key}`, `may list at most ${searchLimits.maxFilterValues} values`);
-  }
-  return filter as MetadataFilter;
-}
-
-/**
- * Ready documents of the workspace whose metadata matches every condition of the filter; `title`
- * is the document's title unless its metadata has a `title` of its own.
- */
-async function documentsMatching(prisma: PrismaClient, workspaceIds: readonly string[], filter: MetadataFilter): Promise<string[]> {
-  const metadata = withTitle(Prisma.sql`d.metadata`);
-  const equal: Record<string, FilterValue> = {};
-  const oneOf: { key: string; values: FilterValue[] }[] = [];
-  for (const [key, condition] of Object.entries(filter)) {
-    if (isScalar(condition)) equal[key] = condition;
-    else oneOf.push({ key, values: condition.in });
-  }
-  const rows = await prisma.$queryRaw<{ id: string }[]>`
-    SELECT d.id FROM documents d
-     WHERE d.workspace_id = ANY(${[...workspaceIds]}::uuid[]) AND d.status = 'ready'
-       AND ${metadata} @> ${JSON.stringify(equal)}::jsonb
-       AND NOT EXISTS (
-         SELECT 1 FROM jsonb_to_recordset(${JSON.stringify(oneOf)}::jsonb) AS f(key text, "values" jsonb)
-          WHERE NOT (${metadata} ? f.key AND f."values" @> jsonb_build_array(${metadata} -> f.key)))`;
-  return rows.map((row) => row.id);
 }
 
 /**

@@ -3,7 +3,8 @@ import { builder } from '../../graphql/builder.js';
 import { jsonObjectKey, notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { AppError } from '../../errors.js';
-import { checkFilter, namedWorkspaces, search, searchLimits, searchModes, type SearchResult } from './service.js';
+import { checkFilter } from './metadata-filter.js';
+import { namedWorkspaces, search, searchLimits, searchModes, type SearchResult } from './service.js';
 
 const SearchMode = builder.enumType('SearchMode', {
   values: {
