@@ -1,6 +1,6 @@
-import { badRequest } from '../../errors.js';
-import { isUuid } from '../../ids.js';
-import { characterCount, hasVisibleCharacter, textProblem } from '../../input-limits.js';
+import { z } from 'zod';
+import { validationErrorFromIssues } from '../../graphql/validation-error.js';
+import { hasVisibleCharacter, refusedInText, textInput, visibleCharacterPattern, withMaxCharacters } from '../../input-limits.js';
 import type { AgentMode } from './answer-model.js';
 
 export const agentLimits = {
@@ -31,39 +31,49 @@ export type AgentStreamInput = {
   resumable?: boolean | null;
 };
 
-/** The request of a run, checked: the rules of POST /agent/stream's body (400 when one is broken). */
+const budget = (max: number) => z.number().int().min(1, `must be an integer from 1 to ${max}`).max(max, `must be an integer from 1 to ${max}`).nullish();
+const workspaceId = z
+  .string()
+  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a workspace id (a UUID)');
+const distinctIds = (ids: readonly string[]) => new Set(ids.map((id) => id.toLowerCase())).size;
+
+/**
+ * The rules of a run's request, field by field: the GraphQL input's validators (types.ts, and
+ * through them the OpenAPI description) and the run's own check (`checkInput`) are these.
+ */
+export const agentInputRules = {
+  message: withMaxCharacters(
+    textInput()
+      .refine((message) => message.trim().length > 0, 'must not be empty')
+      .refine(hasVisibleCharacter, 'must hold a question (it has only invisible characters)'),
+    agentLimits.maxMessageCharacters,
+  ).meta({ pattern: `^[^${refusedInText}]*${visibleCharacterPattern}[^${refusedInText}]*$` }),
+  workspaceIds: z
+    .array(workspaceId)
+    .min(1, 'must name at least one workspace')
+    .refine((ids) => distinctIds(ids) <= agentLimits.maxWorkspaces, `must name at most ${agentLimits.maxWorkspaces} workspaces`),
+  sessionId: z.string().min(1, 'must not be empty (leave it out to start a new session)').nullish(),
+  mode: z.enum(['fast', 'deep'], { error: 'must be fast or deep' }).nullish(),
+  limits: {
+    maxHops: budget(agentLimits.deep.hops.max),
+    maxSearches: budget(agentLimits.deep.searches.max),
+    maxSeconds: budget(agentLimits.deep.seconds.max),
+  },
+};
+
+const agentInputSchema = z.object({ ...agentInputRules, limits: z.object(agentInputRules.limits).nullish() });
+
+/** The request of a run, checked by the same rules as the GraphQL input (400 naming the first field that breaks one), with its defaults. */
 export function checkInput(input: AgentStreamInput) {
-  if (typeof input.message !== 'string') throw badRequest('message', 'is required');
-  const problem = textProblem(input.message);
-  if (problem) throw badRequest('message', problem);
-  if (input.message.trim().length === 0) throw badRequest('message', 'must not be empty');
-  if (!hasVisibleCharacter(input.message)) throw badRequest('message', 'must hold a question (it has only invisible characters)');
-  if (characterCount(input.message) > agentLimits.maxMessageCharacters) {
-    throw badRequest('message', `must be at most ${agentLimits.maxMessageCharacters} characters`);
-  }
-  if (!Array.isArray(input.workspaceIds) || input.workspaceIds.length === 0) throw badRequest('workspaceIds', 'must name at least one workspace');
-  if (new Set(input.workspaceIds.map((id) => String(id).toLowerCase())).size > agentLimits.maxWorkspaces) {
-    throw badRequest('workspaceIds', `must name at most ${agentLimits.maxWorkspaces} workspaces`);
-  }
-  input.workspaceIds.forEach((id, position) => {
-    if (typeof id !== 'string' || !isUuid(id)) throw badRequest(`workspaceIds[${position}]`, 'must be a workspace id (a UUID)');
-  });
-  if (input.sessionId === '') throw badRequest('sessionId', 'must not be empty (leave it out to start a new session)');
-  const mode = input.mode ?? 'fast';
-  if (mode !== 'fast' && mode !== 'deep') throw badRequest('mode', 'must be fast or deep');
-  const limits = input.limits ?? {};
-  const bounded = (name: keyof DeepLimits, budget: { default: number; max: number }) => {
-    const value = limits[name];
-    if (value === undefined || value === null) return budget.default;
-    if (!Number.isInteger(value) || value < 1 || value > budget.max) throw badRequest(`limits.${name}`, `must be an integer from 1 to ${budget.max}`);
-    return value;
-  };
+  const checked = agentInputSchema.safeParse(input);
+  if (!checked.success) throw validationErrorFromIssues(checked.error.issues);
+  const { message, workspaceIds, mode, limits } = checked.data;
   const budget = {
-    hops: bounded('maxHops', agentLimits.deep.hops),
-    searches: bounded('maxSearches', agentLimits.deep.searches),
-    seconds: bounded('maxSeconds', agentLimits.deep.seconds),
+    hops: limits?.maxHops ?? agentLimits.deep.hops.default,
+    searches: limits?.maxSearches ?? agentLimits.deep.searches.default,
+    seconds: limits?.maxSeconds ?? agentLimits.deep.seconds.default,
   };
-  return { message: input.message.trim(), workspaceIds: [...new Set(input.workspaceIds.map((id) => id.toLowerCase()))], mode, budget };
+  return { message: message.trim(), workspaceIds: [...new Set(workspaceIds.map((id) => id.toLowerCase()))], mode: mode ?? 'fast', budget };
 }
 
 export type RunRequest = ReturnType<typeof checkInput>;

@@ -1,11 +1,9 @@
-import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
-import { hasVisibleCharacter, refusedInText, textInput, visibleCharacterPattern, withMaxCharacters } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import type { CitedPassage, Source } from './citations.js';
 import type { AgentEvent, ReasoningStep } from './events.js';
 import { eventIdOf, type SequencedEvent } from './event-log.js';
-import { agentLimits } from './input.js';
+import { agentInputRules, agentLimits } from './input.js';
 import { resumeAgentStream, startAgentRun } from './service.js';
 
 export const AgentMode = builder.enumType('AgentMode', {
@@ -15,26 +13,19 @@ export const AgentMode = builder.enumType('AgentMode', {
   },
 });
 
-// The same rules, in the same words, as the run's own checks (input.ts), so that GraphQL and the
-// OpenAPI description know them too.
-const budget = (max: number) => z.number().int().min(1, `must be an integer from 1 to ${max}`).max(max, `must be an integer from 1 to ${max}`).nullish();
-const workspaceId = z
-  .string()
-  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a workspace id (a UUID)');
-
 const AgentLimitsInput = builder.inputType('AgentLimitsInput', {
   description: "Deep research's budget; each left out takes its default (docs/agent.md).",
   fields: (t) => ({
-    maxHops: t.int({ required: false, description: `Searching hops, 1 to ${agentLimits.deep.hops.max}; default ${agentLimits.deep.hops.default}.`, validate: budget(agentLimits.deep.hops.max) }),
+    maxHops: t.int({ required: false, description: `Searching hops, 1 to ${agentLimits.deep.hops.max}; default ${agentLimits.deep.hops.default}.`, validate: agentInputRules.limits.maxHops }),
     maxSearches: t.int({
       required: false,
       description: `Searches in all, 1 to ${agentLimits.deep.searches.max}; default ${agentLimits.deep.searches.default}.`,
-      validate: budget(agentLimits.deep.searches.max),
+      validate: agentInputRules.limits.maxSearches,
     }),
     maxSeconds: t.int({
       required: false,
       description: `Seconds of research, 1 to ${agentLimits.deep.seconds.max}; default ${agentLimits.deep.seconds.default}.`,
-      validate: budget(agentLimits.deep.seconds.max),
+      validate: agentInputRules.limits.maxSeconds,
     }),
   }),
 });
@@ -43,21 +34,16 @@ const AgentStreamInput = builder.inputType('AgentStreamInput', {
   fields: (t) => ({
     message: t.string({
       description: `The question; at most ${agentLimits.maxMessageCharacters} characters.`,
-      validate: withMaxCharacters(
-        textInput()
-          .refine((message) => message.trim().length > 0, 'must not be empty')
-          .refine(hasVisibleCharacter, 'must hold a question (it has only invisible characters)'),
-        agentLimits.maxMessageCharacters,
-      ).meta({ pattern: `^[^${refusedInText}]*${visibleCharacterPattern}[^${refusedInText}]*$` }),
+      validate: agentInputRules.message,
     }),
     workspaceIds: t.idList({
       description: `Workspaces to search, all the caller's own; 1 to ${agentLimits.maxWorkspaces} different ones.`,
-      validate: z.array(workspaceId).min(1, 'must name at least one workspace'),
+      validate: agentInputRules.workspaceIds,
     }),
     sessionId: t.id({
       required: false,
       description: 'Continues this chat session; a new one is created when left out.',
-      validate: z.string().min(1, 'must not be empty (leave it out to start a new session)').nullish(),
+      validate: agentInputRules.sessionId,
     }),
     mode: t.field({ type: AgentMode, required: false }),
     limits: t.field({ type: AgentLimitsInput, required: false }),
