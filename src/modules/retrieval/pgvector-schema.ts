@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MigrationsPendingError } from '../../db/migrations.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
-import { changeLogStatements } from './pgvector-keywords.js';
+import { changeLogStatements } from './pgvector-change-log.js';
 
 /**
  * HNSW candidates examined per search. It must exceed the hits asked of the vector side, and

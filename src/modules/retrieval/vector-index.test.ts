@@ -8,7 +8,7 @@ import pg from 'pg';
 import { analyze, termFrequencies } from './analyzer.js';
 import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { bm25, openPgvectorIndex } from './pgvector-index.js';
-import { cleanChangeLog } from './pgvector-keywords.js';
+import { cleanChangeLog } from './pgvector-change-log.js';
 import type { VectorIndex } from './vector-index.js';
 import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { BackgroundWork } from '../../observability/background-work.js';
