@@ -3,7 +3,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { analyze } from './analyzer.js';
 import { indexMappings, openElasticsearchIndex, type ElasticsearchCluster } from './elasticsearch-index.js';
-import { bm25 } from './pgvector-index.js';
+import { bm25 } from './pgvector-search.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexModel, type VectorIndex } from './vector-index.js';
 import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 

@@ -1,6 +1,6 @@
 import { Client, errors, type TransportRequestOptions } from '@elastic/elasticsearch';
 import type { Config } from '../../config.js';
-import { bm25 } from './pgvector-index.js';
+import { bm25 } from './pgvector-search.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexRebuild, type IndexSearch, type VectorIndex } from './vector-index.js';
 
 export type ElasticsearchOptions = { timeoutMs: number };
