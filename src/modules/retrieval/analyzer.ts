@@ -48,3 +48,10 @@ export function termFrequencies(terms: readonly string[]): Map<string, number> {
   for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
   return counts;
 }
+
+/**
+ * BM25 parameters of both indexes' keyword side: the pgvector index's own ranking and the
+ * Elasticsearch index's similarity (measured on SciFact). The score keeps the textbook (k1 + 1)
+ * factor, as Elasticsearch's BM25 does, so the two agree.
+ */
+export const bm25 = { k1: 0.9, b: 0.4 };

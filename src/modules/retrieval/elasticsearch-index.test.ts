@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { analyze } from './analyzer.js';
+import { analyze, bm25 } from './analyzer.js';
 import { openElasticsearchIndex, type ElasticsearchCluster } from './elasticsearch-index.js';
 import { indexMappings } from './elasticsearch-layout.js';
-import { bm25 } from './pgvector-search.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexModel, type VectorIndex } from './vector-index.js';
 import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 

@@ -1,6 +1,6 @@
 import { errors, type Client } from '@elastic/elasticsearch';
 import type { ElasticsearchCluster } from './elasticsearch-index.js';
-import { bm25 } from './pgvector-search.js';
+import { bm25 } from './analyzer.js';
 import type { IndexModel } from './vector-index.js';
 
 /** The mapping of an index made for `model`. */

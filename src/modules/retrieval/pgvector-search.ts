@@ -1,6 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
+import { bm25 } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
 import type { MirroredWorkspace } from './held-workspace.js';
 import type { StoreIndexMirror } from './pgvector-keywords.js';
@@ -8,11 +9,6 @@ import { readyChunks } from './stored-chunks.js';
 import { rankBm25 } from './term-postings.js';
 import type { IndexHit, IndexSearch, IndexSearchResult, StoredChunk } from './vector-index.js';
 
-/**
- * BM25 parameters, the same as the Elasticsearch index's similarity (measured on SciFact). The
- * score keeps the textbook (k1 + 1) factor, as Elasticsearch's BM25 does, so the two agree.
- */
-export const bm25 = { k1: 0.9, b: 0.4 };
 
 /**
  * Chunks outside the graph compared exactly (in memory) per hit wanted: those whose sketches
