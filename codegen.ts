@@ -1,10 +1,11 @@
 import type { CodegenConfig } from '@graphql-codegen/cli';
 
 // Types the GraphQL documents in src/ and test/ against the committed SDL, and embeds each
-// document's sha256 in it: the REST layer registers its operations with Yoga under those hashes
-// (src/rest/operations.ts, persistedOperations). The preset also writes the JSON manifest
-// persisted-documents.json; nothing reads it, since its documents are normalised with their
-// fields sorted, and REST bodies must list fields in the documented order.
+// document's sha256 in it: the REST layer registers its routes' operations with Yoga under those
+// hashes (src/rest/routes.ts, persistedOperations). The preset's JSON manifest
+// (persisted-documents.json) is deleted after each run (scripts/drop-persisted-manifest.mjs):
+// its documents are normalised with their fields sorted, and REST bodies must list fields in the
+// documented order, so the server takes the documents themselves, never the manifest.
 const config: CodegenConfig = {
   schema: 'schema/schema.graphql',
   documents: ['src/**/*.ts', 'test/**/*.ts', '!src/generated/**'],

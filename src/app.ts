@@ -31,7 +31,7 @@ import { openVectorIndex } from './modules/retrieval/select.js';
 import { watchIndexModel } from './modules/retrieval/model-watch.js';
 import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
-import { persistedOperations } from './rest/operations.js';
+import { persistedOperations } from './rest/routes.js';
 
 export type RunningApp = {
   url: string;

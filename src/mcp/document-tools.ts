@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { pageOf } from '../modules/agent/answer-model.js';
-import * as operations from '../rest/operations.js';
+import { RestChunkContext, RestGrepDocument } from '../rest/routes/document-text.js';
 import type { RestCalls } from './rest-calls.js';
 import { define, fitting, id, json, limit, maxTextCharacters } from './tool-definition.js';
 
@@ -28,7 +28,7 @@ export const readDocument = define({
     max_chunks: limit(20, 100),
   }),
   output: z.object({ document_id: z.string(), chunks: z.array(chunkFields), next_chunk: z.number().nullable(), truncated: z.boolean() }),
-  operations: [operations.RestChunkContext],
+  operations: [RestChunkContext],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ document_id, workspace_id, from_chunk, from_page, max_chunks }, { rest }) {
     const workspaceId = await workspaceOf(rest, document_id, workspace_id);
@@ -90,7 +90,7 @@ export const chunkContext = define({
     after: z.number().int().min(0).max(100).default(2),
   }),
   output: z.object({ document_id: z.string(), chunk_index: z.number(), chunks: z.array(json), truncated: z.boolean() }),
-  operations: [operations.RestChunkContext],
+  operations: [RestChunkContext],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ document_id, workspace_id, chunk_index, before, after }, { rest }) {
     const workspaceId = await workspaceOf(rest, document_id, workspace_id);
@@ -111,7 +111,7 @@ export const grep = define({
   description: 'Finds every match of a regular expression (RE2 syntax) in one document, with the chunks that hold them. Use it for exact names, numbers or phrases that search ranks poorly.',
   input: z.object({ document_id: id, workspace_id: id.optional(), pattern: z.string(), case_sensitive: z.boolean().default(false) }),
   output: z.object({ document_id: z.string(), total_matches: z.number(), truncated: z.boolean(), chunks: z.array(json) }),
-  operations: [operations.RestGrepDocument],
+  operations: [RestGrepDocument],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ document_id, workspace_id, pattern, case_sensitive }, { rest }) {
     const workspaceId = await workspaceOf(rest, document_id, workspace_id);

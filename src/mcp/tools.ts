@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { multipartBlob } from '../http/multipart-body.js';
 import { pageOf } from '../modules/agent/answer-model.js';
-import * as operations from '../rest/operations.js';
+import { RestAgentStream } from '../rest/routes/agent.js';
+import { RestListDocuments, RestUploadDocuments } from '../rest/routes/documents.js';
+import { RestSearch } from '../rest/routes/search.js';
+import { RestListWorkspaces } from '../rest/routes/workspaces.js';
 import { chunkContext, grep, readDocument } from './document-tools.js';
 import { define, fitting, id, json, limit, maxPassageCharacters, type Tool } from './tool-definition.js';
 
@@ -48,7 +51,7 @@ const search = define({
     ),
     truncated: z.boolean().describe(`Whether passages were left out to keep the result under ${maxPassageCharacters.toLocaleString('en')} characters`),
   }),
-  operations: [operations.RestSearch],
+  operations: [RestSearch],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ query, workspace_ids, top_k, mode, filter }, { rest }) {
     type Hit = { document_id: string; filename: string; chunk_index: number; score: number; content: string; metadata: Record<string, unknown> };
@@ -78,7 +81,7 @@ const ask = define({
     support_score: z.number().nullable(),
     reasoning: z.array(json),
   }),
-  operations: [operations.RestAgentStream],
+  operations: [RestAgentStream],
   annotations: { readOnlyHint: false, openWorldHint: false, destructiveHint: false, idempotentHint: false },
   async run({ question, workspace_ids, mode, session_id }, { rest, progress }) {
     const events = await rest.events('/agent/stream', { message: question, workspaceIds: workspace_ids, sessionId: session_id, mode });
@@ -143,7 +146,7 @@ const listWorkspaces = define({
   description: "Lists the user's workspaces (id, name), newest first. Call it to find the workspace ids the other tools take.",
   input: z.object({ limit: limit(50, 1000), cursor }),
   output: z.object({ workspaces: z.array(json), next_cursor: z.string().optional() }),
-  operations: [operations.RestListWorkspaces],
+  operations: [RestListWorkspaces],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ limit, cursor }, { rest }) {
     const { body, next } = await rest.json<Record<string, unknown>[]>('GET', '/v1/kb/workspaces', { query: { limit, cursor } });
@@ -157,7 +160,7 @@ const listDocuments = define({
   description: "Lists a workspace's documents, newest first, with processing status (queued, processing, ready, failed) and stage.",
   input: z.object({ workspace_id: id, limit: limit(50, 1000), cursor }),
   output: z.object({ documents: z.array(documentFields), next_cursor: z.string().optional() }),
-  operations: [operations.RestListDocuments],
+  operations: [RestListDocuments],
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run({ workspace_id, limit, cursor }, { rest }) {
     const { body, next } = await rest.json<DocumentFields[]>('GET', `/v1/kb/workspaces/${encodeURIComponent(workspace_id)}/documents`, { query: { limit, cursor } });
@@ -179,7 +182,7 @@ const addDocument = define({
     metadata: json.optional(),
   }),
   output: z.object({ document: documentFields }),
-  operations: [operations.RestUploadDocuments],
+  operations: [RestUploadDocuments],
   annotations: { readOnlyHint: false, openWorldHint: false, destructiveHint: false, idempotentHint: false },
   async run({ workspace_id, filename, content, content_base64, metadata }, { rest }) {
     if ((content === undefined) === (content_base64 === undefined)) throw new ToolInputError('give exactly one of content and content_base64');

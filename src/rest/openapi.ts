@@ -22,8 +22,8 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import { errorCatalogue } from '../errors.js';
 import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limits.js';
 import { documentTypes } from '../modules/ingestion/types.js';
-import { eventIdAlias, RestAgentStream } from './operations.js';
-import type { JsonBody, Route, RouteTag } from './routes.js';
+import { eventIdAlias, RestAgentStream } from './routes/agent.js';
+import type { JsonBody, Route, RouteTag } from './route.js';
 
 // The type predicates check which copy of graphql made a type. Node loads graphql's CommonJS
 // build for Pothos (the schema's types) and for this file alike, but vitest hands source files

@@ -31,7 +31,7 @@ export const restSources = (sources: Source[]) =>
 
 /**
  * An event as the REST stream's `data:` line shows it (the selection of `RestAgentStream` in
- * src/rest/operations.ts, field for field and in its order); `eventOfLogged` is its inverse.
+ * src/rest/routes/agent.ts, field for field and in its order); `eventOfLogged` is its inverse.
  */
 export function loggedForm(event: AgentEvent): Prisma.InputJsonObject {
   switch (event.type) {
