@@ -137,9 +137,10 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
   for (const row of rows) {
     if (row.logged === null) continue;
     const chunk = chunkTerms(row);
-    // Held already: moved by a merge, or read by the load as well as logged (terms never change).
+    // Held already with these terms: moved by a merge, or read by the load as well as logged.
+    // Written again with other terms (its document renamed): the new terms replace the old.
     if (chunk) {
-      if (!held.postings.has(chunk.chunkId)) held.postings.add(chunk);
+      if (!held.postings.holds(chunk)) held.postings.add(chunk);
       if (row.vector) held.fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
       else held.fresh.delete(chunk.chunkId);
     } else {

@@ -4,7 +4,7 @@ import type { PrismaClient } from '../../generated/prisma/client.js';
  * DDL of the change log the in-memory keyword side follows: one row per chunk inserted into or
  * deleted from `chunk_index` or `chunk_index_fresh`, written by statement triggers, with the
  * writing transaction's id. A merge into the graph moves rows from one to the other: logged
- * twice, it changes nothing a reader holds (a chunk's terms never change), but a reader that read
+ * twice, it changes nothing a reader holds (a moved chunk keeps its terms), but a reader that read
  * the tables while the merge ran learns of the rows it may have missed.
  */
 export const changeLogStatements = [

@@ -98,6 +98,22 @@ describe('in-memory BM25 postings', () => {
     expect(rankBm25([postings], ['nothing'], 10, parameters)).toEqual([]);
   });
 
+  it('holds a chunk only with the terms and counts it was added with, through a compaction', () => {
+    const postings = new TermPostings();
+    const notes = chunk('c1', 'd1', ['notes', 'pond', 'carp']);
+    postings.add(notes);
+    expect(postings.holds(chunk('c1', 'd1', ['notes', 'pond', 'carp']))).toBe(true);
+    // Renamed: the same length, other terms; or the same terms counted otherwise.
+    expect(postings.holds(chunk('c1', 'd1', ['memos', 'pond', 'carp']))).toBe(false);
+    expect(postings.holds(chunk('c1', 'd1', ['notes', 'notes', 'pond']))).toBe(false);
+    expect(postings.holds(chunk('c9', 'd1', ['notes', 'pond', 'carp']))).toBe(false);
+    for (let index = 0; index < 2000; index++) postings.add(chunk(`x${index}`, 'd2', ['filler']));
+    for (let index = 0; index < 2000; index++) postings.remove(`x${index}`);
+    expect(postings.chunkCount).toBe(1);
+    expect(postings.holds(notes)).toBe(true);
+    expect(postings.holds(chunk('c1', 'd1', ['memos', 'pond', 'carp']))).toBe(false);
+  });
+
   it('orders ties by chunk id', () => {
     const postings = new TermPostings();
     for (const id of ['c3', 'c1', 'c2']) postings.add(chunk(id, 'd', ['same', 'words']));

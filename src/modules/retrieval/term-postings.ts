@@ -32,11 +32,25 @@ const grow = <T extends Int32Array | Uint16Array | Uint8Array>(array: T, minimum
  * A removed chunk leaves its postings behind, marked dead, until dead chunks are a quarter of the
  * whole; then the postings are rewritten without them.
  */
+/** A 32-bit FNV-1a hash of a chunk's terms with their counts, in their order. */
+function termsFingerprint({ terms, counts }: ChunkTerms): number {
+  let hash = 0x811c9dc5;
+  for (let position = 0; position < terms.length; position++) {
+    const term = terms[position]!;
+    for (let index = 0; index < term.length; index++) hash = Math.imul(hash ^ term.charCodeAt(index), 0x01000193);
+    // Past any UTF-16 unit, so that a count cannot read as a character of the next term.
+    hash = Math.imul(hash ^ (0x10000 + (counts[position] ?? 1)), 0x01000193);
+  }
+  return hash;
+}
+
 export class TermPostings {
   #chunkIds: string[] = [];
   #ordinalOf = new Map<string, number>();
   #documentOf = new Int32Array(64);
   #lengths = new Int32Array(64);
+  /** Each chunk's termsFingerprint: a chunk logged again with the same terms need not be re-added. */
+  #fingerprints = new Int32Array(64);
   #live = new Uint8Array(64);
   #documents: string[] = [];
   #documentOrdinal = new Map<string, number>();
@@ -65,8 +79,13 @@ export class TermPostings {
     return this.#postingBytes + this.#chunkIds.length * 140 + this.#postings.size * 160;
   }
 
-  has(chunkId: string) {
-    return this.#ordinalOf.has(chunkId);
+  /**
+   * Whether the chunk is held with these very terms: a merge moves a chunk unchanged, while a
+   * chunk written again (its document renamed, so its indexed text changed) must replace the one held.
+   */
+  holds(chunk: ChunkTerms) {
+    const ordinal = this.#ordinalOf.get(chunk.chunkId);
+    return ordinal !== undefined && this.#lengths[ordinal] === chunk.length && this.#fingerprints[ordinal] === termsFingerprint(chunk);
   }
 
   /** Adds a chunk, replacing the one with its id if held. */
@@ -77,6 +96,7 @@ export class TermPostings {
     this.#ordinalOf.set(chunk.chunkId, ordinal);
     this.#documentOf = grow(this.#documentOf, ordinal + 1, (n) => new Int32Array(n));
     this.#lengths = grow(this.#lengths, ordinal + 1, (n) => new Int32Array(n));
+    this.#fingerprints = grow(this.#fingerprints, ordinal + 1, (n) => new Int32Array(n));
     this.#live = grow(this.#live, ordinal + 1, (n) => new Uint8Array(n));
     let document = this.#documentOrdinal.get(chunk.documentId);
     if (document === undefined) {
@@ -86,6 +106,7 @@ export class TermPostings {
     }
     this.#documentOf[ordinal] = document;
     this.#lengths[ordinal] = chunk.length;
+    this.#fingerprints[ordinal] = termsFingerprint(chunk);
     this.#live[ordinal] = 1;
     this.#liveChunks += 1;
     this.#liveLength += chunk.length;
@@ -138,6 +159,7 @@ export class TermPostings {
     const documentOrdinal = new Map<string, number>();
     const documentOf = new Int32Array(Math.max(64, this.#liveChunks));
     const lengths = new Int32Array(documentOf.length);
+    const fingerprints = new Int32Array(documentOf.length);
     for (let ordinal = 0; ordinal < this.#chunkIds.length; ordinal++) {
       if (!this.#live[ordinal]) continue;
       const next = chunkIds.length;
@@ -152,6 +174,7 @@ export class TermPostings {
       }
       documentOf[next] = document;
       lengths[next] = this.#lengths[ordinal]!;
+      fingerprints[next] = this.#fingerprints[ordinal]!;
     }
     let postingBytes = 0;
     for (const [term, postings] of this.#postings) {
@@ -177,6 +200,7 @@ export class TermPostings {
     this.#documentOrdinal = documentOrdinal;
     this.#documentOf = documentOf;
     this.#lengths = lengths;
+    this.#fingerprints = fingerprints;
     this.#live = new Uint8Array(documentOf.length).fill(1, 0, chunkIds.length);
     this.#postingBytes = postingBytes;
   }

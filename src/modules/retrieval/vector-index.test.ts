@@ -302,6 +302,24 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     }
   });
 
+  it('replaces a chunk written again with other terms and vector (a renamed document), here and in another process', async () => {
+    const other = await openIndex();
+    try {
+      const { workspaceId, documentIds } = await workspaceWith('rewritten', [{ texts: ['notes: the mill pond holds carp'], vectors: [unit(80)] }]);
+      expect(await keywordTexts(other, workspaceId, 'notes carp')).toEqual(['notes: the mill pond holds carp']);
+      const [chunk] = await db.prisma.chunk.findMany({ where: { documentId: documentIds[0]! } });
+      await index.upsert([{ chunkId: chunk!.id, documentId: documentIds[0]!, workspaceId, embedding: unit(81), terms: analyze('zebrafish survey: the mill pond holds carp') }]);
+      for (const through of [index, other]) {
+        expect(await keywordTexts(through, workspaceId, 'zebrafish')).toEqual([chunk!.content]);
+        expect(await keywordTexts(through, workspaceId, 'notes')).toEqual([]);
+        const { vector } = await through.search({ workspaceIds: [workspaceId], vector: unit(81), limit: 1, excludeDocumentIds: [] });
+        expect(vector.map((hit) => [hit.chunkId, Math.round(hit.score * 1000) / 1000])).toEqual([[chunk!.id, 1]]);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
   if (postgresUrl) {
     it('opens beside another process that is writing and merging, without taking a lock on the tables', async () => {
       const client = new pg.Client({ connectionString: postgresUrl });
