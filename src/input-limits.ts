@@ -218,6 +218,19 @@ export const nameInput = (max = maxNameLength) =>
     .superRefine(refineWith(nameCharacterProblem))
     .meta({ pattern: namePatternOf(max), description: `1 to ${max} characters after trimming white space.` });
 
+/** A stored file name (checkFilename): a name that is also a single path segment. */
+export const filenameInput = () =>
+  nameInput(maxFilenameLength)
+    .refine((name) => !/[/\\]/.test(name) && name !== '.' && name !== '..', 'must be a plain file name without path separators')
+    .meta({ pattern: filenamePattern, description: `A plain file name (no path separators), 1 to ${maxFilenameLength} characters after trimming white space.` });
+
+/** Document metadata: a JSON object, null clearing it; its depth, size and keys are checkMetadata's, in the service. */
+export const metadataInput = () =>
+  z
+    .record(jsonObjectKey(), z.unknown(), { error: 'must be a JSON object' })
+    .nullish()
+    .describe('A JSON object stored with the document; null clears it.');
+
 /** An optional name: empty after trimming means none. */
 export const optionalNameInput = (max = maxNameLength) =>
   z

@@ -231,7 +231,11 @@ export type paths = {
         delete: operations["deleteDocument"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Renames a document or replaces its metadata; a field left out stays as it is.
+         * @description `metadata` replaces the document's metadata as a whole (null clears it); the metadata filter of searches reads it at once. A renamed `ready` document is embedded again, since its name is part of what its chunks are indexed with: it stays `ready` and searchable under its old vectors meanwhile, `embedded_chunks` counting up to `chunk_count` again. A document that is `queued` or `processing` cannot be renamed (409 `document_busy`); a `failed` one takes the new name when it is retried. `content_type` stays the uploaded file's.
+         */
+        patch: operations["updateDocument"];
         trace?: never;
     };
     "/v1/kb/documents/{id}/file": {
@@ -446,7 +450,7 @@ export type components = {
              * @description A stable machine code.
              * @enum {string}
              */
-            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused" | "document_not_failed";
+            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused" | "document_not_failed" | "document_busy";
             /** @description What went wrong, in words. */
             message: string;
         };
@@ -3379,6 +3383,185 @@ export interface operations {
             };
             /** @description No such resource, or not visible to the caller. */
             404: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected server error. */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the search index or the model is unavailable for now; try again (`Retry-After` when known). */
+            503: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The new file name; null or left out: unchanged. */
+                    filename?: string | null;
+                    /** @description A JSON object stored with the document; null clears it. */
+                    metadata?: {
+                        [key: string]: unknown;
+                    } | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Renames a document or replaces its metadata; a field left out stays as it is. */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        workspace_id: string;
+                        filename: string;
+                        content_type: string;
+                        size_bytes: number;
+                        sha256: string;
+                        /** @description `queued`, `processing`, `ready` or `failed`. */
+                        status: string;
+                        /**
+                         * @description `status` in more detail: `processing` is `parsing` until the chunks are stored (`ocr` while OCR reads pages), then `embedding`.
+                         * @enum {string}
+                         */
+                        stage: "embedding" | "failed" | "ocr" | "parsing" | "queued" | "ready";
+                        /** @description Why processing failed. */
+                        error: string | null;
+                        page_count: number | null;
+                        chunk_count: number;
+                        /** @description Chunks embedded and indexed so far: progress while processing; equal to chunkCount once ready. */
+                        embedded_chunks: number;
+                        /** @description Pages gone through (by text layer or OCR) while OCR reads the document (stage `ocr`); equal to ocrPagesTotal once parsed. 0 when OCR read none of its pages. */
+                        ocr_pages_done: number;
+                        /** @description The page count of a document whose pages OCR reads or read; 0 when it read none. */
+                        ocr_pages_total: number;
+                        metadata: unknown;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description Missing or invalid parameters; the message names the field. */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credential. */
+            401: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The credential lacks the scope this endpoint needs; the message names it. */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource, or not visible to the caller. */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than the server accepts. */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body has a Content-Type this endpoint does not take. */
+            415: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;

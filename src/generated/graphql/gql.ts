@@ -35,6 +35,7 @@ type Documents = {
     "\n  mutation RestUploadDocuments($workspaceId: ID!, $files: [File!]!, $metadata: JSON) {\n    result: uploadDocuments(workspaceId: $workspaceId, files: $files, metadata: $metadata) { ...RestDocumentFields }\n  }\n": typeof types.RestUploadDocumentsDocument,
     "\n  query RestListDocuments($workspaceId: ID!, $first: Int, $after: String) {\n    result: documents(workspaceId: $workspaceId, first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { ...RestDocumentFields } }\n    }\n  }\n": typeof types.RestListDocumentsDocument,
     "\n  query RestGetDocument($id: ID!) {\n    result: document(id: $id) { ...RestDocumentFields }\n  }\n": typeof types.RestGetDocumentDocument,
+    "\n  mutation RestUpdateDocument($id: ID!, $input: UpdateDocumentInput!) {\n    result: updateDocument(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n": typeof types.RestUpdateDocumentDocument,
     "\n  mutation RestDeleteDocument($id: ID!) {\n    result: deleteDocument(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": typeof types.RestDeleteDocumentDocument,
     "\n  query RestDocumentFile($id: ID!, $workspaceId: ID!) {\n    result: documentFile(id: $id, workspaceId: $workspaceId) { document_id: documentId filename content_type: contentType size_bytes: sizeBytes }\n  }\n": typeof types.RestDocumentFileDocument,
     "\n  mutation RestRetryDocument($id: ID!, $workspaceId: ID!) {\n    result: retryDocument(id: $id, workspaceId: $workspaceId) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n": typeof types.RestRetryDocumentDocument,
@@ -72,6 +73,7 @@ const documents: Documents = {
     "\n  mutation RestUploadDocuments($workspaceId: ID!, $files: [File!]!, $metadata: JSON) {\n    result: uploadDocuments(workspaceId: $workspaceId, files: $files, metadata: $metadata) { ...RestDocumentFields }\n  }\n": types.RestUploadDocumentsDocument,
     "\n  query RestListDocuments($workspaceId: ID!, $first: Int, $after: String) {\n    result: documents(workspaceId: $workspaceId, first: $first, after: $after) {\n      pageInfo { hasNextPage endCursor }\n      edges { node { ...RestDocumentFields } }\n    }\n  }\n": types.RestListDocumentsDocument,
     "\n  query RestGetDocument($id: ID!) {\n    result: document(id: $id) { ...RestDocumentFields }\n  }\n": types.RestGetDocumentDocument,
+    "\n  mutation RestUpdateDocument($id: ID!, $input: UpdateDocumentInput!) {\n    result: updateDocument(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n": types.RestUpdateDocumentDocument,
     "\n  mutation RestDeleteDocument($id: ID!) {\n    result: deleteDocument(id: $id) {\n      __typename\n      ... on AppError { code message }\n      ... on Deleted { id }\n    }\n  }\n": types.RestDeleteDocumentDocument,
     "\n  query RestDocumentFile($id: ID!, $workspaceId: ID!) {\n    result: documentFile(id: $id, workspaceId: $workspaceId) { document_id: documentId filename content_type: contentType size_bytes: sizeBytes }\n  }\n": types.RestDocumentFileDocument,
     "\n  mutation RestRetryDocument($id: ID!, $workspaceId: ID!) {\n    result: retryDocument(id: $id, workspaceId: $workspaceId) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n": types.RestRetryDocumentDocument,
@@ -186,6 +188,10 @@ export function graphql(source: "\n  query RestListDocuments($workspaceId: ID!, 
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query RestGetDocument($id: ID!) {\n    result: document(id: $id) { ...RestDocumentFields }\n  }\n"): (typeof documents)["\n  query RestGetDocument($id: ID!) {\n    result: document(id: $id) { ...RestDocumentFields }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RestUpdateDocument($id: ID!, $input: UpdateDocumentInput!) {\n    result: updateDocument(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n"): (typeof documents)["\n  mutation RestUpdateDocument($id: ID!, $input: UpdateDocumentInput!) {\n    result: updateDocument(id: $id, input: $input) {\n      __typename\n      ... on AppError { code message }\n      ... on Document { ...RestDocumentFields }\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

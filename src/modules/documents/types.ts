@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { badRequest } from '../../errors.js';
+import { filenameInput, metadataInput } from '../../input-limits.js';
 import { builder } from '../../graphql/builder.js';
 import { DeletedRef } from '../../graphql/shared-types.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { compileGrepPattern, grepDocument } from './grep.js';
 import { chunkContext, deleteDocument, documentSourceBase64, documentStage, findDocument, firstChunks, listChunks, listDocuments } from './service.js';
+import { updateDocument } from './update.js';
 import { retryDocument, uploadDocuments, type UploadedFile } from './upload.js';
 
 builder.scalarType('File', {
@@ -285,6 +287,14 @@ async function readUploads(values: readonly unknown[], field: string): Promise<U
   return Promise.all(files.map(async (file) => ({ filename: file.name, bytes: new Uint8Array(await file.arrayBuffer()) })));
 }
 
+const UpdateDocumentInput = builder.inputType('UpdateDocumentInput', {
+  description: 'What to change; a field left out stays as it is.',
+  fields: (t) => ({
+    filename: t.string({ required: false, description: 'The new file name; null or left out: unchanged.', validate: filenameInput().nullish() }),
+    metadata: t.field({ type: 'JSON', required: false, validate: metadataInput() }),
+  }),
+});
+
 builder.mutationFields((t) => ({
   uploadDocuments: t.prismaField({
     type: ['Document'],
@@ -313,6 +323,15 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id(), workspaceId: t.arg.id() },
     resolve: (_query, _root, { id, workspaceId }, context) =>
       retryDocument(context, viewerOf(context), { documentId: String(id), workspaceId: String(workspaceId) }),
+  }),
+  updateDocument: t.prismaField({
+    type: 'Document',
+    errors: {},
+    description:
+      'Renames the document or replaces its metadata. A ready document renamed is embedded again with its new name and stays searchable meanwhile; one queued or processing is a `document_busy` error (409).',
+    authScopes: { scope: 'kb:write' },
+    args: { id: t.arg.id(), input: t.arg({ type: UpdateDocumentInput }) },
+    resolve: (_query, _root, { id, input }, context) => updateDocument(context, viewerOf(context), String(id), input),
   }),
   deleteDocument: t.field({
     type: DeletedRef,

@@ -1,7 +1,8 @@
-// Documents: upload, list, read, delete, the uploaded file, a retry of a failed one.
+// Documents: upload, list, read, rename, delete, the uploaded file, a retry of a failed one.
+import type { UpdateDocumentInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { listQuery, requiredParameter } from '../request-input.js';
-import { idParam, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import { idParam, jsonBody, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
 import type { UploadBody } from '../upload-body.js';
 
 /** The variables of an endpoint on a document that names its workspace (`?workspace_id=`). */
@@ -49,6 +50,16 @@ export const RestListDocuments = graphql(`
 export const RestGetDocument = graphql(`
   query RestGetDocument($id: ID!) {
     result: document(id: $id) { ...RestDocumentFields }
+  }
+`);
+
+export const RestUpdateDocument = graphql(`
+  mutation RestUpdateDocument($id: ID!, $input: UpdateDocumentInput!) {
+    result: updateDocument(id: $id, input: $input) {
+      __typename
+      ... on AppError { code message }
+      ... on Document { ...RestDocumentFields }
+    }
   }
 `);
 
@@ -114,6 +125,18 @@ export const documentRoutes: Route[] = [
     summary: "A document's metadata and processing status.",
     operation: RestGetDocument,
     variables: idParam,
+    response: { status: 200 },
+  }),
+  route({
+    method: 'PATCH',
+    path: '/v1/kb/documents/:id',
+    tag: 'Documents',
+    summary: 'Renames a document or replaces its metadata; a field left out stays as it is.',
+    description:
+      "`metadata` replaces the document's metadata as a whole (null clears it); the metadata filter of searches reads it at once. A renamed `ready` document is embedded again, since its name is part of what its chunks are indexed with: it stays `ready` and searchable under its old vectors meanwhile, `embedded_chunks` counting up to `chunk_count` again. A document that is `queued` or `processing` cannot be renamed (409 `document_busy`); a `failed` one takes the new name when it is retried. `content_type` stays the uploaded file's.",
+    operation: RestUpdateDocument,
+    body: jsonBody('UpdateDocumentInput', { filename: 'filename', metadata: 'metadata' }),
+    variables: ({ params, body }) => ({ id: params.id!, input: body as UpdateDocumentInput }),
     response: { status: 200 },
   }),
   route({
