@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Config } from '../config.js';
 import { noEndpoint } from '../errors.js';
 import { schema } from '../graphql/schema.js';
-import { errorResponse, methodNotAllowed } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/error-response.js';
 import { openApiDocument } from '../rest/openapi.js';
 import { routes } from '../rest/routes.js';
 import { serviceVersion } from '../version.js';

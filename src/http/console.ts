@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Negotiator from 'negotiator';
 import { AppError, noEndpoint } from '../errors.js';
-import { errorResponse, methodNotAllowed } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/error-response.js';
 
 // src/http or dist/http: the package root is two levels up either way.
 const defaultDirectory = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../console/dist');

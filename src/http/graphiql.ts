@@ -8,7 +8,7 @@ import path from 'node:path';
 import { shouldRenderGraphiQL } from 'graphql-yoga';
 import { noEndpoint } from '../errors.js';
 import { graphqlEndpoint } from '../graphql/endpoints.js';
-import { errorResponse, methodNotAllowed } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/error-response.js';
 import { pageSecurityHeaders } from './console.js';
 
 const require = createRequire(import.meta.url);

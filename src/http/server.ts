@@ -7,7 +7,8 @@ import { graphqlEndpoint, graphqlStreamEndpoint } from '../graphql/endpoints.js'
 import type { Yoga } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf, ServerTimings } from '../observability/request-context.js';
-import { errorResponse, handleRestRequest, methodNotAllowed } from '../rest/handler.js';
+import { errorResponse, methodNotAllowed } from '../rest/error-response.js';
+import { handleRestRequest } from '../rest/handler.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { storeUnavailable } from '../db/store-errors.js';
 import { apiReference } from './api-reference.js';

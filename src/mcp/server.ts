@@ -22,7 +22,7 @@ import { accessError } from '../graphql/operation-gate.js';
 import { schema } from '../graphql/schema.js';
 import { readJsonBody } from '../http/body.js';
 import { checkJson } from '../input-limits.js';
-import { errorResponse } from '../rest/handler.js';
+import { errorResponse } from '../rest/error-response.js';
 import type { Logger } from '../logger.js';
 import { requestContext } from '../observability/request-context.js';
 import { serviceVersion } from '../version.js';

@@ -3,36 +3,18 @@
 // the selection of its persisted operation (whose aliases are the REST field names). Nothing
 // here restates a field by hand, so the description cannot drift from what the handler does.
 import { createRequire } from 'node:module';
-import type {
-  DocumentNode,
-  FragmentDefinitionNode,
-  GraphQLField,
-  GraphQLInputField,
-  GraphQLInputObjectType,
-  GraphQLInputType,
-  GraphQLObjectType,
-  GraphQLOutputType,
-  GraphQLSchema,
-  OperationDefinitionNode,
-  SelectionSetNode,
-} from 'graphql';
-
+import type { DocumentNode, GraphQLInputField, GraphQLInputObjectType, GraphQLInputType, GraphQLSchema } from 'graphql';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { errorCatalogue } from '../errors.js';
 import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limits.js';
-import { documentTypes } from '../modules/ingestion/types.js';
-import { eventIdAlias, RestAgentStream } from './routes/agent.js';
+import { fieldSelections, fragmentsOf, leafSchema, objectSchema, operationDefinition, resultShapes, type Schema } from './openapi-output.js';
+import { requestIdHeader } from './response-kinds.js';
 import type { JsonBody, Route, RouteTag } from './route.js';
+import { eventIdAlias, RestAgentStream } from './routes/agent.js';
 
-// The type predicates check which copy of graphql made a type. Node loads graphql's CommonJS
-// build for Pothos (the schema's types) and for this file alike, but vitest hands source files
-// the ESM build; taking them from the CommonJS build as Node loads it is right in both.
-const { getNamedType, getNullableType, isEnumType, isInputObjectType, isInterfaceType, isListType, isNonNullType, isObjectType, isScalarType, isUnionType, Kind } = createRequire(import.meta.url)('graphql') as typeof import('graphql');
-
-type Schema = z.ZodType;
-
-const int32 = () => z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1);
+// The type predicates check which copy of graphql made a type (see openapi-output.ts).
+const { getNullableType, isInputObjectType, isListType, isNonNullType, isUnionType } = createRequire(import.meta.url)('graphql') as typeof import('graphql');
 
 const tagDescriptions: Record<RouteTag, string> = {
   User: 'The caller: profile and credits.',
@@ -67,13 +49,6 @@ const statusWords: Record<number, string> = {
   503: 'The database, the search index or the model is unavailable for now; try again (`Retry-After` when known).',
 };
 
-const requestIdHeader = {
-  'X-Request-Id': {
-    description: "The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it.",
-    required: true,
-    schema: { type: 'string' as const },
-  },
-};
 
 /** Builds the description. `schema` is the GraphQL schema the persisted operations run against. */
 export function openApiDocument(routes: readonly Route[], schema: GraphQLSchema, options: { version: string; maxUploadFiles: number }) {
@@ -136,7 +111,7 @@ function operationOf(route: Route, schema: GraphQLSchema, options: { maxUploadFi
       ...(Object.keys(headerShape).length > 0 && { header: z.object(headerShape) }),
     },
     ...(route.body && { requestBody: requestBodyOf(route.body, schema, route.fieldNames, options) }),
-    responses: responsesOf(route, schema, operation),
+    responses: responsesOf(route, schema),
   };
 }
 
@@ -236,38 +211,11 @@ function inputTypeSchema(type: GraphQLInputType): Schema {
   return leafSchema(type);
 }
 
-function leafSchema(type: GraphQLInputType | GraphQLOutputType): Schema {
-  if (isEnumType(type)) {
-    const values = type.getValues().map((value) => value.value as string) as [string, ...string[]];
-    return z.enum(values);
-  }
-  if (!isScalarType(type)) throw new Error(`no JSON schema for ${String(type)}`);
-  switch (type.name) {
-    case 'String':
-    case 'ID':
-      return z.string();
-    case 'Int':
-      return int32();
-    case 'Float':
-      return z.number();
-    case 'Boolean':
-      return z.boolean();
-    case 'DateTime':
-      return z.string().meta({ format: 'date-time' });
-    case 'JSON':
-      return z.unknown();
-    default:
-      throw new Error(`no JSON schema for the scalar ${type.name}`);
-  }
-}
 
-function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDefinitionNode): ZodOpenApiResponsesObject {
-  const responses: Record<string, NonNullable<ZodOpenApiResponsesObject['200']>> = {};
-  const { response } = route;
-  const rootType = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
-  const fragments = fragmentsOf(route.operation as DocumentNode, schema);
-  const resultField = fieldSelections(operation.selectionSet, fragments)[0]!;
-  const field = rootType!.getFields()[resultField.name]!;
+
+
+
+function responsesOf(route: Route, schema: GraphQLSchema): ZodOpenApiResponsesObject {
   const successHeaders = route.idempotent
     ? {
         ...requestIdHeader,
@@ -278,41 +226,12 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
         },
       }
     : requestIdHeader;
-  if ('stream' in response) {
-    responses['200'] = {
-      description:
-        'The run, as Server-Sent Events: per event a line `id: <jobId>:<seq>` (send it back as `Last-Event-ID` to resume) and a line `data: <AgentEvent as JSON>`, ending with exactly one `done` or `error`.',
-      headers: successHeaders,
-      content: {
-        'text/event-stream': {
-          schema: z.string().describe('Events separated by blank lines, each an `id: <jobId>:<seq>` line and a `data: <JSON>` line whose JSON is an `AgentEvent` (see components); `: heartbeat` comment lines during silences.'),
-        },
-      },
-    };
-    // Resuming a run that has ended, with nothing after the event named.
-    if (route.method === 'GET') responses['204'] = { description: 'The run has ended and every event was sent already; EventSource stops reconnecting.', headers: requestIdHeader };
-  } else if ('file' in response) {
-    responses['200'] = { description: route.summary, headers: { ...requestIdHeader, ...fileHeaders }, content: fileContent() };
-  } else if (response.status === 204) {
-    responses['204'] = { description: 'Done; no body.', headers: requestIdHeader };
-  } else {
-    const result = outputSchema(field.type, resultField.selectionSet, fragments);
-    let body: Schema = result.schema;
-    if ('list' in response) body = listItems(field.type, resultField.selectionSet!, fragments);
-    else if ('field' in response) body = pickField(field.type, resultField.selectionSet!, fragments, response.field);
-    else if ('wrap' in response) body = z.object({ [response.wrap]: result.required });
-    responses[String(response.status)] = {
-      description: route.summary,
-      headers:
-        'list' in response
-          ? {
-              ...requestIdHeader,
-              Link: { description: '`<url>; rel="next"` when there is a next page.', required: false, schema: { type: 'string' } },
-            }
-          : successHeaders,
-      content: { 'application/json': { schema: body } },
-    };
-  }
+  const responses: Record<string, NonNullable<ZodOpenApiResponsesObject['200']>> = route.response.describe({
+    summary: route.summary,
+    method: route.method,
+    headers: successHeaders,
+    shapes: resultShapes(route.operation as DocumentNode, schema),
+  });
   const retryAfter = (required: boolean) => ({ 'Retry-After': { description: 'Seconds to wait before trying again.', required, schema: { type: 'integer' as const } } });
   for (const status of errorStatusesOf(route)) {
     responses[String(status)] = {
@@ -322,41 +241,6 @@ function responsesOf(route: Route, schema: GraphQLSchema, operation: OperationDe
     };
   }
   return responses as ZodOpenApiResponsesObject;
-}
-
-/** The headers of a `file` response (handler.ts). */
-const fileHeaders = {
-  'Content-Length': { description: 'The size of the file in bytes.', required: true, schema: { type: 'integer' as const, minimum: 0 } },
-  'Content-Disposition': {
-    description:
-      "`inline; filename=\"<ASCII fallback>\"; filename*=UTF-8''<the file name, percent-encoded>` (RFC 6266) for text and JSON; `attachment; ...` for PDF and DOCX.",
-    required: true,
-    schema: { type: 'string' as const },
-  },
-  'X-Content-Type-Options': { description: 'Never sniffed as another type.', required: true, schema: { type: 'string' as const, enum: ['nosniff'] } },
-  'Content-Security-Policy': {
-    description: 'Served sandboxed: an HTML file opened from this URL runs no script and loads nothing.',
-    required: true,
-    schema: { type: 'string' as const, enum: ["sandbox; default-src 'none'"] },
-  },
-};
-
-/**
- * A file's body under each type a document can have: bytes (text types with a `charset`
- * parameter); a JSON file is any JSON value, as uploaded.
- */
-function fileContent() {
-  return Object.fromEntries(
-    documentTypes.map((type) => [
-      type,
-      {
-        schema:
-          type === 'application/json'
-            ? z.unknown().describe('The JSON file as it was uploaded.')
-            : z.string().meta({ format: 'binary' }).describe(type.startsWith('text/') ? 'The file as it was uploaded; `charset` names its encoding.' : 'The file as it was uploaded.'),
-      },
-    ]),
-  );
 }
 
 /** The refusals a route can answer with, from what it declares. */
@@ -373,110 +257,21 @@ function errorStatusesOf(route: Route): number[] {
     statuses.add(422);
   }
   if (route.method === 'PATCH' || route.method === 'POST') statuses.add(409);
-  if ('stream' in route.response && route.method === 'POST') {
+  if (route.response.streams && route.method === 'POST') {
     statuses.add(402);
     statuses.add(406);
   }
   return [...statuses].sort();
 }
 
-/** `conditional`: under `@include` or `@skip`, so the field may be left out of the response. */
-type FieldSelection = { name: string; responseName: string; selectionSet?: SelectionSetNode; conditional: boolean };
 
-/** A document's fragments by name, and which type names are unions or interfaces (a fragment on one applies to its members). */
-type Fragments = { definitions: Map<string, FragmentDefinitionNode>; abstractTypes: ReadonlySet<string> };
 
-function fragmentsOf(document: DocumentNode, schema: GraphQLSchema): Fragments {
-  const definitions = new Map(
-    document.definitions.filter((definition): definition is FragmentDefinitionNode => definition.kind === Kind.FRAGMENT_DEFINITION).map((fragment) => [fragment.name.value, fragment]),
-  );
-  const abstractTypes = new Set(Object.values(schema.getTypeMap()).filter((type) => isUnionType(type) || isInterfaceType(type)).map((type) => type.name));
-  return { definitions, abstractTypes };
-}
 
-function operationDefinition(document: DocumentNode): OperationDefinitionNode {
-  const operation = document.definitions.find((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION);
-  if (!operation?.name) throw new Error('a REST operation must be a named operation');
-  return operation;
-}
 
-/**
- * The fields a selection set asks for, for an object of `typeName`: its own fields and those of
- * fragments on that type. Fragments on `AppError` are the refusals, answered as error bodies.
- */
-function fieldSelections(selectionSet: SelectionSetNode, fragments: Fragments, typeName?: string): FieldSelection[] {
-  const fields: FieldSelection[] = [];
-  for (const selection of selectionSet.selections) {
-    if (selection.kind === Kind.FIELD) {
-      if (selection.name.value === '__typename') continue;
-      fields.push({
-        name: selection.name.value,
-        responseName: selection.alias?.value ?? selection.name.value,
-        selectionSet: selection.selectionSet,
-        conditional: (selection.directives ?? []).some((directive) => directive.name.value === 'include' || directive.name.value === 'skip'),
-      });
-    } else {
-      const fragment = selection.kind === Kind.INLINE_FRAGMENT ? selection : fragments.definitions.get(selection.name.value)!;
-      const condition = fragment.typeCondition?.name.value;
-      if (condition === 'AppError' || (typeName && condition && condition !== typeName && !fragments.abstractTypes.has(condition))) continue;
-      fields.push(...fieldSelections(fragment.selectionSet, fragments, typeName));
-    }
-  }
-  return fields;
-}
 
-/** A field's schema as it appears in the response: `required` is the value without its null. */
-function outputSchema(type: GraphQLOutputType, selectionSet: SelectionSetNode | undefined, fragments: Fragments): { schema: Schema; required: Schema } {
-  const inner = getNullableType(type) as GraphQLOutputType;
-  let required: Schema;
-  if (isListType(inner)) {
-    required = z.array(outputSchema(inner.ofType as GraphQLOutputType, selectionSet, fragments).schema);
-  } else if (isObjectType(inner)) {
-    required = objectSchema(inner, selectionSet!, fragments);
-  } else if (isUnionType(inner)) {
-    // A mutation's result: the union of AppError (answered as an error body) and the success type.
-    const success = inner.getTypes().filter((member) => member.name !== 'AppError');
-    if (success.length !== 1) throw new Error(`${inner.name}: a REST result union must have one success type`);
-    required = objectSchema(success[0]!, selectionSet!, fragments);
-  } else {
-    required = leafSchema(inner);
-  }
-  // A mutation's union result is null only when refused: the success body is never null.
-  const nullable = !isNonNullType(type) && !isUnionType(inner);
-  return { schema: nullable ? required.nullable() : required, required };
-}
 
-function objectSchema(type: GraphQLObjectType, selectionSet: SelectionSetNode, fragments: Fragments): Schema {
-  const fields = type.getFields();
-  const shape: Record<string, Schema> = {};
-  for (const selection of fieldSelections(selectionSet, fragments, type.name)) {
-    const field = fields[selection.name]!;
-    const fieldSchema = describedField(field, outputSchema(field.type, selection.selectionSet, fragments).schema);
-    shape[selection.responseName] = selection.conditional ? fieldSchema.optional() : fieldSchema;
-  }
-  return z.object(shape);
-}
 
-function describedField(field: GraphQLField<unknown, unknown>, fieldSchema: Schema): Schema {
-  const constant = field.extensions?.constant;
-  if (typeof constant === 'string') fieldSchema = z.literal(constant);
-  return field.description ? fieldSchema.describe(field.description) : fieldSchema;
-}
 
-/** A list route answers with a connection's nodes as a bare array. */
-function listItems(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Fragments): Schema {
-  const connection = getNamedType(type) as GraphQLObjectType;
-  const edges = fieldSelections(selectionSet, fragments).find((selection) => selection.name === 'edges')!;
-  const edgeType = getNamedType(connection.getFields().edges!.type) as GraphQLObjectType;
-  const node = fieldSelections(edges.selectionSet!, fragments).find((selection) => selection.name === 'node')!;
-  return z.array(outputSchema(edgeType.getFields().node!.type, node.selectionSet, fragments).required);
-}
-
-function pickField(type: GraphQLOutputType, selectionSet: SelectionSetNode, fragments: Fragments, name: string): Schema {
-  const parent = getNamedType(type) as GraphQLObjectType;
-  const selection = fieldSelections(selectionSet, fragments).find((candidate) => candidate.responseName === name)!;
-  return outputSchema(parent.getFields()[selection.name]!.type, selection.selectionSet, fragments).required;
-}
 
 /** The agent's events: one object per member of the `AgentEvent` union, as the REST stream selects them. */
 function agentEventSchema(schema: GraphQLSchema): Schema {

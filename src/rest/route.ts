@@ -1,6 +1,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { formatPrismaCursor } from '@pothos/plugin-prisma';
 import type { z } from 'zod';
+import type { ResponseKind } from './response-kinds.js';
 
 // What an endpoint is: its route entry (routes/<tag>.ts, beside the operation it runs) is the
 // only place an endpoint is declared; the router, the persisted operations Yoga accepts, the
@@ -64,27 +65,11 @@ export type Route<Result = unknown, Variables = Record<string, unknown>, Query =
   headers?: z.ZodRawShape;
   body?: JsonBody | UploadBodySpec;
   variables?: (request: RestRequest<Query, Body>) => Variables;
-  /**
-   * `list`: a connection answered as a bare array with a `Link: rel="next"` header;
-   * `field`: the result's field of that name; `wrap`: the result as the only field of an object.
-   */
-  response:
-    | { status: 200 | 201 | 202 }
-    | { status: 204 }
-    | { status: 200; list: true }
-    | { status: 200; field: string }
-    | { status: 200; wrap: string }
-    /** A subscription: refusals answer as JSON errors, then each event is written as a `data:` line of an SSE stream. */
-    | { status: 200; stream: true }
-    /**
-     * A file: the result names the document whose stored bytes are the body, streamed from the
-     * store; `content_type` is its Content-Type, `size_bytes` its Content-Length and `filename`
-     * its Content-Disposition (see FileResult); refusals answer as JSON errors.
-     */
-    | { status: 200; file: true };
+  /** How a success is answered, written and described by one object (response-kinds.ts). */
+  response: ResponseKind;
 };
 
-/** What the operation of a `file` response selects. */
+/** What the operation of a `file` response selects (response-kinds.ts). */
 export type FileResult = { document_id: string; filename: string; content_type: string; size_bytes: number };
 
 export const route = <Result, Variables, Query = Record<string, unknown>, Body = unknown>(definition: Route<Result, Variables, Query, Body>) =>

@@ -3,6 +3,7 @@ import type { AgentStreamInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { afterParameter, eventLimitParameter, includeParameter, lastEventIdHeader, resumePosition } from '../agent-input.js';
 import { jsonBody, route, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 /** The alias of each event's SSE `id:` line in the stream operations; the REST layer takes it out of the `data:` line. */
 export const eventIdAlias = 'event_id';
@@ -93,7 +94,7 @@ export const agentRoutes: Route[] = [
       input: body as AgentStreamInput,
       lastEventId: headers['Last-Event-ID'] ?? null,
     }),
-    response: { status: 200, stream: true },
+    response: respond.stream(),
   }),
   route({
     method: 'GET',
@@ -114,7 +115,7 @@ export const agentRoutes: Route[] = [
       after: query.after ?? 0,
       first: query.limit,
     }),
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'GET',
@@ -130,6 +131,6 @@ export const agentRoutes: Route[] = [
       id: params.id!,
       after: resumePosition(params.id!, headers['Last-Event-ID'], query.after),
     }),
-    response: { status: 200, stream: true },
+    response: respond.stream(),
   }),
 ];

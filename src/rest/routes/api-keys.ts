@@ -3,6 +3,7 @@ import type { CreateApiKeyInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { listQuery } from '../request-input.js';
 import { idParam, jsonBody, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 export const RestListApiKeys = graphql(`
   query RestListApiKeys($first: Int, $after: String) {
@@ -42,7 +43,7 @@ export const apiKeyRoutes: Route[] = [
     operation: RestListApiKeys,
     query: listQuery,
     variables: ({ query }: RestRequest<Listed>) => listVariables(query),
-    response: { status: 200, list: true },
+    response: respond.list(),
   }),
   route({
     method: 'POST',
@@ -53,7 +54,7 @@ export const apiKeyRoutes: Route[] = [
     idempotent: true,
     body: jsonBody('CreateApiKeyInput', { name: 'name', scopes: 'scopes[]', workspace_ids: 'workspaceIds[]' }, { ids: ['workspace_ids'] }),
     variables: ({ body }) => ({ input: body as CreateApiKeyInput }),
-    response: { status: 201 },
+    response: respond.json(201),
   }),
   route({
     method: 'DELETE',
@@ -62,6 +63,6 @@ export const apiKeyRoutes: Route[] = [
     summary: 'Revokes an API key at once.',
     operation: RestRevokeApiKey,
     variables: idParam,
-    response: { status: 204 },
+    response: respond.empty(),
   }),
 ];

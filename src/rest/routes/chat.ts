@@ -3,6 +3,7 @@ import type { CreateChatSessionInput, SendChatMessageInput } from '../../generat
 import { graphql } from '../../generated/graphql/gql.js';
 import { listQuery } from '../request-input.js';
 import { idParam, jsonBody, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 export const RestListChatSessions = graphql(`
   query RestListChatSessions($first: Int, $after: String) {
@@ -75,7 +76,7 @@ export const chatRoutes: Route[] = [
     operation: RestListChatSessions,
     query: listQuery,
     variables: ({ query }: RestRequest<Listed>) => listVariables(query),
-    response: { status: 200, list: true },
+    response: respond.list(),
   }),
   route({
     method: 'POST',
@@ -86,7 +87,7 @@ export const chatRoutes: Route[] = [
     idempotent: true,
     body: jsonBody('CreateChatSessionInput', { title: 'title', workspace_ids: 'workspaceIds[]' }, { optional: true, ids: ['workspace_ids'] }),
     variables: ({ body }) => ({ input: (body as CreateChatSessionInput | undefined) ?? null }),
-    response: { status: 201 },
+    response: respond.json(201),
   }),
   route({
     method: 'GET',
@@ -95,7 +96,7 @@ export const chatRoutes: Route[] = [
     summary: 'A chat session with its messages, oldest first.',
     operation: RestGetChatSession,
     variables: idParam,
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'DELETE',
@@ -104,7 +105,7 @@ export const chatRoutes: Route[] = [
     summary: 'Deletes a chat session and its messages.',
     operation: RestDeleteChatSession,
     variables: idParam,
-    response: { status: 204 },
+    response: respond.empty(),
   }),
   route({
     method: 'POST',
@@ -115,6 +116,6 @@ export const chatRoutes: Route[] = [
     idempotent: true,
     body: jsonBody('SendChatMessageInput', { content: 'content', role: 'role' }),
     variables: ({ params, body }) => ({ sessionId: params.id!, input: body as SendChatMessageInput }),
-    response: { status: 201 },
+    response: respond.json(201),
   }),
 ];

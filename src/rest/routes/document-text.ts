@@ -2,6 +2,7 @@
 import { graphql } from '../../generated/graphql/gql.js';
 import { booleanParameter, countParameter, listQuery, requiredParameter } from '../request-input.js';
 import { listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 import { documentInWorkspace, workspaceIdQuery } from './documents.js';
 
 export const RestChunkFields = graphql(`
@@ -72,7 +73,7 @@ export const documentTextRoutes: Route[] = [
     operation: RestDocumentPreview,
     query: { ...workspaceIdQuery, chunks: countParameter(10, 1000).describe('How many chunks to include.') },
     variables: (request: RestRequest<{ workspace_id: string; chunks: number }>) => ({ ...documentInWorkspace(request), chunks: request.query.chunks }),
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'GET',
@@ -82,7 +83,7 @@ export const documentTextRoutes: Route[] = [
     operation: RestDocumentChunks,
     query: { ...workspaceIdQuery, ...listQuery },
     variables: (request: RestRequest<{ workspace_id: string } & Listed>) => ({ ...documentInWorkspace(request), ...listVariables(request.query) }),
-    response: { status: 200, list: true },
+    response: respond.list(),
   }),
   route({
     method: 'GET',
@@ -101,7 +102,7 @@ export const documentTextRoutes: Route[] = [
       const { before, after } = request.query;
       return { documentId: id, workspaceId, chunkIndex: Number(request.params.chunk_index), before, after };
     },
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'GET',
@@ -118,6 +119,6 @@ export const documentTextRoutes: Route[] = [
       const { id, workspaceId } = documentInWorkspace(request);
       return { documentId: id, workspaceId, pattern: request.query.pattern, caseSensitive: request.query.case_sensitive };
     },
-    response: { status: 200 },
+    response: respond.json(200),
   }),
 ];

@@ -3,6 +3,7 @@ import type { UpdateDocumentInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { listQuery, requiredParameter } from '../request-input.js';
 import { idParam, jsonBody, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 import type { UploadBody } from '../upload-body.js';
 
 /** The variables of an endpoint on a document that names its workspace (`?workspace_id=`). */
@@ -106,7 +107,7 @@ export const documentRoutes: Route[] = [
       files: body.files,
       metadata: body.metadata ?? null,
     }),
-    response: { status: 202 },
+    response: respond.json(202),
   }),
   route({
     method: 'GET',
@@ -116,7 +117,7 @@ export const documentRoutes: Route[] = [
     operation: RestListDocuments,
     query: listQuery,
     variables: ({ params, query }: RestRequest<Listed>) => ({ workspaceId: params.id!, ...listVariables(query) }),
-    response: { status: 200, list: true },
+    response: respond.list(),
   }),
   route({
     method: 'GET',
@@ -125,7 +126,7 @@ export const documentRoutes: Route[] = [
     summary: "A document's metadata and processing status.",
     operation: RestGetDocument,
     variables: idParam,
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'PATCH',
@@ -137,7 +138,7 @@ export const documentRoutes: Route[] = [
     operation: RestUpdateDocument,
     body: jsonBody('UpdateDocumentInput', { filename: 'filename', metadata: 'metadata' }),
     variables: ({ params, body }) => ({ id: params.id!, input: body as UpdateDocumentInput }),
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'DELETE',
@@ -146,7 +147,7 @@ export const documentRoutes: Route[] = [
     summary: 'Deletes a document with its chunks and index entries.',
     operation: RestDeleteDocument,
     variables: idParam,
-    response: { status: 204 },
+    response: respond.empty(),
   }),
   route({
     method: 'GET',
@@ -158,7 +159,7 @@ export const documentRoutes: Route[] = [
     operation: RestDocumentFile,
     query: workspaceIdQuery,
     variables: documentInWorkspace,
-    response: { status: 200, file: true },
+    response: respond.file(),
   }),
   route({
     method: 'POST',
@@ -170,6 +171,6 @@ export const documentRoutes: Route[] = [
     operation: RestRetryDocument,
     query: workspaceIdQuery,
     variables: documentInWorkspace,
-    response: { status: 202 },
+    response: respond.json(202),
   }),
 ];

@@ -2,6 +2,7 @@
 import type { SearchInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { jsonBody, route, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 export const RestSearch = graphql(`
   query RestSearch($input: SearchInput!) {
@@ -33,7 +34,7 @@ const searchRoute = (path: string) =>
       { ids: ['workspace_id', 'workspace_ids'] },
     ),
     variables: ({ body }) => ({ input: body as SearchInput }),
-    response: { status: 200, wrap: 'results' },
+    response: respond.wrap('results'),
   });
 
 export const searchRoutes: Route[] = [searchRoute('/v1/kb/query'), searchRoute('/query')];

@@ -2,6 +2,7 @@
 import type { UpdateMeInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { jsonBody, route, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 export const RestGetMe = graphql(`
   query RestGetMe {
@@ -39,7 +40,7 @@ export const userRoutes: Route[] = [
     tag: 'User',
     summary: "The caller's profile and credit balance.",
     operation: RestGetMe,
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'PATCH',
@@ -49,7 +50,7 @@ export const userRoutes: Route[] = [
     operation: RestUpdateMe,
     body: jsonBody('UpdateMeInput', { phone: 'phone' }),
     variables: ({ body }) => ({ input: body as UpdateMeInput }),
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'GET',
@@ -57,6 +58,6 @@ export const userRoutes: Route[] = [
     tag: 'User',
     summary: 'The credit balance, subscription, totals and the most recent ledger entries.',
     operation: RestGetCredits,
-    response: { status: 200, field: 'credits' },
+    response: respond.field('credits'),
   }),
 ];

@@ -3,6 +3,7 @@ import type { WorkspaceInput } from '../../generated/graphql/graphql.js';
 import { graphql } from '../../generated/graphql/gql.js';
 import { listQuery } from '../request-input.js';
 import { idParam, jsonBody, listVariables, route, type Listed, type RestRequest, type Route } from '../route.js';
+import * as respond from '../response-kinds.js';
 
 export const RestListWorkspaces = graphql(`
   query RestListWorkspaces($first: Int, $after: String) {
@@ -107,7 +108,7 @@ export const workspaceRoutes: Route[] = [
     operation: RestListWorkspaces,
     query: listQuery,
     variables: ({ query }: RestRequest<Listed>) => listVariables(query),
-    response: { status: 200, list: true },
+    response: respond.list(),
   }),
   route({
     method: 'POST',
@@ -118,7 +119,7 @@ export const workspaceRoutes: Route[] = [
     idempotent: true,
     body: jsonBody('WorkspaceInput', { name: 'name' }),
     variables: ({ body }) => ({ input: body as WorkspaceInput }),
-    response: { status: 201 },
+    response: respond.json(201),
   }),
   route({
     method: 'GET',
@@ -127,7 +128,7 @@ export const workspaceRoutes: Route[] = [
     summary: 'One workspace.',
     operation: RestGetWorkspace,
     variables: idParam,
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'PATCH',
@@ -137,7 +138,7 @@ export const workspaceRoutes: Route[] = [
     operation: RestUpdateWorkspace,
     body: jsonBody('WorkspaceInput', { name: 'name' }),
     variables: ({ params, body }) => ({ id: params.id!, input: body as WorkspaceInput }),
-    response: { status: 200 },
+    response: respond.json(200),
   }),
   route({
     method: 'DELETE',
@@ -146,7 +147,7 @@ export const workspaceRoutes: Route[] = [
     summary: 'Deletes a workspace with its documents, chunks and index entries.',
     operation: RestDeleteWorkspace,
     variables: idParam,
-    response: { status: 204 },
+    response: respond.empty(),
   }),
   route({
     method: 'GET',
@@ -155,7 +156,7 @@ export const workspaceRoutes: Route[] = [
     summary: "A workspace's document, chunk and size counts and its processing status.",
     operation: RestWorkspaceStats,
     variables: idParam,
-    response: { status: 200, field: 'stats' },
+    response: respond.field('stats'),
   }),
   route({
     method: 'GET',
@@ -164,6 +165,6 @@ export const workspaceRoutes: Route[] = [
     summary: 'Checks a workspace: per document, its chunks, embeddings and index entries, and the embedding model in use.',
     operation: RestWorkspaceScan,
     variables: idParam,
-    response: { status: 200, field: 'scan' },
+    response: respond.field('scan'),
   }),
 ];
