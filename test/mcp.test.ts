@@ -234,7 +234,9 @@ describe('MCP over Streamable HTTP', () => {
     } finally {
       await client.close();
     }
-  });
+    // The ledger's 150 paragraphs are embedded first: with other test files on the two cores
+    // that takes longer than the default 30 s (it failed so while a benchmark ran beside it).
+  }, 120_000);
 
   it('adds a text document and a file, which become searchable', async () => {
     const client = await connect(user.key);
