@@ -1,6 +1,8 @@
 import type { ExecutionResult } from 'graphql';
 import { errorOf, type GraphQLResponseBody } from './error-response.js';
-import { eventIdAlias } from './routes/agent.js';
+
+/** The alias of each event's SSE `id:` line in the stream operations (routes/agent.ts); it is taken out of the `data:` line. */
+export const eventIdAlias = 'event_id';
 
 /**
  * A subscription's events as Server-Sent Events: each event's `result` as a `data: <json>` line,

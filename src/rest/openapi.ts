@@ -11,7 +11,8 @@ import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limi
 import { fieldSelections, fragmentsOf, leafSchema, objectSchema, operationDefinition, resultShapes, type Schema } from './openapi-output.js';
 import { requestIdHeader } from './response-kinds.js';
 import type { JsonBody, Route, RouteTag } from './route.js';
-import { eventIdAlias, RestAgentStream } from './routes/agent.js';
+import { eventIdAlias } from './event-stream.js';
+import { RestAgentStream } from './routes/agent.js';
 
 // The type predicates check which copy of graphql made a type (see openapi-output.ts).
 const { getNullableType, isInputObjectType, isListType, isNonNullType, isUnionType } = createRequire(import.meta.url)('graphql') as typeof import('graphql');

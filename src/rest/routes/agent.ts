@@ -5,10 +5,7 @@ import { afterParameter, eventLimitParameter, includeParameter, lastEventIdHeade
 import { jsonBody, route, type RestRequest, type Route } from '../route.js';
 import * as respond from '../response-kinds.js';
 
-/** The alias of each event's SSE `id:` line in the stream operations; the REST layer takes it out of the `data:` line. */
-export const eventIdAlias = 'event_id';
-
-// `event_id` (eventIdAlias) is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
+// `event_id` (eventIdAlias, event-stream.ts) is each event's SSE `id:` line (the REST layer takes it out of the `data:` line).
 export const RestAgentEvent = graphql(`
   fragment RestAgentEvent on AgentEvent {
     ... on AgentJobStarted { event_id: eventId type jobId }
