@@ -21,7 +21,7 @@ export const errorCatalogue = {
   idempotency_key_reused: 422,
   /** A retry of a document that has not failed (queued, processing or ready): only a failed document is processed again. */
   document_not_failed: 409,
-  /** A rename of a document that is queued or processing: its processing has read the old name. */
+  /** A rename of a document that is queued, processing, or being indexed after a rename: that work has read the old name. */
   document_busy: 409,
 } as const;
 

@@ -196,7 +196,8 @@ const trimmedNameBody = (refused: string, max: number) =>
   `[${trimmedClass}]*(?=[^${refused}]{1,${max}}[${trimmedClass}]*$)[^${refused}]*[^${trimmedClass}${refused}][^${refused}]*[${trimmedClass}]*`;
 export const namePatternOf = (max = maxNameLength) => `^${trimmedNameBody(refusedInNames, max)}$`;
 const optionalNamePatternOf = (max = maxNameLength) => `^(?:[${trimmedClass}]*|${trimmedNameBody(refusedInNames, max)})$`;
-export const filenamePattern = `^${trimmedNameBody(`${refusedInNames}/\\\\`, maxFilenameLength)}$`;
+// `.` and `..` name a directory, not a file, however they are padded.
+export const filenamePattern = `^(?![${trimmedClass}]*\\.{1,2}[${trimmedClass}]*$)${trimmedNameBody(`${refusedInNames}/\\\\`, maxFilenameLength)}$`;
 /** Text with at least one character that trimming leaves, and no NUL. */
 export const notBlankTextPattern = `^[^${refusedInText}]*[^${trimmedClass}${refusedInText}][^${refusedInText}]*$`;
 

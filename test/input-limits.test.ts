@@ -401,7 +401,7 @@ describe('HEAD', () => {
   it('is listed in Allow wherever GET is', async () => {
     const cases: [string, string, string][] = [
       ['PUT', '/v1/kb/workspaces', 'GET, HEAD, POST'],
-      ['POST', '/v1/kb/documents/00000000-0000-4000-8000-000000000000', 'GET, HEAD, DELETE'],
+      ['POST', '/v1/kb/documents/00000000-0000-4000-8000-000000000000', 'GET, HEAD, PATCH, DELETE'],
       ['GET', '/v1/chat/sessions/00000000-0000-4000-8000-000000000000/messages', 'POST'],
       ['HEAD', '/v1/chat/sessions/00000000-0000-4000-8000-000000000000/messages', 'POST'],
     ];

@@ -307,6 +307,7 @@ describe('documents through a restricted key', () => {
     expect(expectError(await rest('POST', `/v1/kb/documents/${docB}/retry?workspace_id=${b}`, keyA), 404, 'not_found').message).toBe(`document ${docB} not found`);
     const graphRetry = await server.graphql(keyA, `mutation { retryDocument(id: "${docB}", workspaceId: "${b}") { __typename ... on AppError { code } } }`);
     expect(graphRetry.data).toEqual({ retryDocument: { __typename: 'AppError', code: 'not_found' } });
+    expect(expectError(await rest('PATCH', `/v1/kb/documents/${docB}`, keyA, { filename: 'taken.txt', metadata: { by: 'A' } }), 404, 'not_found').message).toBe(`document ${docB} not found`);
     expect((await rest('GET', `/v1/kb/documents/${docB}`, owner.key)).status).toBe(200);
     await waitForDocuments(server, keyA, [noteId]);
     expect((await rest('DELETE', `/v1/kb/documents/${noteId}`, keyA)).status).toBe(204);

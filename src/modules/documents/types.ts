@@ -328,7 +328,7 @@ builder.mutationFields((t) => ({
     type: 'Document',
     errors: {},
     description:
-      'Renames the document or replaces its metadata. A ready document renamed is embedded again with its new name and stays searchable meanwhile; one queued or processing is a `document_busy` error (409).',
+      'Renames the document or replaces its metadata. A ready document renamed is embedded again with its new name and stays searchable meanwhile; one queued, processing or still being indexed after a rename is a `document_busy` error (409).',
     authScopes: { scope: 'kb:write' },
     args: { id: t.arg.id(), input: t.arg({ type: UpdateDocumentInput }) },
     resolve: (_query, _root, { id, input }, context) => updateDocument(context, viewerOf(context), String(id), input),

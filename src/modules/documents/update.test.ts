@@ -59,6 +59,24 @@ describe('PATCH /v1/kb/documents/{id}', () => {
     expect(file.headers.get('content-disposition')).toContain('filename="Zebrafish survey 2024.txt"');
   });
 
+  it('refuses a second rename while the first is indexed, then takes it', async () => {
+    const pages = Array.from({ length: 40 }, (_, index) => `Section ${index}. ${'Barley and oats were sown on the north field after the thaw. '.repeat(8)}`);
+    const document = await uploadReady('field-notes.txt', pages.join('\n\n'));
+    expect(document.chunk_count).toBeGreaterThan(5);
+    const first = await server.request('PATCH', documentPath(document.id), { key: owner.key, json: { filename: 'harvest log.txt' } });
+    expect(first.status, first.text).toBe(200);
+    const second = await server.request('PATCH', documentPath(document.id), { key: owner.key, json: { filename: 'sowing log.txt' } });
+    expectError(second, 409, 'document_busy');
+    expect(second.body.message).toBe(`document ${document.id} is being indexed under its previous name: it can be renamed again once that is done`);
+    await waitForEmbedded(document.id);
+    const third = await server.request('PATCH', documentPath(document.id), { key: owner.key, json: { filename: 'sowing log.txt' } });
+    expect(third.status, third.text).toBe(200);
+    await waitForEmbedded(document.id);
+    expect(await keywordHits('sowing')).toContainEqual([document.id, 'sowing log.txt']);
+    expect(await keywordHits('harvest')).toEqual([]);
+    // The document is embedded three times.
+  }, 120_000);
+
   it('replaces the metadata, which the search filter reads at once; null clears it; {} changes nothing', async () => {
     const document = await uploadReady('lighthouse.txt', 'The lighthouse keeper logs every passing ship.', '{"team":"coast","year":2023}');
     const replaced = await server.request('PATCH', documentPath(document.id), { key: owner.key, json: { metadata: { team: 'harbour' } } });

@@ -13,9 +13,9 @@ export type DocumentChanges = { filename?: string | null; metadata?: unknown };
  * new metadata at once. A document's name is part of what its chunks are indexed with (its
  * file name's words, and the title when the title came from them), so renaming a `ready`
  * document queues its chunks to be embedded again: it stays searchable under its old vectors
- * meanwhile, `embedded_chunks` counting the chunks done. A document being processed cannot be
- * renamed (409 `document_busy`): its processing has read the old name. A failed one takes the
- * new name when it is retried.
+ * meanwhile, `embedded_chunks` counting the chunks done. A document being processed, or being
+ * indexed again after a rename, cannot be renamed (409 `document_busy`): that work has read the
+ * old name. A failed one takes the new name when it is retried.
  */
 export async function updateDocument(dependencies: Pick<DocumentDependencies, 'prisma' | 'ingestion'>, viewer: Access, id: string, changes: DocumentChanges): Promise<Document> {
   const { prisma } = dependencies;
@@ -24,13 +24,21 @@ export async function updateDocument(dependencies: Pick<DocumentDependencies, 'p
   const found = await findDocument(dependencies, viewer, id, { query: { select: { id: true } } });
   const reembed = await prisma.$transaction(async (tx) => {
     // The row is locked until the end: a retry, an upload of the same bytes or another rename waits.
-    const [document] = await tx.$queryRaw<{ filename: string; status: Document['status']; text: string | null; title: string | null; name_words: string | null; chunk_count: number }[]>`
-      SELECT filename, status::text AS status, text, title, name_words, chunk_count FROM documents WHERE id = ${found.id}::uuid FOR UPDATE`;
+    const [document] = await tx.$queryRaw<
+      { filename: string; status: Document['status']; text: string | null; title: string | null; name_words: string | null; chunk_count: number; embedded_chunks: number }[]
+    >`
+      SELECT filename, status::text AS status, text, title, name_words, chunk_count, embedded_chunks FROM documents WHERE id = ${found.id}::uuid FOR UPDATE`;
     if (!document) throw notFound('document', id);
     if (metadata !== undefined) await tx.document.update({ where: { id: found.id }, data: { metadata: metadata as object } });
     if (filename === undefined || filename === document.filename) return false;
     if (document.status === 'queued' || document.status === 'processing') {
       throw new AppError('document_busy', `document ${found.id} is ${document.status}: it can be renamed once it is ready or failed`);
+    }
+    // A ready document short of its chunks is being indexed under its previous name: that
+    // embedding would mark chunks done with the old name's vectors after this rename asked for
+    // them again. Once all are marked, what is left of it (the job's end) is harmless.
+    if (document.status === 'ready' && document.embedded_chunks < document.chunk_count) {
+      throw new AppError('document_busy', `document ${found.id} is being indexed under its previous name: it can be renamed again once that is done`);
     }
     if (document.status === 'failed' || document.text === null || document.chunk_count === 0) {
       await tx.document.update({ where: { id: found.id }, data: { filename } });

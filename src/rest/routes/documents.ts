@@ -134,7 +134,7 @@ export const documentRoutes: Route[] = [
     tag: 'Documents',
     summary: 'Renames a document or replaces its metadata; a field left out stays as it is.',
     description:
-      "`metadata` replaces the document's metadata as a whole (null clears it); the metadata filter of searches reads it at once. A renamed `ready` document is embedded again, since its name is part of what its chunks are indexed with: it stays `ready` and searchable under its old vectors meanwhile, `embedded_chunks` counting up to `chunk_count` again. A document that is `queued` or `processing` cannot be renamed (409 `document_busy`); a `failed` one takes the new name when it is retried. `content_type` stays the uploaded file's.",
+      "`metadata` replaces the document's metadata as a whole (null clears it); the metadata filter of searches reads it at once. A renamed `ready` document is embedded again, since its name is part of what its chunks are indexed with: it stays `ready` and searchable under its old vectors meanwhile, `embedded_chunks` counting up to `chunk_count` again. A document that is `queued` or `processing`, or still being indexed after an earlier rename, cannot be renamed (409 `document_busy`); a `failed` one takes the new name when it is retried. `content_type` stays the uploaded file's.",
     operation: RestUpdateDocument,
     body: jsonBody('UpdateDocumentInput', { filename: 'filename', metadata: 'metadata' }),
     variables: ({ params, body }) => ({ id: params.id!, input: body as UpdateDocumentInput }),
