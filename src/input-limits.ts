@@ -103,10 +103,13 @@ export function checkOptionalName(field: string, value: string | null | undefine
   return name ? checkName(field, name, max) : null;
 }
 
+/** Whether a trimmed name is a single path segment: no `/` or `\`, and not `.` or `..`. */
+const isPlainFilename = (name: string) => !/[/\\]/.test(name) && name !== '.' && name !== '..';
+
 /** A stored file name: a name that is also a single path segment (no `/`, `\`, `.` or `..`). */
 export function checkFilename(filename: string): string {
   const name = checkName('filename', filename, maxFilenameLength);
-  if (/[/\\]/.test(name) || name === '.' || name === '..') {
+  if (!isPlainFilename(name)) {
     throw badRequest('filename', `must be a plain file name without path separators (got ${JSON.stringify(name)})`);
   }
   return name;
@@ -222,7 +225,7 @@ export const nameInput = (max = maxNameLength) =>
 /** A stored file name (checkFilename): a name that is also a single path segment. */
 export const filenameInput = () =>
   nameInput(maxFilenameLength)
-    .refine((name) => !/[/\\]/.test(name) && name !== '.' && name !== '..', 'must be a plain file name without path separators')
+    .refine(isPlainFilename, 'must be a plain file name without path separators')
     .meta({ pattern: filenamePattern, description: `A plain file name (no path separators), 1 to ${maxFilenameLength} characters after trimming white space.` });
 
 /** Document metadata: a JSON object, null clearing it; its depth, size and keys are checkMetadata's, in the service. */
