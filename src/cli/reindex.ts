@@ -1,11 +1,13 @@
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import { Prisma } from '../generated/prisma/client.js';
 import type { Logger } from '../logger.js';
 import type { Embedder } from '../modules/embeddings/embedder.js';
 import { createEmbedder } from '../modules/embeddings/select.js';
 import { chunksToIndex, indexedChunk } from '../modules/ingestion/embed-job.js';
 import { ingestionHandlers, ingestionSettings } from '../modules/ingestion/jobs.js';
 import { createParsePool } from '../modules/ingestion/parse-pool.js';
+import { queueEmbedding } from '../modules/jobs/advance.js';
 import { startJobQueue, type JobQueue } from '../modules/jobs/queue.js';
 import { modelWatchIntervalMs } from '../modules/retrieval/model-watch.js';
 import { openVectorIndex } from '../modules/retrieval/select.js';
@@ -81,14 +83,10 @@ export async function reindex(
         prisma.$executeRaw`UPDATE chunks SET embedded_at = NULL WHERE embedded_at IS NOT NULL`,
         prisma.$executeRaw`UPDATE documents SET embedded_chunks = 0, status = 'processing' WHERE status IN ('ready', 'processing') AND chunk_count > 0`,
         // A document still being parsed keeps its parse job, which becomes its embed job.
-        prisma.$executeRaw`
-          INSERT INTO jobs (id, kind, document_id, user_id, status, updated_at)
-          SELECT gen_random_uuid(), 'embed', d.id, w.user_id, 'queued', now()
-            FROM documents d JOIN workspaces w ON w.id = d.workspace_id
-           WHERE d.status = 'processing' AND d.chunk_count > 0
-          ON CONFLICT (document_id) DO UPDATE
-            SET kind = 'embed', status = 'queued', attempts = 0, run_after = now(), lease_expires = NULL, last_error = NULL, payload = jobs.payload - 'solo'
-            WHERE jobs.kind <> 'parse'`,
+        queueEmbedding(
+          prisma,
+          Prisma.sql`SELECT d.id, w.user_id FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE d.status = 'processing' AND d.chunk_count > 0`,
+        ),
       ]);
       runQueue();
       for (;;) {

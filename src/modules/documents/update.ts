@@ -1,8 +1,9 @@
 import { AppError, notFound } from '../../errors.js';
-import type { Document } from '../../generated/prisma/client.js';
+import { Prisma, type Document } from '../../generated/prisma/client.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
 import type { Access } from '../../auth/policy.js';
 import { documentContext, nameWords } from '../ingestion/document-name.js';
+import { queueEmbedding } from '../jobs/advance.js';
 import { findDocument, type DocumentDependencies } from './service.js';
 
 /** What PATCH /v1/kb/documents/{id} may change; a field left out (or a null file name) stays as it is. */
@@ -52,12 +53,7 @@ export async function updateDocument(dependencies: Pick<DocumentDependencies, 'p
       data: { filename, nameWords: words, title, indexContext: documentContext(words, title), embeddedChunks: 0 },
     });
     await tx.$executeRaw`UPDATE chunks SET embedded_at = NULL WHERE document_id = ${found.id}::uuid`;
-    await tx.$executeRaw`
-      INSERT INTO jobs (id, kind, document_id, user_id, status, updated_at)
-      VALUES (gen_random_uuid(), 'embed', ${found.id}::uuid, ${viewer.userId}::uuid, 'queued', clock_timestamp())
-      ON CONFLICT (document_id) DO UPDATE
-        SET kind = 'embed', status = 'queued', attempts = 0, run_after = clock_timestamp(), lease_expires = NULL,
-            claim = NULL, last_error = NULL, payload = '{}', updated_at = clock_timestamp()`;
+    await queueEmbedding(tx, Prisma.sql`SELECT ${found.id}::uuid, ${viewer.userId}::uuid`);
     return true;
   });
   if (reembed) dependencies.ingestion?.notify();

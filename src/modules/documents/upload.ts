@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { AppError, badRequest, fileTooLarge, notFound } from '../../errors.js';
 import { Prisma, type Document } from '../../generated/prisma/client.js';
 import { detectDocumentType } from '../ingestion/detect.js';
+import type { JobPayload } from '../jobs/payloads.js';
 import { findWorkspace } from '../workspaces/service.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
 import type { Access } from '../../auth/policy.js';
@@ -146,7 +147,7 @@ async function retryFailed(tx: Prisma.TransactionClient, userId: string, documen
   if (count > 0) {
     await tx.job.deleteMany({ where: { documentId } });
     await tx.job.create({
-      data: { kind: 'parse', userId, documentId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens, reindex: true } },
+      data: { kind: 'parse', userId, documentId, payload: { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens, reindex: true } satisfies JobPayload<'parse'> },
     });
   }
   return { document: await tx.document.findUnique({ where: { id: documentId } }), retried: count > 0 };
@@ -187,7 +188,7 @@ function insertDocuments(
   metadata: Record<string, unknown>,
   chunking: ChunkSettings,
 ) {
-  const payload = { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens };
+  const payload: JobPayload<'parse'> = { chunkTokens: chunking.chunkTokens, overlapTokens: chunking.overlapTokens };
   return tx.$queryRaw<Document[]>`
     WITH files AS (
       SELECT f.filename, f.content_type, f.size_bytes, f.sha256, f.position,

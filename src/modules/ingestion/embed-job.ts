@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { EmbedderError } from '../embeddings/embedder.js';
+import { advance } from '../jobs/advance.js';
 import { DocumentDeletedError, exponentialBackoff, PermanentJobError, type JobHandler } from '../jobs/job-handler.js';
 import { analyze } from '../retrieval/analyzer.js';
 import type { IndexedChunk } from '../retrieval/vector-index.js';
@@ -69,7 +70,7 @@ export const indexedChunk = (chunk: ChunkToIndex, embedding: Float32Array): Inde
  * store. An embedder that is down delays the documents (retries with backoff) rather than
  * failing them at once.
  */
-export function embedJob(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandler {
+export function embedJob(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandler<'embed'> {
   const { prisma, embedder, index } = dependencies;
   const claimChunks = settings.embedBatchSize * EMBED_CLAIM_BATCHES;
   return {
@@ -147,10 +148,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
         prisma.$executeRaw`
           UPDATE documents SET status = 'ready', error = NULL
            WHERE id = ANY(${documentIds}::uuid[]) AND embedded_chunks = chunk_count`,
-        prisma.job.updateMany({
-          where: { id: { in: jobs.map((job) => job.id) }, claim: { in: jobs.map((job) => job.claim) }, status: 'running' },
-          data: { status: 'done', leaseExpires: null, lastError: null },
-        }),
+        advance(prisma, jobs, { step: 'done' }),
       ]);
     },
   };

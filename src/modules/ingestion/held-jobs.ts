@@ -1,13 +1,11 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
+import { advanceStatement } from '../jobs/advance.js';
 import { stillHeld, type ClaimedJob } from '../jobs/job-handler.js';
 
 /** Fails the job and its document for good, with the reason the document shows; nothing when another worker holds the job now. */
 export async function failDocument(prisma: PrismaClient, job: ClaimedJob, reason: string) {
   await prisma.$executeRaw`
-    WITH failed AS (
-      UPDATE jobs SET status = 'failed', lease_expires = NULL, last_error = ${reason}, updated_at = now()
-       WHERE id = ${job.id}::uuid AND claim = ${job.claim}::uuid
-      RETURNING document_id)
+    WITH failed AS (${advanceStatement([job], { step: 'failed', reason })} RETURNING document_id)
     UPDATE documents SET status = 'failed', error = ${reason}, updated_at = now()
      WHERE id IN (SELECT document_id FROM failed)`;
 }

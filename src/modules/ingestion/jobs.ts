@@ -1,7 +1,8 @@
 import type { Config } from '../../config.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { Embedder } from '../embeddings/embedder.js';
-import { exponentialBackoff, type JobHandler, type JobKind } from '../jobs/job-handler.js';
+import { advance } from '../jobs/advance.js';
+import { exponentialBackoff, type JobHandler, type JobHandlers } from '../jobs/job-handler.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import { embedJob } from './embed-job.js';
 import type { ParseLimits } from './parse.js';
@@ -46,24 +47,24 @@ export function ingestionSettings(config: Config): IngestionSettings {
 }
 
 /** The handler of every ingestion job kind, for the queue. */
-export function ingestionHandlers(dependencies: IngestionDependencies, settings: IngestionSettings): Record<JobKind, JobHandler> {
+export function ingestionHandlers(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandlers {
   return { parse: parseJob(dependencies, settings), embed: embedJob(dependencies, settings), index_delete: indexDeleteJob(dependencies) };
 }
 
 /** Removes a deleted document's or workspace's entries from the index, retried until it answers. */
-export function indexDeleteJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'index'>): JobHandler {
+export function indexDeleteJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'index'>): JobHandler<'index_delete'> {
   const { prisma, index } = dependencies;
   return {
     maxAttempts: 20,
     backoffMs: exponentialBackoff(1_000, 300_000),
     fail: async (job, reason) => {
-      await prisma.job.updateMany({ where: { id: job.id, claim: job.claim }, data: { status: 'failed', leaseExpires: null, lastError: reason } });
+      await advance(prisma, [job], { step: 'failed', reason });
     },
     async run([job]) {
-      const { documentId, workspaceId } = job!.payload as { documentId?: string; workspaceId?: string };
-      if (documentId) await index.deleteDocument(documentId);
-      if (workspaceId) await index.deleteWorkspace(workspaceId);
-      await prisma.job.updateMany({ where: { id: job!.id, claim: job!.claim }, data: { status: 'done', leaseExpires: null, lastError: null } });
+      const target = job!.payload;
+      if ('documentId' in target) await index.deleteDocument(target.documentId);
+      else await index.deleteWorkspace(target.workspaceId);
+      await advance(prisma, [job!], { step: 'done' });
     },
   };
 }

@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { uploadDocuments } from '../documents/upload.js';
 import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job-handler.js';
+import { jobPayloads } from '../jobs/payloads.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
 import { ingestionSettings } from './jobs.js';
@@ -22,7 +23,7 @@ let dataDir: string;
 let config: Config;
 let db: Database;
 let parsePool: ParsePool;
-let handler: JobHandler;
+let handler: JobHandler<'parse'>;
 let index: VectorIndex;
 let userId: string;
 let workspaceId: string;
@@ -56,13 +57,13 @@ const upload = (files: { name: string; bytes: Uint8Array | string }[]) =>
     undefined,
   );
 
-const jobOf = async (documentId: string): Promise<ClaimedJob> => {
-  const job = await db.prisma.job.findUniqueOrThrow({ where: { documentId } });
-  return { id: job.id, kind: job.kind, document_id: job.documentId, user_id: job.userId, attempts: 1, claim: randomUUID(), payload: job.payload as Record<string, unknown>, last_error: null };
+const jobOf = async (documentId: string): Promise<ClaimedJob<'parse'>> => {
+  const job = await db.prisma.job.findUniqueOrThrow({ where: { documentId, kind: 'parse' } });
+  return { id: job.id, kind: 'parse', document_id: job.documentId, user_id: job.userId, attempts: 1, claim: randomUUID(), payload: jobPayloads.parse.parse(job.payload), last_error: null };
 };
 
 /** What the queue's claim leaves on the rows of `jobs`: running, under each one's claim. */
-const hold = async (jobs: ClaimedJob[]) => {
+const hold = async (jobs: ClaimedJob<'parse'>[]) => {
   for (const job of jobs) await db.prisma.job.update({ where: { id: job.id }, data: { status: 'running', claim: job.claim } });
   return jobs;
 };

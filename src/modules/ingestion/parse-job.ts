@@ -1,4 +1,5 @@
-import { exponentialBackoff, PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job-handler.js';
+import { advance } from '../jobs/advance.js';
+import { exponentialBackoff, PermanentJobError, type ClaimedJob as AnyClaimedJob, type JobHandler } from '../jobs/job-handler.js';
 import type { DocumentType } from './detect.js';
 import { failDocument, heldDocuments, lockHeld } from './held-jobs.js';
 import type { IngestionDependencies, IngestionSettings } from './jobs.js';
@@ -11,6 +12,8 @@ const PARSE_CLAIM_JOBS = 16;
 const PARSE_COMPANION_MAX_BYTES = 256 * 1024;
 
 type ParseSource = { id: string; filename: string; content_type: string; size_bytes: number; bytes: Uint8Array };
+type ClaimedJob = AnyClaimedJob<'parse'>;
+
 type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskResult, { ok: true }> & { job: ClaimedJob });
 
 /**
@@ -20,7 +23,7 @@ type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskRes
  * short texts pays one read, one chunk write and one state change per claim, not ten statements
  * per document. A document that cannot be parsed fails alone; the others go on.
  */
-export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'parsePool' | 'index' | 'wake'>, settings: IngestionSettings): JobHandler {
+export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'parsePool' | 'index' | 'wake'>, settings: IngestionSettings): JobHandler<'parse'> {
   const { prisma, parsePool, index } = dependencies;
   const timeoutSecondsFor = (sizeBytes: number) =>
     Math.ceil(settings.parseTimeoutSeconds.base + (settings.parseTimeoutSeconds.perMegabyte * sizeBytes) / (1024 * 1024));
@@ -57,7 +60,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
           bytes: source.bytes,
           type: source.content_type as DocumentType,
           filename: source.filename,
-          chunkOptions: { chunkTokens: Number(job.payload.chunkTokens), overlapTokens: Number(job.payload.overlapTokens) },
+          chunkOptions: { chunkTokens: job.payload.chunkTokens, overlapTokens: job.payload.overlapTokens },
           limits: settings.parseLimits,
         },
         AbortSignal.any([signal, timeout]),
@@ -109,7 +112,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       // A failed document uploaded again (documents/upload.ts): the index may hold entries of its
       // old chunks, which the parse below replaces under new ids. An index outside the store
       // keeps them otherwise; an unreachable one fails this attempt like any transient error.
-      for (const job of present) if (job.payload.reindex === true) await index.deleteDocument(job.document_id!);
+      for (const job of present) if (job.payload.reindex) await index.deleteDocument(job.document_id!);
       await prisma.$executeRaw`UPDATE documents SET status = 'processing', error = NULL, updated_at = now() WHERE id IN (${heldDocuments(present)})`;
       try {
         await parseAndStore(present, sourceOf, signal);
@@ -140,8 +143,8 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
     const parsedIds = parsed.map(({ job }) => job.document_id!);
     const parsedJobs = parsed.map(({ job }) => job);
     const held = heldDocuments(parsedJobs);
-    const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job.id);
-    const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job.id);
+    const toEmbed = parsed.filter(({ chunks }) => chunks.length > 0).map(({ job }) => job);
+    const finished = parsed.filter(({ chunks }) => chunks.length === 0).map(({ job }) => job);
     // Only documents whose jobs this worker still holds: one deleted meanwhile (its job went with
     // it) or taken over by another worker after this one's lease ran out is left as it is.
     await prisma.$transaction([
@@ -167,13 +170,8 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
                       ${parsed.map(({ context }) => context)}::text[], ${parsed.map(({ nameWords }) => nameWords)}::text[])
                       AS r(id, text, page_count, chunk_count, title, index_context, name_words)
          WHERE d.id = r.id AND d.id IN (${held})`,
-      prisma.$executeRaw`
-        UPDATE jobs SET kind = 'embed', status = 'queued', attempts = 0, lease_expires = NULL, claim = NULL, last_error = NULL, run_after = now(), updated_at = now(),
-                      payload = payload - 'solo' - 'reindex'
-         WHERE id = ANY(${toEmbed}::uuid[]) AND document_id IN (${held})`,
-      prisma.$executeRaw`
-        UPDATE jobs SET status = 'done', lease_expires = NULL, last_error = NULL, updated_at = now()
-         WHERE id = ANY(${finished}::uuid[]) AND document_id IN (${held})`,
+      advance(prisma, toEmbed, { step: 'next', kind: 'embed', payload: {} }),
+      advance(prisma, finished, { step: 'done' }),
     ]);
     if (toEmbed.length > 0) dependencies.wake();
   }

@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
-import type { ClaimedJob, JobHandler, JobKind } from './job-handler.js';
+import type { ClaimedJob, JobHandler, JobHandlers, JobKind } from './job-handler.js';
 
 /**
  * Kinds whose new jobs go before any other job (within one user's turn), in this order, while no
@@ -28,7 +28,7 @@ export type JobClaims = {
  */
 export function jobClaims(
   prisma: PrismaClient,
-  handlers: Record<JobKind, JobHandler>,
+  handlers: JobHandlers,
   { leaseEnd, runningKinds }: { leaseEnd: Prisma.Sql; runningKinds: Map<JobKind, number> },
   log: Logger,
 ): JobClaims {
@@ -129,11 +129,11 @@ export function jobClaims(
     for (const candidate of await candidates()) {
       const [first] = await claimIds([candidate.id]);
       if (!first) continue;
-      const handler = handlers[first.kind];
+      const handler = handlers[first.kind] as JobHandler;
       // A job that failed in company runs alone; so does one whose last attempt never ended (a
       // crash, perhaps on this very job), lest it take others down with it.
       const interrupted = first.attempts > 1 && first.last_error === null;
-      if (!handler.companions || first.payload.solo === true || interrupted) return [first];
+      if (!handler.companions || (first.payload as { solo?: unknown }).solo === true || interrupted) return [first];
       const companionIds = await handler.companions(first).catch((error: unknown) => {
         log.error(`could not look for ${first.kind} jobs to run with job ${first.id}`, error);
         return [];

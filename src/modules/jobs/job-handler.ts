@@ -1,18 +1,18 @@
 import { Prisma } from '../../generated/prisma/client.js';
+import type { JobKind, JobPayload } from './payloads.js';
 
-export type JobKind = 'parse' | 'embed' | 'index_delete';
+export { allJobKinds, type JobKind } from './payloads.js';
 
-export const allJobKinds: readonly JobKind[] = ['parse', 'embed', 'index_delete'];
-
-export type ClaimedJob = {
+export type ClaimedJob<Kind extends JobKind = JobKind> = {
   id: string;
-  kind: JobKind;
+  kind: Kind;
   document_id: string | null;
   user_id: string | null;
   attempts: number;
   /** This claim's token: a write that settles the job checks it, so one whose lease was taken over changes nothing. */
   claim: string;
-  payload: Record<string, unknown>;
+  /** Read through its kind's schema before the handler sees it (payloads.ts). */
+  payload: JobPayload<Kind>;
   /** Why the last attempt failed; null after a success or when it never ended (the process stopped or died). */
   last_error: string | null;
 };
@@ -54,7 +54,7 @@ export type JobContext = {
 };
 
 /** What a kind of job does and how its failures are treated. */
-export type JobHandler = {
+export type JobHandler<Kind extends JobKind = JobKind> = {
   /** Attempts before a transient failure fails the job (and its document). */
   maxAttempts: number;
   /** Wait before the next attempt after `attempts` failures. */
@@ -65,15 +65,18 @@ export type JobHandler = {
    * share their fixed costs this way: one embedder call, one index write and one state change
    * for the chunks of many short documents.
    */
-  companions?(first: ClaimedJob): Promise<string[]>;
+  companions?(first: ClaimedJob<Kind>): Promise<string[]>;
   /**
    * Does the work of the jobs claimed together (one, unless the kind has companions) and
    * settles each itself (done, or moved on to its next kind). A throw is the failure of all.
    */
-  run(jobs: ClaimedJob[], context: JobContext): Promise<void>;
+  run(jobs: ClaimedJob<Kind>[], context: JobContext): Promise<void>;
   /** Records a failure for good: the job, and its document when it has one. */
-  fail(job: ClaimedJob, reason: string): Promise<void>;
+  fail(job: ClaimedJob<Kind>, reason: string): Promise<void>;
 };
+
+/** A handler for each kind, each seeing its own kind's payloads. */
+export type JobHandlers = { [Kind in JobKind]: JobHandler<Kind> };
 
 export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempts: number) =>
   Math.min(maxMs, baseMs * 2 ** Math.max(0, attempts - 1));

@@ -2,7 +2,8 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
 import type { StoreSignals } from '../../db/database.js';
 import { jobClaims } from './claims.js';
-import type { ClaimedJob, JobHandler, JobKind } from './job-handler.js';
+import type { ClaimedJob, JobHandlers, JobKind } from './job-handler.js';
+import type { JobPayload } from './payloads.js';
 import { claimedJobRunner } from './run-claimed.js';
 
 export type JobQueueOptions = {
@@ -50,7 +51,7 @@ export type JobQueue = {
  */
 export function startJobQueue(
   prisma: PrismaClient,
-  handlers: Record<JobKind, JobHandler>,
+  handlers: JobHandlers,
   options: JobQueueOptions,
   log: Logger,
 ): JobQueue {
@@ -167,7 +168,7 @@ export function startJobQueue(
 }
 
 /** Queues the removal of index entries for what was just deleted, in the deleting transaction. */
-export function queueIndexDelete(tx: Prisma.TransactionClient, userId: string, target: { documentId: string } | { workspaceId: string }) {
+export function queueIndexDelete(tx: Prisma.TransactionClient, userId: string, target: JobPayload<'index_delete'>) {
   return tx.job.create({ data: { kind: 'index_delete', userId, payload: target } });
 }
 

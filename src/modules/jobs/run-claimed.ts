@@ -1,6 +1,8 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
-import { DocumentDeletedError, LeaseLostError, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobKind } from './job-handler.js';
+import { advance } from './advance.js';
+import { DocumentDeletedError, LeaseLostError, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobHandlers } from './job-handler.js';
+import { readPayload } from './payloads.js';
 
 /**
  * Runs claimed jobs for the queue's workers: renews their leases while they run, and retries,
@@ -8,7 +10,7 @@ import { DocumentDeletedError, LeaseLostError, PermanentJobError, stillHeld, typ
  */
 export function claimedJobRunner(
   prisma: PrismaClient,
-  handlers: Record<JobKind, JobHandler>,
+  handlers: JobHandlers,
   options: { leaseMs: number; leaseEnd: Prisma.Sql; stopSignal: AbortSignal },
   log: Logger,
 ) {
@@ -38,19 +40,19 @@ export function claimedJobRunner(
     log.error(`${job.kind} job ${job.id}${job.document_id ? ` (document ${job.document_id})` : ''} failed (attempt ${job.attempts}); retrying`, message);
     // Only a job still running under this claim: one its handler already settled (a document of
     // a batch that failed alone, say) or another worker took over stays as it is.
-    await prisma.job.updateMany({
-      where: { id: job.id, status: 'running', claim: job.claim },
-      data: { status: 'queued', leaseExpires: null, claim: null, lastError: message, runAfter: new Date(Date.now() + handler.backoffMs(job.attempts)) },
-    });
+    await advance(prisma, [job], { step: 'retry', error: message, afterMs: handler.backoffMs(job.attempts) });
   }
 
   async function processClaimed(claimed: ClaimedJob[]) {
-    const handler = handlers[claimed[0]!.kind];
-    // Interrupted too often (a crash each time, say): given up without running again.
+    // Jobs claimed together are of one kind; its handler is seen as taking any kind's jobs here.
+    const handler = handlers[claimed[0]!.kind] as JobHandler;
     const jobs: ClaimedJob[] = [];
     for (const job of claimed) {
+      const read = readPayload(job.kind, job.payload);
+      // Interrupted too often (a crash each time, say): given up without running again.
       if (job.attempts > handler.maxAttempts) await handler.fail(job, `processing was interrupted ${job.attempts - 1} times; giving up`);
-      else jobs.push(job);
+      else if (!read.ok) await handler.fail(job, `${job.kind} job ${job.id} cannot run: ${read.reason}`);
+      else jobs.push({ ...job, payload: read.payload });
     }
     if (jobs.length === 0) return;
 
@@ -91,7 +93,7 @@ export function claimedJobRunner(
     } catch (error) {
       // Stopped (not merely no longer claiming): given back unfinished, the attempt not counted.
       if (stopSignal.aborted) {
-        await Promise.all(jobs.map(release));
+        await advance(prisma, jobs, { step: 'release' });
         return;
       }
       if (error instanceof DocumentDeletedError || error instanceof LeaseLostError || allLost.signal.aborted) return;
@@ -103,9 +105,7 @@ export function claimedJobRunner(
       const survivors = jobs.filter((job) => running.has(job.id));
       if (error instanceof PermanentJobError && survivors.length > 1) {
         // Which of them the failure belongs to is not known: each runs again alone, this attempt not counted.
-        await prisma.$executeRaw`
-          UPDATE jobs SET status = 'queued', lease_expires = NULL, claim = NULL, attempts = attempts - 1, payload = payload || '{"solo": true}'::jsonb
-           WHERE ${stillHeld(survivors)}`;
+        await advance(prisma, survivors, { step: 'release', solo: true });
         return;
       }
       for (const job of survivors) {
@@ -118,12 +118,6 @@ export function claimedJobRunner(
     }
   }
 
-  /** Gives an unfinished job back at shutdown, without counting the attempt. */
-  const release = (job: ClaimedJob) =>
-    prisma.job.updateMany({
-      where: { id: job.id, status: 'running', claim: job.claim },
-      data: { status: 'queued', leaseExpires: null, claim: null, attempts: { decrement: 1 } },
-    });
 
   return { processClaimed, cancelDeleted };
 }
