@@ -68,6 +68,7 @@ export async function openElasticsearchIndex(cluster: ElasticsearchCluster, conf
 
 class ElasticsearchIndex implements VectorIndex {
   readonly kind = 'elasticsearch' as const;
+  readonly traits = { deletesWithStore: false, keywordStatistics: 'whole_index', readsAlong: false, scorePrecision: 'single' } as const;
   #builtWith: IndexModel;
 
   /**

@@ -85,6 +85,7 @@ export async function openPgvectorIndex(prisma: PrismaClient, configured: IndexM
 
 class PgvectorIndex implements VectorIndex {
   readonly kind = 'pgvector' as const;
+  readonly traits = { deletesWithStore: true, keywordStatistics: 'searched_workspaces', readsAlong: true, scorePrecision: 'double' } as const;
 
   #builtWith: IndexModel;
   readonly #mirror: StoreIndexMirror;

@@ -4,116 +4,70 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
-import pg from 'pg';
-import { analyze, bm25, termFrequencies } from './analyzer.js';
+import { analyze, bm25 } from './analyzer.js';
 import { openElasticsearchIndex } from './elasticsearch-index.js';
 import { openPgvectorIndex } from './pgvector-index.js';
-import { cleanChangeLog } from './pgvector-change-log.js';
 import type { VectorIndex } from './vector-index.js';
-import { parseSketch, sketchOf } from './fresh-vectors.js';
-import { BackgroundWork } from '../../observability/background-work.js';
 import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
+import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
 
-// The index of the matrix leg: Elasticsearch (in an index of this test's own, so BM25's corpus
-// statistics are this test's alone), or pgvector in the store: PostgreSQL when the leg has one
-// with pgvector, else the embedded store (the Elasticsearch leg's PostgreSQL has no pgvector).
+// The contract every index keeps, over each index this leg has: pgvector in the leg's store (the
+// embedded one, or PostgreSQL with pgvector; the Elasticsearch leg's PostgreSQL has none, so the
+// embedded one there), and Elasticsearch where the leg has it, in an index of this file's own so
+// that BM25's statistics are this file's alone. Where indexes differ the tests read the index's
+// traits, never its kind; what only one index does is tested beside it (pgvector-index.test.ts).
 const elasticsearchUrl = process.env.ELASTICSEARCH_URL || undefined;
-/** PostgreSQL with pgvector, where a second connection can hold a transaction open meanwhile. */
-const postgresUrl = (!elasticsearchUrl && process.env.DATABASE_URL) || undefined;
-const indexName = `kb_test_${Math.random().toString(36).slice(2)}`;
-let dataDir: string;
-let db: Database;
-let index: VectorIndex;
-let userId: string;
 
-const dimensions = 384;
-const model = { model: 'bge-small-en-v1.5-q', dimensions };
+type Backend = {
+  name: string;
+  /** Opens the index, or another process's view of the same one. */
+  open(db: Database): Promise<VectorIndex>;
+  drop(): Promise<void>;
+};
 
-/** A unit vector pointing mostly along `axis`, tilted by `tilt` towards axis + 1. */
-function unit(axis: number, tilt = 0): Float32Array {
-  const vector = new Float32Array(dimensions);
-  vector[axis] = Math.cos(tilt);
-  vector[(axis + 1) % dimensions] = Math.sin(tilt);
-  return vector;
-}
-
-/** mulberry32: the same numbers on every run. */
-function seeded(seed: number) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+function elasticsearchBackend(url: string): Backend {
+  const index = `kb_test_${Math.random().toString(36).slice(2)}`;
+  return {
+    name: 'Elasticsearch',
+    open: () => openElasticsearchIndex({ nodes: [url], index, shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000 }),
+    drop: () => dropElasticsearchIndexes(url, index),
   };
 }
 
-/** Every text indexed so far: Elasticsearch's BM25 statistics cover the whole index. */
-const indexedTexts: string[] = [];
+const backends: Backend[] = [
+  { name: 'pgvector', open: (db) => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 }), drop: async () => {} },
+  ...(elasticsearchUrl ? [elasticsearchBackend(elasticsearchUrl)] : []),
+];
 
-async function workspaceWith(name: string, documents: { texts: string[]; vectors: Float32Array[] }[]) {
-  const workspace = await db.prisma.workspace.create({ data: { userId, name, nameKey: `${name}-${Math.random()}` } });
-  return { workspaceId: workspace.id, documentIds: await addDocuments(workspace.id, documents) };
-}
-
-async function addDocuments(workspaceId: string, documents: { texts: string[]; vectors: Float32Array[] }[], into: VectorIndex = index) {
-  const prisma = db.prisma;
-  const workspace = { id: workspaceId };
-  const documentIds: string[] = [];
-  for (const [position, document] of documents.entries()) {
-    const row = await prisma.document.create({
-      data: { workspaceId: workspace.id, filename: `${position}.txt`, contentType: 'text/plain', sizeBytes: 1, sha256: `${Math.random()}`, status: 'ready' },
-    });
-    documentIds.push(row.id);
-    indexedTexts.push(...document.texts);
-    const chunks = await prisma.chunk.createManyAndReturn({
-      data: document.texts.map((content, chunkIndex) => ({ documentId: row.id, chunkIndex, content, tokenCount: 1 })),
-    });
-    await into.upsert(
-      chunks.map((chunk) => ({
-        chunkId: chunk.id,
-        documentId: row.id,
-        workspaceId: workspace.id,
-        embedding: document.vectors[chunk.chunkIndex]!,
-        terms: analyze(chunk.content),
-      })),
-    );
-  }
-  return documentIds;
-}
-
-/** Another process's view of the same index: a second instance over the same store or server. */
-const openIndex = () =>
-  elasticsearchUrl
-    ? openElasticsearchIndex({ nodes: [elasticsearchUrl], index: indexName, shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000 })
-    : openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
-
-/** The chunk texts a keyword search finds, best first. */
-async function keywordTexts(through: VectorIndex, workspaceId: string, query: string) {
-  const { keyword } = await through.search({ workspaceIds: [workspaceId], terms: analyze(query), limit: 50, excludeDocumentIds: [] });
-  const chunks = await db.prisma.chunk.findMany({ where: { id: { in: keyword.map((hit) => hit.chunkId) } }, select: { id: true, content: true } });
-  const byId = new Map(chunks.map((chunk) => [chunk.id, chunk.content]));
-  return keyword.map((hit) => byId.get(hit.chunkId) ?? `missing ${hit.chunkId}`);
-}
+let dataDir: string;
+let db: Database;
+let userId: string;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-pgvector-'));
-  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(process.env.ELASTICSEARCH_URL && { DATABASE_URL: '' }) });
-  db = await openDatabase(config);
-  index = elasticsearchUrl
-    ? await openElasticsearchIndex({ nodes: [elasticsearchUrl], index: indexName, shards: 1, replicas: 0, sniff: false }, model, { timeoutMs: 10_000 })
-    : await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
-  userId = (await db.prisma.user.create({ data: { email: `pgvector-${Math.random()}@example.com`, name: 'Index' } })).id;
+  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-index-'));
+  db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(elasticsearchUrl && { DATABASE_URL: '' }) }));
+  userId = (await db.prisma.user.create({ data: { email: `index-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);
 
 afterAll(async () => {
-  if (elasticsearchUrl) await dropElasticsearchIndexes(elasticsearchUrl, indexName);
-  await index?.close();
   await db?.close();
   await rm(dataDir, { recursive: true, force: true });
 });
 
-describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
+describe.each(backends)('the $name index', (backend) => {
+  let index: VectorIndex;
+  const { indexedTexts, addDocuments, workspaceWith, keywordTexts } = indexedDocuments(() => ({ db, userId, index }));
+  const openIndex = () => backend.open(db);
+
+  beforeAll(async () => {
+    index = await openIndex();
+  }, 60_000);
+
+  afterAll(async () => {
+    await index?.close();
+    await backend.drop();
+  });
+
   it('fills top k from a small workspace when a large one holds nearer vectors', async () => {
     // 300 vectors almost on the query's axis elsewhere, 20 further off in the workspace searched.
     await workspaceWith('crowd', [{ texts: Array.from({ length: 300 }, (_, i) => `crowd ${i}`), vectors: Array.from({ length: 300 }, (_, i) => unit(0, 0.001 * i)) }]);
@@ -137,8 +91,7 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     const { workspaceId, documentIds } = await workspaceWith('bm25', [{ texts, vectors: texts.map((_, i) => unit(i + 10)) }]);
     const query = analyze('apple cherry');
     const { keyword } = await index.search({ workspaceIds: [workspaceId], terms: query, limit: 10, excludeDocumentIds: [] });
-    // pgvector counts BM25's corpus over the workspaces searched, Elasticsearch over its index.
-    const corpus = (index.kind === 'elasticsearch' ? indexedTexts : texts).map((text) => analyze(text));
+    const corpus = (index.traits.keywordStatistics === 'whole_index' ? indexedTexts : texts).map((text) => analyze(text));
     const documents = texts.map((text) => analyze(text));
     const averageLength = corpus.reduce((sum, terms) => sum + terms.length, 0) / corpus.length;
     const expected = documents
@@ -161,7 +114,7 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     keyword.forEach((hit, rank) => {
       expect(indexOf.get(hit.chunkId)).toBe(expected[rank]!.position);
       // Lucene stores lengths in a lossy byte, exact for short texts like these.
-      expect(hit.score).toBeCloseTo(expected[rank]!.score, index.kind === 'elasticsearch' ? 5 : 9);
+      expect(hit.score).toBeCloseTo(expected[rank]!.score, index.traits.scorePrecision === 'single' ? 5 : 9);
     });
   });
 
@@ -186,8 +139,8 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     expect(both.vector).toEqual(vectorOnly.vector);
     expect(both.keyword).toEqual(keywordOnly.keyword);
     expect((await index.search({ ...base, terms: analyze('zircon'), vector: unit(200) })).keyword).toEqual(keywordOnly.keyword);
-    if (index.kind === 'elasticsearch') {
-      // Outside the store: nothing is read along; the service reads every result from the store.
+    if (!index.traits.readsAlong) {
+      // Nothing is read along; the service reads every result from the store.
       for (const result of [vectorOnly, keywordOnly, both]) expect(result.chunks).toBeUndefined();
       return;
     }
@@ -221,66 +174,16 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
     expect(await chunkDocument(without.vector)).toEqual([second]);
     expect(await chunkDocument(without.keyword)).toEqual([second]);
     expect(await index.countByDocument(workspaceId)).toEqual(new Map([[first, 1], [second, 1], [third, 1]]));
-    // The store's cascade removes pgvector rows; Elasticsearch's go by the index_delete job's calls.
+    // Entries outside the store go by the calls of the index_delete job the deletion queues.
     await db.prisma.document.delete({ where: { id: first } });
-    if (index.kind === 'elasticsearch') await index.deleteDocument(first);
+    if (!index.traits.deletesWithStore) await index.deleteDocument(first);
     expect(await index.countByDocument(workspaceId)).toEqual(new Map([[second, 1], [third, 1]]));
     const after = await search({});
     expect(await chunkDocument(after.vector)).toEqual([second, third].sort());
     await db.prisma.workspace.delete({ where: { id: workspaceId } });
-    if (index.kind === 'elasticsearch') await index.deleteWorkspace(workspaceId);
+    if (!index.traits.deletesWithStore) await index.deleteWorkspace(workspaceId);
     expect((await index.countByDocument(workspaceId)).size).toBe(0);
   });
-  if (!elasticsearchUrl) {
-    it("loads a workspace's keyword side ahead of its first search once chunks are written to it", async () => {
-      const backgroundWork = new BackgroundWork();
-      const ahead = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork });
-      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!.runs;
-      try {
-        // The follower's first reading marks where the log stands; what is written after it is followed.
-        await new Promise((resolve) => setTimeout(resolve, 5_500));
-        const { workspaceId } = await workspaceWith('ahead', [{ texts: ['lighthouse keepers log storms', 'lighthouse lamps turn'], vectors: [unit(80), unit(81)] }]);
-        for (let waited = 0; loads() === 0 && waited < 15_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-        expect(loads()).toBe(1);
-        // The first search finds the postings loaded: no load of its own.
-        expect((await keywordTexts(ahead, workspaceId, 'lighthouse')).sort()).toEqual(['lighthouse keepers log storms', 'lighthouse lamps turn']);
-        expect(loads()).toBe(1);
-        // Chunks written later are synced ahead too, and found.
-        await addDocuments(workspaceId, [{ texts: ['lighthouse foghorn'], vectors: [unit(82)] }]);
-        expect(await keywordTexts(ahead, workspaceId, 'foghorn')).toEqual(['lighthouse foghorn']);
-        expect(loads()).toBe(1);
-      } finally {
-        await ahead.close();
-      }
-    }, 40_000);
-  }
-
-  if (!elasticsearchUrl) {
-    // The follower's sync of a workspace waits for the searches in progress before it starts, and
-    // a search of that workspace waits for the follower's sync: without care each waits for the
-    // other until the longest yield is over (a second by default; here two minutes).
-    it('keeps no search waiting for background work on the workspace it searches', async () => {
-      const backgroundWork = new BackgroundWork({ longestYieldMs: 120_000 });
-      const ahead = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork });
-      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!;
-      try {
-        // The follower's first reading marks where the log stands; what is written after it is followed.
-        await new Promise((resolve) => setTimeout(resolve, 5_500));
-        await backgroundWork.foreground(async () => {
-          const { workspaceId } = await workspaceWith('awaited', [{ texts: ['beacon on the headland', 'beacon fires'], vectors: [unit(85), unit(86)] }]);
-          // The follower reads the log within its period and waits for this request's work to end.
-          await new Promise((resolve) => setTimeout(resolve, 6_000));
-          expect(loads()).toMatchObject({ runs: 0, running: 0 });
-          expect((await keywordTexts(ahead, workspaceId, 'beacon')).sort()).toEqual(['beacon fires', 'beacon on the headland']);
-          // The follower's load served the search: one load, not a second of the search's own.
-          expect(loads().runs).toBe(1);
-        });
-      } finally {
-        await ahead.close();
-      }
-    }, 40_000);
-  }
-
   it('keeps another process current: chunks one adds or deletes are found or gone in the other', async () => {
     const other = await openIndex();
     try {
@@ -291,7 +194,7 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       expect((await keywordTexts(other, workspaceId, 'harbour')).sort()).toEqual(three);
       expect((await keywordTexts(index, workspaceId, 'harbour')).sort()).toEqual(three);
       await db.prisma.document.delete({ where: { id: documentIds[0]! } });
-      if (index.kind === 'elasticsearch') await index.deleteDocument(documentIds[0]!);
+      if (!index.traits.deletesWithStore) await index.deleteDocument(documentIds[0]!);
       expect((await keywordTexts(other, workspaceId, 'harbour')).sort()).toEqual(three.slice(1));
       expect((await keywordTexts(index, workspaceId, 'harbour')).sort()).toEqual(three.slice(1));
       await addDocuments(workspaceId, [{ texts: ['harbour master office'], vectors: [unit(73)] }], other);
@@ -319,269 +222,6 @@ describe(`the ${elasticsearchUrl ? 'Elasticsearch' : 'pgvector'} index`, () => {
       await other.close();
     }
   });
-
-  if (postgresUrl) {
-    it('opens beside another process that is writing and merging, without taking a lock on the tables', async () => {
-      const client = new pg.Client({ connectionString: postgresUrl });
-      await client.connect();
-      try {
-        // What an upsert or a merge of another process holds while it runs; any DDL would wait for it.
-        await client.query('BEGIN');
-        await client.query('LOCK TABLE chunk_index, chunk_index_fresh, chunk_index_log IN ROW EXCLUSIVE MODE');
-        const opened = await Promise.race([
-          openIndex().then(async (other) => {
-            await other.close();
-            return 'opened';
-          }),
-          new Promise((resolve) => setTimeout(() => resolve('still waiting after 5 s'), 5_000)),
-        ]);
-        expect(opened).toBe('opened');
-      } finally {
-        await client.query('ROLLBACK');
-        await client.end();
-      }
-    });
-
-    // Only a server with concurrent connections can commit transactions out of the order of their ids.
-    it('finds a chunk whose transaction began before, and committed after, a sync that saw a later one', async () => {
-      const other = await openIndex();
-      const client = new pg.Client({ connectionString: postgresUrl });
-      await client.connect();
-      try {
-        const { workspaceId, documentIds } = await workspaceWith('late-commit', [{ texts: ['early anchor text'], vectors: [unit(80)] }]);
-        const documentId = documentIds[0]!;
-        expect(await keywordTexts(other, workspaceId, 'anchor')).toEqual(['early anchor text']);
-        const late = await db.prisma.chunk.create({ data: { documentId, chunkIndex: 1, content: 'late walrus', tokenCount: 2 } });
-        await client.query('BEGIN');
-        await client.query('SELECT pg_current_xact_id()');
-        // A transaction with a later id commits first, and the other process syncs past it.
-        await addDocuments(workspaceId, [{ texts: ['prompt walrus'], vectors: [unit(82)] }]);
-        expect(await keywordTexts(other, workspaceId, 'walrus')).toEqual(['prompt walrus']);
-        const counts = termFrequencies(analyze('late walrus'));
-        await client.query(
-          `INSERT INTO chunk_index (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
-           VALUES ($1, $2, $3, $4::vector, $5, $6, $7)`,
-          [late.id, documentId, workspaceId, `[${Array.from(unit(81)).join(',')}]`, [...counts.keys()], [...counts.values()], 2],
-        );
-        await client.query('COMMIT');
-        expect((await keywordTexts(other, workspaceId, 'walrus')).sort()).toEqual(['late walrus', 'prompt walrus']);
-      } finally {
-        await client.query('ROLLBACK').catch(() => undefined);
-        await client.end();
-        await other.close();
-      }
-    });
-  }
-
-  if (!elasticsearchUrl) {
-    it('finds chunks alike outside the graph and after a merge moves them in, and a reader that loaded before the merge misses none', async () => {
-      const graph = index as VectorIndex & Required<Pick<VectorIndex, 'graphBacklog' | 'mergeIntoGraph'>>;
-      while ((await graph.mergeIntoGraph(500)) > 0);
-      const texts = Array.from({ length: 200 }, (_, i) => `pebble ${i} on the shore`);
-      const { workspaceId, documentIds } = await workspaceWith('merge', [
-        { texts, vectors: texts.map((_, i) => unit(300 + (i % 20), 0.002 * i)) },
-        { texts: ['pebble beach far away'], vectors: [unit(305, 0.3)] },
-      ]);
-      expect(await graph.graphBacklog()).toBe(201);
-      const search = (extra: { documentIds?: string[]; excludeDocumentIds?: string[] } = {}) =>
-        index.search({ workspaceIds: [workspaceId], vector: unit(305), terms: analyze('pebble 7 shore'), limit: 20, excludeDocumentIds: [], ...extra });
-      const outside = await search();
-      const outsideFiltered = await search({ documentIds: [documentIds[1]!] });
-      expect(outside.vector).toHaveLength(20);
-      expect(outsideFiltered.vector).toHaveLength(1);
-      const shoreHits = async (through: VectorIndex) =>
-        (await through.search({ workspaceIds: [workspaceId], terms: analyze('shore'), limit: 500, excludeDocumentIds: [] })).keyword.length;
-      const reader = await openIndex();
-      try {
-        expect(await shoreHits(reader)).toBe(200);
-        // In uneven slices, as merges in several processes would leave them.
-        let slices = 0;
-        while ((await graph.mergeIntoGraph(37)) > 0) slices += 1;
-        expect(slices).toBe(6);
-        expect(await graph.graphBacklog()).toBe(0);
-        const merged = await search();
-        expect(merged.vector.map((hit) => hit.chunkId)).toEqual(outside.vector.map((hit) => hit.chunkId));
-        merged.vector.forEach((hit, rank) => expect(hit.score).toBeCloseTo(outside.vector[rank]!.score, 6));
-        expect(merged.keyword).toEqual(outside.keyword);
-        expect((await search({ documentIds: [documentIds[1]!] })).vector).toEqual(outsideFiltered.vector);
-        expect(await shoreHits(reader)).toBe(200);
-        expect(await keywordTexts(reader, workspaceId, 'pebble 7')).toEqual(await keywordTexts(index, workspaceId, 'pebble 7'));
-        expect(await index.countByDocument(workspaceId)).toEqual(new Map([[documentIds[0]!, 200], [documentIds[1]!, 1]]));
-
-        // Some in the graph, some not: one search ranks both, and a deletion takes both.
-        const [late] = await addDocuments(workspaceId, [{ texts: ['pebble nearest of all', 'pebble second'], vectors: [unit(305, 0.0001), unit(305, 0.0003)] }]);
-        expect(await graph.graphBacklog()).toBe(2);
-        const mixed = await search();
-        const lateChunks = await db.prisma.chunk.findMany({ where: { documentId: late! }, orderBy: { chunkIndex: 'asc' }, select: { id: true } });
-        expect(mixed.vector.slice(0, 2).map((hit) => hit.chunkId)).toEqual([lateChunks[0]!.id, lateChunks[1]!.id]);
-        expect(mixed.vector.slice(2)).toEqual(outside.vector.slice(0, 18));
-        expect(await graph.mergeIntoGraph(1)).toBe(1);
-        await db.prisma.document.delete({ where: { id: late! } });
-        expect(await graph.graphBacklog()).toBe(0);
-        expect((await search()).vector).toEqual(outside.vector);
-        expect((await keywordTexts(reader, workspaceId, 'nearest')).length + (await keywordTexts(index, workspaceId, 'nearest')).length).toBe(0);
-      } finally {
-        await reader.close();
-      }
-    });
-
-    it('finds the nearest of many chunks outside the graph by comparing only those closest by sketch', async () => {
-      const graph = index as VectorIndex & Required<Pick<VectorIndex, 'graphBacklog' | 'mergeIntoGraph'>>;
-      while ((await graph.mergeIntoGraph(500)) > 0);
-      // 40 clusters of 50 chunks around random centres: far more chunks than the 8 per hit compared exactly.
-      const next = seeded(26);
-      const gaussian = () => Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next());
-      const normalised = (vector: Float32Array) => {
-        const norm = Math.hypot(...vector);
-        return vector.map((value) => value / norm);
-      };
-      const around = (centre: Float32Array, spread: number) => normalised(centre.map((value) => value + spread * gaussian()));
-      const centres = Array.from({ length: 40 }, () => normalised(Float32Array.from({ length: dimensions }, gaussian)));
-      const vectors = centres.flatMap((centre) => Array.from({ length: 50 }, () => around(centre, 0.04)));
-      const texts = vectors.map((_, i) => `sketch ${i}`);
-      const { workspaceId, documentIds } = await workspaceWith('sketches', [
-        { texts: texts.slice(0, 1000), vectors: vectors.slice(0, 1000) },
-        { texts: texts.slice(1000), vectors: vectors.slice(1000) },
-      ]);
-      expect(await graph.graphBacklog()).toBe(2000);
-      const chunks = await db.prisma.chunk.findMany({ where: { documentId: { in: documentIds } }, select: { id: true, documentId: true, chunkIndex: true } });
-      const vectorOf = new Map(chunks.map((chunk) => [chunk.id, vectors[(chunk.documentId === documentIds[0] ? 0 : 1000) + chunk.chunkIndex]!]));
-      const cosine = (a: Float32Array, b: Float32Array) => a.reduce((sum, value, i) => sum + value * b[i]!, 0);
-      const [stored] = await db.prisma.$queryRawUnsafe<{ chunk_id: string; sketch: string }[]>(
-        'SELECT chunk_id::text, binary_quantize(embedding)::text AS sketch FROM chunk_index_fresh WHERE workspace_id = $1::uuid LIMIT 1',
-        workspaceId,
-      );
-      expect(parseSketch(stored!.sketch)).toEqual(sketchOf(vectorOf.get(stored!.chunk_id)!));
-
-      for (const [target, onlySecond] of [[17, false], [1234, false], [1702, true]] as const) {
-        const query = around(vectors[target]!, 0.01);
-        const allowed = chunks.filter((chunk) => !onlySecond || chunk.documentId === documentIds[1]);
-        const exact = allowed
-          .map((chunk) => ({ chunkId: chunk.id, score: cosine(query, vectorOf.get(chunk.id)!) }))
-          .sort((a, b) => b.score - a.score)
-          .slice(0, 10);
-        const searches = [
-          index.search({ workspaceIds: [workspaceId], vector: query, terms: analyze('sketch'), limit: 10, excludeDocumentIds: [], ...(onlySecond && { documentIds: [documentIds[1]!] }) }),
-          // Vector only: the workspace is held in memory by now, and its sketches serve this one too.
-          index.search({ workspaceIds: [workspaceId], vector: query, limit: 10, excludeDocumentIds: onlySecond ? [documentIds[0]!] : [] }),
-        ];
-        for (const { vector } of await Promise.all(searches)) {
-          expect(vector).toHaveLength(10);
-          expect(vector[0]!.chunkId).toBe(exact[0]!.chunkId);
-          const found = vector.filter((hit) => exact.some((best) => best.chunkId === hit.chunkId));
-          expect(found.length).toBeGreaterThanOrEqual(9);
-          for (const hit of vector) expect(hit.score).toBeCloseTo(cosine(query, vectorOf.get(hit.chunkId)!), 5);
-        }
-      }
-      while ((await graph.mergeIntoGraph(500)) > 0);
-      await db.prisma.workspace.delete({ where: { id: workspaceId } });
-    });
-
-    it('answers the same under a memory budget too small to keep any workspace in memory', async () => {
-      const tight = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 });
-      const first = await workspaceWith('budget-a', [{ texts: ['otter river'], vectors: [unit(100)] }]);
-      const second = await workspaceWith('budget-b', [{ texts: ['otter sea'], vectors: [unit(101)] }]);
-      for (let round = 0; round < 2; round++) {
-        expect(await keywordTexts(tight, first.workspaceId, 'otter')).toEqual(['otter river']);
-        expect(await keywordTexts(tight, second.workspaceId, 'otter')).toEqual(['otter sea']);
-      }
-      await addDocuments(first.workspaceId, [{ texts: ['otter pup'], vectors: [unit(102)] }]);
-      expect((await keywordTexts(tight, first.workspaceId, 'otter')).sort()).toEqual(['otter pup', 'otter river']);
-      // Both workspaces at once: each is searched together with the other, whatever the budget.
-      const { keyword } = await tight.search({ workspaceIds: [first.workspaceId, second.workspaceId], terms: analyze('otter'), limit: 10, excludeDocumentIds: [] });
-      expect(keyword).toHaveLength(3);
-    });
-
-    it('loads alike a workspace holding most of the table (read in physical order) and one holding little (read through the index)', async () => {
-      const texts = Array.from({ length: 600 }, (_, i) => `bulk cargo manifest ${i}`);
-      const majority = await workspaceWith('majority', [{ texts, vectors: texts.map((_, i) => unit(110 + (i % 50), 0.001 * i)) }]);
-      const minority = await workspaceWith('minority', [{ texts: ['bulk carrier'], vectors: [unit(170)] }]);
-      await db.maintain();
-      const fresh = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
-      const { keyword } = await fresh.search({ workspaceIds: [majority.workspaceId], terms: analyze('bulk manifest 599'), limit: 1000, excludeDocumentIds: [] });
-      expect(keyword).toHaveLength(600);
-      expect((await keywordTexts(fresh, majority.workspaceId, 'manifest 599'))[0]).toBe('bulk cargo manifest 599');
-      expect(await keywordTexts(fresh, minority.workspaceId, 'bulk')).toEqual(['bulk carrier']);
-    });
-
-    it('ranks a search by vectors alone while a large workspace loads, waits for a small one, and has the keywords once the load ends', async () => {
-      const texts = Array.from({ length: 1_200 }, (_, i) => `granite quarry ledger ${i}`);
-      const large = await workspaceWith('loading-large', [{ texts, vectors: texts.map((_, i) => unit(120 + (i % 40), 0.001 * i)) }]);
-      const small = await workspaceWith('loading-small', [{ texts: ['granite pebble ledger'], vectors: [unit(175)] }]);
-      const backgroundWork = new BackgroundWork();
-      const loading = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, backgroundWork, loadAhead: false });
-      const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')!;
-      const search = (workspaceId: string, vector: Float32Array) =>
-        loading.search({ workspaceIds: [workspaceId], vector, terms: analyze('granite ledger'), limit: 10, excludeDocumentIds: [] });
-      try {
-        // Another session holds the table while both searches begin: neither load can end within a search's wait.
-        let release!: () => void;
-        const released = new Promise<void>((resolve) => (release = resolve));
-        let locked!: () => void;
-        const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-        const holding = db.prisma.$transaction(
-          async (tx) => {
-            await tx.$executeRawUnsafe('LOCK TABLE chunk_index IN ACCESS EXCLUSIVE MODE');
-            locked();
-            await released;
-          },
-          { timeout: 30_000 },
-        );
-        await lockTaken;
-        const largeSearch = search(large.workspaceId, unit(120));
-        const smallSearch = search(small.workspaceId, unit(175));
-        await new Promise((resolve) => setTimeout(resolve, 600));
-        release();
-        await holding;
-        const [whileLoading, smallFirst] = await Promise.all([largeSearch, smallSearch]);
-        expect(whileLoading.vector).toHaveLength(10);
-        expect(whileLoading.keyword).toEqual([]);
-        expect(smallFirst.keyword).toHaveLength(1);
-        // The large workspace's load went on without its search; the next search after it ends ranks keywords too.
-        for (let waited = 0; (loads().runs < 2 || loads().running > 0) && waited < 30_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-        const loaded = await search(large.workspaceId, unit(120));
-        expect(loaded.keyword).toHaveLength(10);
-        expect(loads().runs).toBe(2);
-      } finally {
-        await loading.close();
-      }
-      await db.prisma.workspace.deleteMany({ where: { id: { in: [large.workspaceId, small.workspaceId] } } });
-    }, 60_000);
-
-    it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
-      const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
-      const logged = async () => {
-        const [row] = await db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
-        return Number(row!.count);
-      };
-      // A reader that holds the workspace from before the second document.
-      const early = await openIndex();
-      expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
-      await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
-      expect(await logged()).toBe(2);
-      // A cleanup's horizon is the oldest transaction running anywhere on the server. Other
-      // test files' work (a CREATE DATABASE, say) may hold it back for a moment; the marks below
-      // must be past both rows' transactions.
-      for (let waited = 0; ; waited += 50) {
-        const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
-          SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
-        if (past!.past) break;
-        if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      await cleanChangeLog(db.prisma);
-      expect(await logged()).toBe(2);
-      // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
-      await db.prisma.$executeRaw`UPDATE chunk_index_log_marks SET marked_at = marked_at - interval '25 hours'`;
-      await cleanChangeLog(db.prisma);
-      expect(await logged()).toBe(0);
-      expect((await keywordTexts(early, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
-      const other = await openIndex();
-      expect((await keywordTexts(other, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
-      await other.close();
-      await early.close();
-    });
-  }
 
   it('serves nothing a reindex by another process emptied, then what is written after it', async () => {
     const { workspaceId } = await workspaceWith('reindexed', [{ texts: ['quartz crystal'], vectors: [unit(95)] }]);

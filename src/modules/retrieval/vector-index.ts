@@ -60,12 +60,33 @@ export type IndexSearchResult = {
 /** Which model built the index: its vectors are only comparable with that model's. */
 export type IndexModel = { model: string; dimensions: number };
 
+/** What sets one index apart from another, for whatever must know: never its kind. */
+export type IndexTraits = {
+  /**
+   * Its entries live in the store and go with their chunks in the deleting transaction. Otherwise
+   * they go when the `index_delete` job queued in that transaction calls `deleteDocument` or
+   * `deleteWorkspace`.
+   */
+  readonly deletesWithStore: boolean;
+  /** The corpus of BM25's statistics (document count, frequencies, average length): the workspaces searched, or all the index holds. */
+  readonly keywordStatistics: 'searched_workspaces' | 'whole_index';
+  /** Whether a search can read the stored chunks of its best hits along with them (`readTop`). */
+  readonly readsAlong: boolean;
+  /** The precision of its scores: Lucene computes them in single precision. */
+  readonly scorePrecision: 'single' | 'double';
+};
+
 /**
  * Where chunk vectors and terms are stored and searched. One implementation is chosen from
- * configuration at start (select.ts); each owns its tables or mappings.
+ * configuration at start (select.ts); each owns its tables or mappings. Beyond the core every
+ * index has, an index may do maintenance of its own (`warm`, the graph merge) or rebuild itself
+ * beside the one in service (`rebuild`): those members are optional, and callers use them when
+ * present.
  */
 export interface VectorIndex {
+  /** Its name in stats and logs. */
   readonly kind: 'pgvector' | 'elasticsearch';
+  readonly traits: IndexTraits;
   /** The model the stored vectors were made with (recorded when the index was created). */
   readonly builtWith: IndexModel;
   /** pgvector: the migrations of the index's tables that opening it applied (`kb migrate` prints them). */
