@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { requestContext, requestIdOf, ServerTimings } from '../observability/request-context.js';
 import { errorResponse, methodNotAllowed } from '../rest/error-response.js';
 import { handleRestRequest } from '../rest/handler.js';
+import { undeclaredStatus } from '../rest/route-errors.js';
 import { matchRoute, type RouteMatch } from '../rest/routes.js';
 import { storeUnavailable } from '../db/store-errors.js';
 import { apiReference } from './api-reference.js';
@@ -125,6 +126,11 @@ function routeRequest(app: AppServices, yoga: Yoga, log: Logger, mcp: McpDepende
       }
       if (match && 'route' in match) {
         const response = await handleRestRequest(request, match.route, match.params, yoga, app);
+        const undeclared = undeclaredStatus(match.route, response);
+        if (undeclared !== undefined) {
+          log.error(`${match.route.method} ${match.route.path} answered ${undeclared}, a status its route does not declare: its OpenAPI description misses it (src/rest/routes)`);
+          app.metrics?.undeclaredStatuses.inc({ method: match.route.method, route: match.route.path, status: String(undeclared) });
+        }
         return request.method === 'HEAD' ? withoutBody(response) : response;
       }
       if (match) return methodNotAllowed(request.method, url.pathname, match.allowed);

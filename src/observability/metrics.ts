@@ -25,6 +25,12 @@ export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWo
       buckets: seconds,
       registers: [registry],
     }),
+    undeclaredStatuses: new Counter({
+      name: 'kb_http_undeclared_status_total',
+      help: "Answers of an endpoint with an error status its route does not declare (so neither does /openapi.json): a defect to report.",
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+    }),
     ingestionStageDuration: new Histogram({
       name: 'kb_ingestion_stage_duration_seconds',
       help: 'Time a claim of ingestion jobs took, by stage (job kind) and outcome.',

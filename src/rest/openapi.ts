@@ -10,6 +10,7 @@ import { errorCatalogue } from '../errors.js';
 import { filenamePattern, jsonObjectKey, maxFilenameLength } from '../input-limits.js';
 import { fieldSelections, fragmentsOf, leafSchema, objectSchema, operationDefinition, resultShapes, type Schema } from './openapi-output.js';
 import { requestIdHeader } from './response-kinds.js';
+import { declaredStatuses } from './route-errors.js';
 import type { JsonBody, Route, RouteTag } from './route.js';
 import { eventIdAlias } from './event-stream.js';
 import { RestAgentStream } from './routes/agent.js';
@@ -234,7 +235,7 @@ function responsesOf(route: Route, schema: GraphQLSchema): ZodOpenApiResponsesOb
     shapes: resultShapes(route.operation as DocumentNode, schema),
   });
   const retryAfter = (required: boolean) => ({ 'Retry-After': { description: 'Seconds to wait before trying again.', required, schema: { type: 'integer' as const } } });
-  for (const status of errorStatusesOf(route)) {
+  for (const status of declaredStatuses(route)) {
     responses[String(status)] = {
       description: statusWords[status]!,
       headers: status === 429 ? { ...requestIdHeader, ...retryAfter(true) } : (status === 409 && route.idempotent) || status === 503 ? { ...requestIdHeader, ...retryAfter(false) } : requestIdHeader,
@@ -244,26 +245,6 @@ function responsesOf(route: Route, schema: GraphQLSchema): ZodOpenApiResponsesOb
   return responses as ZodOpenApiResponsesObject;
 }
 
-/** The refusals a route can answer with, from what it declares. */
-function errorStatusesOf(route: Route): number[] {
-  const statuses = new Set([401, 403, 429, 500, 503]);
-  if (route.body || route.query || route.params || route.headers || route.path.includes(':')) statuses.add(400);
-  if (route.path.includes(':') || route.body?.kind === 'json') statuses.add(404);
-  if (route.body) {
-    statuses.add(413);
-    statuses.add(415);
-  }
-  if (route.idempotent) {
-    statuses.add(409);
-    statuses.add(422);
-  }
-  if (route.method === 'PATCH' || route.method === 'POST') statuses.add(409);
-  if (route.response.streams && route.method === 'POST') {
-    statuses.add(402);
-    statuses.add(406);
-  }
-  return [...statuses].sort();
-}
 
 
 

@@ -1,6 +1,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { formatPrismaCursor } from '@pothos/plugin-prisma';
 import type { z } from 'zod';
+import type { ErrorCode } from '../errors.js';
 import type { ResponseKind } from './response-kinds.js';
 
 // What an endpoint is: its route entry (routes/<tag>.ts, beside the operation it runs) is the
@@ -67,6 +68,12 @@ export type Route<Result = unknown, Variables = Record<string, unknown>, Query =
   variables?: (request: RestRequest<Query, Body>) => Variables;
   /** How a success is answered, written and described by one object (response-kinds.ts). */
   response: ResponseKind;
+  /**
+   * The errors its operation raises beyond those every endpoint and its shape bring
+   * (route-errors.ts). The OpenAPI description lists their statuses; an answer with a status not
+   * declared is logged and counted, and fails the tests.
+   */
+  raises?: readonly ErrorCode[];
 };
 
 /** What the operation of a `file` response selects (response-kinds.ts). */

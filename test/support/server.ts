@@ -146,12 +146,30 @@ export async function startTestServer(environment: Record<string, string> = {}):
       return { status: response.status, ...(response.body as object) } as never;
     },
     async close() {
+      const undeclared = await undeclaredStatuses(app.url, config.metricsToken);
       await app.close();
       await database?.drop();
       await rm(dataDir, { recursive: true, force: true });
+      if (undeclared.length > 0) {
+        throw new Error(`endpoints answered statuses their routes do not declare (add them to the route's raises):\n${undeclared.join('\n')}`);
+      }
     },
   };
   return server;
+}
+
+/**
+ * The answers of a running server with an error status that their route does not declare
+ * (src/rest/route-errors.ts), as its /metrics counts them: each test server fails its file on
+ * one, so the statuses routes declare are checked against what the whole suite provokes. None
+ * when the server no longer answers (a test closed it itself).
+ */
+async function undeclaredStatuses(url: string, token: string | undefined): Promise<string[]> {
+  const response = await fetch(new URL('/metrics', url), { headers: token ? { authorization: `Bearer ${token}` } : {} }).catch(() => undefined);
+  if (!response?.ok) return [];
+  return (await response.text())
+    .split('\n')
+    .filter((line) => line.startsWith('kb_http_undeclared_status_total{') && Number(line.slice(line.lastIndexOf(' ') + 1)) > 0);
 }
 
 /** Asserts the documented error body and returns it. */

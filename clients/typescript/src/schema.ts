@@ -686,17 +686,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource, or not visible to the caller. */
-            404: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
             /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
             409: {
                 headers: {
@@ -1425,17 +1414,6 @@ export interface operations {
             };
             /** @description The credential lacks the scope this endpoint needs; the message names it. */
             403: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description No such resource, or not visible to the caller. */
-            404: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
@@ -4521,17 +4499,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
-            409: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
             /** @description The body is larger than the server accepts. */
             413: {
                 headers: {
@@ -4679,17 +4646,6 @@ export interface operations {
             };
             /** @description No such resource, or not visible to the caller. */
             404: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Conflicts with the current state (a duplicate name, a retry of a document that has not failed), or the same `Idempotency-Key` is still being answered. */
-            409: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;
@@ -4854,17 +4810,6 @@ export interface operations {
             };
             /** @description No such resource, or not visible to the caller. */
             404: {
-                headers: {
-                    /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
-                    "X-Request-Id": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description The client does not accept the response type (`text/event-stream` for streams). */
-            406: {
                 headers: {
                     /** @description The request's id: the caller's own `X-Request-Id` when usable, otherwise a new one. Every log line of the request names it. */
                     "X-Request-Id": string;

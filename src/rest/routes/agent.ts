@@ -78,6 +78,7 @@ export const agentRoutes: Route[] = [
     description:
       'Each event is a line `id: <jobId>:<seq>` and a line `data: <JSON>` whose `type` is one of `job_started`, `reasoning` (deep mode), `token`, `sources`, `done`, `error` (the `AgentEvent` schema). Refusals (401, 402, 403, 404, 400) are JSON errors before the stream opens. A `: heartbeat` comment is written after a silence. With `resumable: true` a disconnect does not cancel the run; with `Last-Event-ID` the request resumes that run instead of starting one; an `Idempotency-Key` sent again replays the first run (docs/agent.md).',
     operation: RestAgentStream,
+    raises: ['not_found', 'payment_required'],
     // The specification names this body's fields in camelCase (`workspaceIds`, `sessionId`).
     fieldNames: 'camelCase',
     idempotent: true,
@@ -101,6 +102,7 @@ export const agentRoutes: Route[] = [
     description:
       '`events` (only with `include=events`) lists the logged events after `after`, at most `limit`, each `{id, seq, created_at, data}` where `data` is the event as the stream sent it.',
     operation: RestGetAgentJob,
+    raises: ['not_found'],
     query: {
       include: includeParameter,
       after: afterParameter,
@@ -122,6 +124,7 @@ export const agentRoutes: Route[] = [
     description:
       'The same events as POST /agent/stream sent, with the same `id:` lines, until `done` or `error`; on any server. Reading a resumable run keeps it going (docs/agent.md). When the run has ended and there is nothing after the event named, the answer is `204 No Content`, which stops EventSource from reconnecting.',
     operation: RestAgentJobEvents,
+    raises: ['not_found'],
     headers: { 'Last-Event-ID': lastEventIdHeader },
     query: { after: afterParameter },
     variables: ({ params, query, headers }: RestRequest<{ after?: number }, unknown, { 'Last-Event-ID'?: string }>) => ({

@@ -71,6 +71,7 @@ export const documentTextRoutes: Route[] = [
     tag: 'Documents',
     summary: "A document's text and its first chunks.",
     operation: RestDocumentPreview,
+    raises: ['not_found'],
     query: { ...workspaceIdQuery, chunks: countParameter(10, 1000).describe('How many chunks to include.') },
     variables: (request: RestRequest<{ workspace_id: string; chunks: number }>) => ({ ...documentInWorkspace(request), chunks: request.query.chunks }),
     response: respond.json(200),
@@ -81,6 +82,7 @@ export const documentTextRoutes: Route[] = [
     tag: 'Documents',
     summary: "A document's chunks in order.",
     operation: RestDocumentChunks,
+    raises: ['not_found'],
     query: { ...workspaceIdQuery, ...listQuery },
     variables: (request: RestRequest<{ workspace_id: string } & Listed>) => ({ ...documentInWorkspace(request), ...listVariables(request.query) }),
     response: respond.list(),
@@ -91,6 +93,7 @@ export const documentTextRoutes: Route[] = [
     tag: 'Documents',
     summary: 'A chunk with the chunks before and after it.',
     operation: RestChunkContext,
+    raises: ['not_found'],
     params: { chunk_index: { pattern: /^\d{1,9}$/, problem: 'must be a non-negative integer', description: 'The chunk\'s position in its document, from 0.' } },
     query: {
       ...workspaceIdQuery,
@@ -110,6 +113,7 @@ export const documentTextRoutes: Route[] = [
     tag: 'Documents',
     summary: "Finds a pattern (RE2 syntax) in a document's chunks, with the matches highlighted.",
     operation: RestGrepDocument,
+    raises: ['not_found'],
     query: {
       ...workspaceIdQuery,
       pattern: requiredParameter.describe('A regular expression in RE2 syntax (linear time: no backreferences or lookaround).'),

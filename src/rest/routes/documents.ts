@@ -100,6 +100,7 @@ export const documentRoutes: Route[] = [
     description:
       'Either `multipart/form-data` with one or more `file` parts and an optional `metadata` part (a JSON object applied to every file), or JSON `{filename, content, metadata?}` for a text document.',
     operation: RestUploadDocuments,
+    raises: ['not_found'],
     idempotent: true,
     body: { kind: 'upload' },
     variables: ({ params, body }: RestRequest<Record<string, unknown>, UploadBody>) => ({
@@ -115,6 +116,7 @@ export const documentRoutes: Route[] = [
     tag: 'Documents',
     summary: "A workspace's documents, newest first, with their processing status.",
     operation: RestListDocuments,
+    raises: ['not_found'],
     query: listQuery,
     variables: ({ params, query }: RestRequest<Listed>) => ({ workspaceId: params.id!, ...listVariables(query) }),
     response: respond.list(),
@@ -125,6 +127,7 @@ export const documentRoutes: Route[] = [
     tag: 'Documents',
     summary: "A document's metadata and processing status.",
     operation: RestGetDocument,
+    raises: ['not_found'],
     variables: idParam,
     response: respond.json(200),
   }),
@@ -136,6 +139,7 @@ export const documentRoutes: Route[] = [
     description:
       "`metadata` replaces the document's metadata as a whole (null clears it); the metadata filter of searches reads it at once. A renamed `ready` document is embedded again, since its name is part of what its chunks are indexed with: it stays `ready` and searchable under its old vectors meanwhile, `embedded_chunks` counting up to `chunk_count` again. A document that is `queued` or `processing`, or still being indexed after an earlier rename, cannot be renamed (409 `document_busy`); a `failed` one takes the new name when it is retried. `content_type` stays the uploaded file's.",
     operation: RestUpdateDocument,
+    raises: ['not_found', 'document_busy'],
     body: jsonBody('UpdateDocumentInput', { filename: 'filename', metadata: 'metadata' }),
     variables: ({ params, body }) => ({ id: params.id!, input: body as UpdateDocumentInput }),
     response: respond.json(200),
@@ -146,6 +150,7 @@ export const documentRoutes: Route[] = [
     tag: 'Documents',
     summary: 'Deletes a document with its chunks and index entries.',
     operation: RestDeleteDocument,
+    raises: ['not_found'],
     variables: idParam,
     response: respond.empty(),
   }),
@@ -157,6 +162,7 @@ export const documentRoutes: Route[] = [
     description:
       "The body is the uploaded bytes, streamed from the store as the client reads them; `Content-Type` is the document's `content_type` (text types with their charset), `Content-Length` its `size_bytes`. `Content-Disposition` gives the file name (`filename*` in UTF-8, an ASCII `filename` beside it): `inline` for text and JSON, `attachment` for PDF and DOCX, so that a browser does not open a PDF in its PDF viewer, which would run the PDF's scripts. It is served sandboxed (`Content-Security-Policy: sandbox; default-src 'none'`, `X-Content-Type-Options: nosniff`): an uploaded HTML page opened from here runs no script and loads nothing.",
     operation: RestDocumentFile,
+    raises: ['not_found'],
     query: workspaceIdQuery,
     variables: documentInWorkspace,
     response: respond.file(),
@@ -169,6 +175,7 @@ export const documentRoutes: Route[] = [
     description:
       'Only a document whose `status` is `failed`: it goes back to `queued` with its `error` cleared, and is parsed, chunked and embedded again from the start. Any other status is a 409 `document_not_failed`; of retries sent at once, one queues the document and the others get that 409. `Idempotency-Key` is not taken: a retry sent again finds the document no longer failed and changes nothing.',
     operation: RestRetryDocument,
+    raises: ['not_found', 'document_not_failed'],
     query: workspaceIdQuery,
     variables: documentInWorkspace,
     response: respond.json(202),

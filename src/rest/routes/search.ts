@@ -28,6 +28,7 @@ const searchRoute = (path: string) =>
         ? 'The legacy alias of POST /v1/kb/query; it behaves identically.'
         : "Vector (or keyword, or hybrid) search of a workspace's chunks. No answer is generated.",
     operation: RestSearch,
+    raises: ['not_found'],
     body: jsonBody(
       'SearchInput',
       { query: 'query', workspace_id: 'workspaceId', workspace_ids: 'workspaceIds[]', top_k: 'topK', mode: 'mode', filter: 'filter' },

@@ -48,6 +48,7 @@ export const userRoutes: Route[] = [
     tag: 'User',
     summary: "Changes the caller's phone number (null removes it).",
     operation: RestUpdateMe,
+    raises: ['conflict'],
     body: jsonBody('UpdateMeInput', { phone: 'phone' }),
     variables: ({ body }) => ({ input: body as UpdateMeInput }),
     response: respond.json(200),
