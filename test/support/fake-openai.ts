@@ -2,12 +2,14 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * The tests' OpenAI-compatible server: it takes each request's JSON body and hands it, with a
+ * The tests' OpenAI-compatible server (chat completions and embeddings alike): it takes each request's JSON body and hands it, with a
  * reply that speaks the wire format (a chat completion, a streamed one chunk by chunk, an
  * embeddings list, an error), to the test's own handler, which decides what the model says and
  * how it misbehaves. The service talks to it through the `openai` SDK as it would to a real one.
  */
 export type ModelRequest = {
+  /** The path asked for: `/v1/chat/completions`, `/v1/embeddings`. */
+  path: string;
   /** The request as the SDK sent it: the tests read whichever fields they assert on. */
   body: any;
   /** The chat messages' contents joined, for handlers that answer from the prompt. */
@@ -44,7 +46,7 @@ export async function startFakeModel(handler: (request: ModelRequest, reply: Mod
     request.on('end', () => {
       const body = JSON.parse(text || '{}');
       const messages: { content: string }[] = Array.isArray(body.messages) ? body.messages : [];
-      const record: ModelRequest = { body, prompt: messages.map((message) => message.content).join('\n'), aborted: false, sent: 0 };
+      const record: ModelRequest = { path: request.url ?? '', body, prompt: messages.map((message) => message.content).join('\n'), aborted: false, sent: 0 };
       requests.push(record);
       response.on('close', () => {
         if (!response.writableFinished) record.aborted = true;
@@ -79,6 +81,11 @@ export async function startFakeModel(handler: (request: ModelRequest, reply: Mod
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     requests,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // A reply a handler holds back (a slow model) would keep the server open.
+        server.closeAllConnections();
+      }),
   };
 }

@@ -2,8 +2,6 @@
 // `npm run models:pull`; without it these tests fail with the message saying how to get it),
 // and the OpenAI-compatible one against a local HTTP server speaking POST /v1/embeddings.
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +11,7 @@ import { createOnnxEmbedder } from './onnx-embedder.js';
 import { createOpenAIEmbedder } from './openai-embedder.js';
 import { createEmbedder } from './select.js';
 import { encode, loadTokenizer, MAX_TOKENS } from './tokenize.js';
+import { startFakeModel, type FakeModel } from '../../../test/support/fake-openai.js';
 
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((sum, value, index) => sum + value * b[index]!, 0);
 const norm = (a: Float32Array) => Math.sqrt(dot(a, a));
@@ -239,56 +238,43 @@ describe('an OpenAI-compatible embeddings server', () => {
   type Behaviour = 'healthy' | 'fail-once' | 'error-500' | 'bad-request' | 'wrong-dimension' | 'garbage' | 'slow' | 'not-numbers' | 'short';
   let behaviour: Behaviour = 'healthy';
   let requests: { model: string; input: string[]; dimensions?: number; encoding_format?: string }[] = [];
-  let server: Server;
+  let model: FakeModel;
   let baseUrl: string;
   const size = 6;
 
   const vectorOf = (text: string, length = size) => Array.from({ length }, (_, index) => ((text.length + 1) * (index + 1)) % 7 + 1);
 
   beforeAll(async () => {
-    server = createServer((request: IncomingMessage, response: ServerResponse) => {
-      let body = '';
-      request.on('data', (chunk: Buffer) => (body += chunk));
-      request.on('end', () => {
-        const answer = (status: number, payload: unknown) => {
-          if (response.destroyed) return;
-          response.writeHead(status, { 'content-type': 'application/json' });
-          response.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
-        };
-        if (request.method !== 'POST' || request.url !== '/v1/embeddings') return answer(404, { error: { message: `no route ${request.url}` } });
-        const parsed = JSON.parse(body) as (typeof requests)[number];
-        requests.push(parsed);
-        const data = parsed.input.map((text, index) => ({ object: 'embedding', index, embedding: vectorOf(text) }));
-        switch (behaviour) {
-          case 'fail-once':
-            if (requests.length === 1) return answer(503, { error: { message: 'warming up' } });
-            break;
-          case 'error-500':
-            return answer(500, { error: { message: 'the GPU caught fire' } });
-          case 'bad-request':
-            return answer(400, { error: { message: "model 'nope' not found", type: 'invalid_request_error' } });
-          case 'wrong-dimension':
-            return answer(200, { object: 'list', data: data.map((item) => ({ ...item, embedding: vectorOf('x', size + 2) })) });
-          case 'garbage':
-            return answer(200, '{"object": "list", "data": [');
-          case 'not-numbers':
-            return answer(200, { object: 'list', data: data.map((item) => ({ ...item, embedding: item.embedding.map(String) })) });
-          case 'short':
-            return answer(200, { object: 'list', data: data.slice(1) });
-          case 'slow':
-            return void setTimeout(() => answer(200, { object: 'list', data }), 5_000).unref();
-        }
-        // Out of order, as the API allows: the index field says which text each is for.
-        answer(200, { object: 'list', model: parsed.model, data: [...data].reverse(), usage: { prompt_tokens: 1, total_tokens: 1 } });
-      });
+    model = await startFakeModel(({ path, body }, reply) => {
+      if (path !== '/v1/embeddings') return reply.json(404, { error: { message: `no route ${path}` } });
+      const parsed = body as (typeof requests)[number];
+      requests.push(parsed);
+      const data = parsed.input.map((text, index) => ({ object: 'embedding', index, embedding: vectorOf(text) }));
+      switch (behaviour) {
+        case 'fail-once':
+          if (requests.length === 1) return reply.json(503, { error: { message: 'warming up' } });
+          break;
+        case 'error-500':
+          return reply.json(500, { error: { message: 'the GPU caught fire' } });
+        case 'bad-request':
+          return reply.json(400, { error: { message: "model 'nope' not found", type: 'invalid_request_error' } });
+        case 'wrong-dimension':
+          return reply.json(200, { object: 'list', data: data.map((item) => ({ ...item, embedding: vectorOf('x', size + 2) })) });
+        case 'garbage':
+          return reply.json(200, '{"object": "list", "data": [');
+        case 'not-numbers':
+          return reply.json(200, { object: 'list', data: data.map((item) => ({ ...item, embedding: item.embedding.map(String) })) });
+        case 'short':
+          return reply.json(200, { object: 'list', data: data.slice(1) });
+        case 'slow':
+          return void setTimeout(() => reply.gone || reply.json(200, { object: 'list', data }), 5_000).unref();
+      }
+      // Out of order, as the API allows: the index field says which text each is for.
+      reply.json(200, { object: 'list', model: parsed.model, data: [...data].reverse(), usage: { prompt_tokens: 1, total_tokens: 1 } });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+    baseUrl = model.baseUrl;
   });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  afterAll(() => model.close());
 
   const start = (changes: Partial<Parameters<typeof createOpenAIEmbedder>[0]> = {}, mode: Behaviour = 'healthy') => {
     behaviour = mode;
