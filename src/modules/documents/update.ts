@@ -3,7 +3,7 @@ import { Prisma, type Document } from '../../generated/prisma/client.js';
 import { checkFilename, checkMetadata } from '../../input-limits.js';
 import type { Access } from '../../auth/policy.js';
 import { documentContext, nameWords } from '../ingestion/document-name.js';
-import { queueEmbedding } from '../jobs/advance.js';
+import { queueEmbedding } from '../jobs/queue.js';
 import { findDocument, type DocumentDependencies } from './service.js';
 
 /** What PATCH /v1/kb/documents/{id} may change; a field left out (or a null file name) stays as it is. */

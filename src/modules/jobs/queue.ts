@@ -172,3 +172,18 @@ export function queueIndexDelete(tx: Prisma.TransactionClient, userId: string, t
   return tx.job.create({ data: { kind: 'index_delete', userId, payload: target } });
 }
 
+/**
+ * Queues the chunks of documents to be embedded again (`documents`: a query of `document_id,
+ * user_id` rows): a new embed job, or the document's job made one, unless it is still parsing
+ * (its parse job becomes its embed job). Within the caller's transaction, beside the reset of the
+ * chunks' `embedded_at`.
+ */
+export function queueEmbedding(tx: Prisma.TransactionClient | PrismaClient, documents: Prisma.Sql) {
+  return tx.$executeRaw`
+    INSERT INTO jobs (id, kind, document_id, user_id, status, updated_at)
+    SELECT gen_random_uuid(), 'embed', d.document_id, d.user_id, 'queued', clock_timestamp() FROM (${documents}) AS d(document_id, user_id)
+    ON CONFLICT (document_id) DO UPDATE
+      SET kind = 'embed', status = 'queued', attempts = 0, run_after = clock_timestamp(), lease_expires = NULL,
+          claim = NULL, last_error = NULL, payload = '{}', updated_at = clock_timestamp()
+      WHERE jobs.kind <> 'parse'`;
+}
