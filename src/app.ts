@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyCache } from './auth/api-key-cache.js';
+import { openBackends, startIngestionQueue, type Backends } from './backends.js';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
@@ -17,17 +18,13 @@ import { McpCalls } from './mcp/cancellations.js';
 import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.js';
-import { createParsePool } from './modules/ingestion/parse-pool.js';
-import { ingestionHandlers, ingestionSettings } from './modules/ingestion/jobs.js';
-import { createEmbedder } from './modules/embeddings/select.js';
 import { allJobKinds, type JobKind } from './modules/jobs/job-handler.js';
-import { startJobQueue, type JobQueue } from './modules/jobs/queue.js';
+import type { JobQueue } from './modules/jobs/queue.js';
 import { AgentRuns } from './modules/agent/runs.js';
 import { takeOverRun, type AgentDependencies } from './modules/agent/service.js';
 import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
 import { defaultGraphMergeOptions, postgresGraphMergeOptions, startGraphMerge } from './modules/retrieval/graph-merge.js';
-import { openVectorIndex } from './modules/retrieval/select.js';
 import { watchIndexModel } from './modules/retrieval/model-watch.js';
 import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
@@ -75,33 +72,28 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const concurrency = config.ingestion.concurrency;
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
-  // Its threads load the parsers while the model loads, so the first upload is parsed at once.
-  const parsePool = createParsePool(concurrency, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds, warm: works });
+  let backends: Backends | undefined;
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
-    const embedder = meteredEmbedder(await createEmbedder(config), metrics);
-    const index = await openVectorIndex(config, db, embedder).catch(async (error: unknown) => {
-      await embedder.close();
-      throw error;
-    });
+    backends = await openBackends(config, db, { parseThreads: concurrency, warmParsers: works, wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
+    const { embedder, index, parsePool, close: closeBackends } = backends;
     if (index.graphBacklog) metrics.watchGraphBacklog(index.graphBacklog.bind(index));
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
     const mismatch = modelMismatch({ embedder, index });
     if (mismatch) log.error(`search and embedding are paused: ${mismatch}`);
-    let queue: JobQueue | undefined;
-    const dependencies = { prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() };
-    queue = startJobQueue(
-      db.prisma,
-      meteredHandlers(ingestionHandlers(dependencies, ingestionSettings(config)), metrics),
+    const queue = startIngestionQueue(
+      config,
+      db,
+      backends,
       {
         // An `api` process queues jobs and signals them; the workers of other processes run them.
         concurrency: works ? concurrency : 0,
-        leaseMs: config.ingestion.leaseSeconds * 1000,
         pollMs: config.ingestion.pollSeconds * 1000,
         releaseStaleClaims: db.kind === 'pglite',
         signals: db.signals,
+        wrapHandlers: (handlers) => meteredHandlers(handlers, metrics),
       },
       log,
     );
@@ -208,9 +200,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       clearInterval(modelWatch);
       await ingestion.stop();
       await graphMerge?.stop();
-      await parsePool.close();
-      await index.close();
-      await embedder.close();
+      await closeBackends();
       await db.close();
     };
     let closing: Promise<void> | undefined;
@@ -223,7 +213,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       close: (options = {}) => (closing ??= stop(options)),
     };
   } catch (error) {
-    await parsePool.close();
+    await backends?.close();
     await db.close();
     throw error;
   }

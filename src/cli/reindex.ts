@@ -1,15 +1,13 @@
+import { openBackends, startIngestionQueue } from '../backends.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { Prisma } from '../generated/prisma/client.js';
 import type { Logger } from '../logger.js';
 import type { Embedder } from '../modules/embeddings/embedder.js';
-import { createEmbedder } from '../modules/embeddings/select.js';
 import { chunksToIndex, indexedChunk } from '../modules/ingestion/embed-job.js';
-import { ingestionHandlers, ingestionSettings } from '../modules/ingestion/jobs.js';
-import { createParsePool } from '../modules/ingestion/parse-pool.js';
-import { queueEmbedding, startJobQueue, type JobQueue } from '../modules/jobs/queue.js';
+import { ingestionSettings } from '../modules/ingestion/handlers.js';
+import { queueEmbedding, type JobQueue } from '../modules/jobs/queue.js';
 import { modelWatchIntervalMs } from '../modules/retrieval/model-watch.js';
-import { openVectorIndex } from '../modules/retrieval/select.js';
 import type { IndexRebuild, VectorIndex } from '../modules/retrieval/vector-index.js';
 
 export type ReindexProgress = { embeddedChunks: number; totalChunks: number; documentsLeft: number };
@@ -46,23 +44,15 @@ export async function reindex(
   onProgress: (progress: ReindexProgress) => void,
 ): Promise<ReindexSummary> {
   const started = Date.now();
-  const embedder = await createEmbedder(config);
-  const parsePool = createParsePool(1, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });
+  const backends = await openBackends(config, db, { parseThreads: 1, warmParsers: false, loadAhead: false });
+  const { embedder, index } = backends;
   let queue: JobQueue | undefined;
-  let index: VectorIndex | undefined;
   try {
-    index = await openVectorIndex(config, db, embedder, { loadAhead: false });
     const previous = index.builtWith;
     const prisma = db.prisma;
     const model = { model: embedder.modelId, dimensions: embedder.dimensions };
     const runQueue = () => {
-      const dependencies = { prisma, parsePool, embedder, index: index!, wake: () => queue?.wake() };
-      queue = startJobQueue(
-        prisma,
-        ingestionHandlers(dependencies, ingestionSettings(config)),
-        { concurrency: config.ingestion.concurrency, leaseMs: config.ingestion.leaseSeconds * 1000, pollMs: 500, releaseStaleClaims: false },
-        log,
-      );
+      queue = startIngestionQueue(config, db, backends, { concurrency: config.ingestion.concurrency, pollMs: 500, releaseStaleClaims: false }, log);
       queue.setClaimable(['embed']);
     };
     let indexName: string | null = null;
@@ -124,9 +114,7 @@ export async function reindex(
     };
   } finally {
     await queue?.stop();
-    await index?.close();
-    await parsePool.close();
-    await embedder.close();
+    await backends.close();
   }
 }
 
