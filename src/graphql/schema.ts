@@ -8,6 +8,6 @@ import '../modules/chat/types.js';
 import '../modules/documents/types.js';
 import '../modules/retrieval/types.js';
 import '../modules/agent/types.js';
-import '../modules/agent/job-types.js';
+import '../modules/agent/run-types.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

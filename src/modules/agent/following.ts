@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { SequencedEvent } from './event-log.js';
 import type { EventChannel } from './events.js';
-import { markFollowed } from './jobs.js';
+import { markFollowed } from './run-reading.js';
 import { aborted, RunCancelled } from './execution.js';
 import type { AgentDependencies } from './service.js';
 

@@ -5,7 +5,7 @@ import type { Logger } from '../../logger.js';
 import type { StoreSignals } from '../../db/database.js';
 import { refundAbandonedRuns, renewAgentLeases } from '../credits/service.js';
 import type { RunEventLog } from './event-log.js';
-import { maxReadersPerUser, type LocalRuns } from './jobs.js';
+import { maxReadersPerUser, type LocalRuns } from './run-reading.js';
 import { claimHandedOverRuns, runsReleasedChannel, type HandedOverRun } from './takeover.js';
 
 /**

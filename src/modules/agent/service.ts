@@ -6,7 +6,7 @@ import type { Logger } from '../../logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { reserveAgentRun } from '../credits/service.js';
 import { parseEventId, RunEventLog, type SequencedEvent, type WrittenEvent } from './event-log.js';
-import { followAgentJob } from './jobs.js';
+import { followRun } from './run-reading.js';
 import type { RetrievalDependencies } from '../retrieval/service.js';
 import type { AnswerModel, Turn } from './answer-model.js';
 import { EventChannel, type AgentEvent } from './events.js';
@@ -157,5 +157,5 @@ export async function resumeAgentStream(dependencies: AgentDependencies, viewer:
   // The body's workspaces are checked as for a new run: a caller naming one it may not see gets
   // the same 404, whatever run it resumes.
   await requireWorkspaces(dependencies.prisma, viewer, input.workspaceIds);
-  return followAgentJob(dependencies, viewer, { jobId: position.jobId, after: position.seq, field: 'Last-Event-ID' }, signal);
+  return followRun(dependencies, viewer, { jobId: position.jobId, after: position.seq, field: 'Last-Event-ID' }, signal);
 }

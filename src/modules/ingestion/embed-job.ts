@@ -6,7 +6,7 @@ import { analyze } from '../retrieval/analyzer.js';
 import type { IndexedChunk } from '../retrieval/vector-index.js';
 import { indexedText, nameWords } from './document-name.js';
 import { failDocument } from './held-jobs.js';
-import type { IngestionDependencies, IngestionSettings } from './jobs.js';
+import type { IngestionDependencies, IngestionSettings } from './handlers.js';
 
 /** An embed claim takes waiting jobs up to this many embedder batches of chunks. */
 const EMBED_CLAIM_BATCHES = 2;

@@ -11,7 +11,7 @@ import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job
 import { jobPayloads } from '../jobs/payloads.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
-import { ingestionSettings } from './jobs.js';
+import { ingestionSettings } from './handlers.js';
 import { parseJob } from './parse-job.js';
 import { createParsePool, type ParsePool } from './parse-pool.js';
 import { openVectorIndex } from '../retrieval/select.js';

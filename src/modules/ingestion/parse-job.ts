@@ -2,7 +2,7 @@ import { advance } from '../jobs/advance.js';
 import { exponentialBackoff, PermanentJobError, type ClaimedJob as AnyClaimedJob, type JobHandler } from '../jobs/job-handler.js';
 import type { DocumentType } from './detect.js';
 import { failDocument, heldDocuments, lockHeld } from './held-jobs.js';
-import type { IngestionDependencies, IngestionSettings } from './jobs.js';
+import type { IngestionDependencies, IngestionSettings } from './handlers.js';
 import { ParseLimitError } from './parse-pool.js';
 import type { ParseProgress, ParseTaskResult } from './parse-task.js';
 import { ocrPageSeconds } from './types.js';

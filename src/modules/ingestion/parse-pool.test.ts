@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
-import { ingestionSettings } from './jobs.js';
+import { ingestionSettings } from './handlers.js';
 import { createParsePool, type ParsePool } from './parse-pool.js';
 import { XLSX_TYPE } from './types.js';
 import { makeNumberedRowsXlsx } from '../../../test/support/documents.js';

@@ -2,10 +2,10 @@ import { builder } from '../../graphql/builder.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { badRequest } from '../../errors.js';
 import { eventIdOf, maxSeq, type LoggedEvent } from './event-log.js';
-import { countLoggedEvents, findAgentJob, followAgentJob, readLoggedEvents, type AgentJobState } from './jobs.js';
+import { countLoggedEvents, findRun, followRun, readLoggedEvents, type RunState } from './run-reading.js';
 import { AgentEventRef, AgentMode } from './types.js';
 
-// Agent jobs and their event logs (docs/agent.md, "Resuming a stream" and "Jobs"). Registered
+// Runs (agent jobs, as the API names them) and their event logs (docs/agent.md, "Resuming a stream" and "Jobs"). Registered
 // after types.ts, whose event types and mode these use.
 
 /** The most events one read of `AgentJob.events` gives; page on with `after`. */
@@ -35,7 +35,7 @@ const AgentJobEventRef = builder.objectRef<LoggedEvent>('AgentJobEvent').impleme
   }),
 });
 
-const AgentJobRef = builder.objectRef<AgentJobState>('AgentJob').implement({
+const AgentJobRef = builder.objectRef<RunState>('AgentJob').implement({
   description: 'An agent run: its state, its credits, and the log of the events it sent.',
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -70,7 +70,7 @@ builder.queryField('agentJob', (t) =>
     description: "One of the viewer's agent runs (from job_started's jobId).",
     authScopes: { scope: 'chat:read' },
     args: { id: t.arg.id() },
-    resolve: (_root, { id }, context) => findAgentJob(context.prisma, viewerOf(context), String(id)),
+    resolve: (_root, { id }, context) => findRun(context.prisma, viewerOf(context), String(id)),
   }),
 );
 
@@ -82,7 +82,7 @@ builder.subscriptionField('agentJobEvents', (t) =>
     authScopes: { scope: 'chat:read' },
     args: { id: t.arg.id(), after: t.arg.int({ required: false }) },
     subscribe: (_root, { id, after }, context) =>
-      followAgentJob(context.agent, viewerOf(context), { jobId: String(id), after: after ?? 0, field: 'after' }, context.signal),
+      followRun(context.agent, viewerOf(context), { jobId: String(id), after: after ?? 0, field: 'after' }, context.signal),
     resolve: (event) => event,
   }),
 );

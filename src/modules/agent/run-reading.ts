@@ -9,12 +9,13 @@ import { eventOfLogged } from './logged-form.js';
 import { EventChannel, type AgentEvent } from './events.js';
 
 /**
- * Reading agent jobs and their logged events, and following a job's events to its end, on any
- * server of a store (docs/agent.md, "Resuming a stream").
+ * Reading runs and their logged events, and following a run's events to its end, on any
+ * server of a store (docs/agent.md, "Resuming a stream"). The API and the store call a run an
+ * agent job (`AgentJob`, `/v1/agent/jobs`, `agent_jobs`): the contract's name.
  */
 
-/** What of the agent's dependencies reading and following jobs needs. */
-export type JobReading = {
+/** What of the agent's dependencies reading and following runs needs. */
+export type RunReading = {
   prisma: PrismaClient;
   log: Pick<Logger, 'error'>;
   runs: LocalRuns;
@@ -40,7 +41,7 @@ export type LocalRuns = {
 export const maxReadersPerUser = 100;
 
 /** A job as `GET /v1/agent/jobs/{id}` and `Query.agentJob` show it. */
-export type AgentJobState = {
+export type RunState = {
   id: string;
   status: 'running' | 'done' | 'failed' | 'cancelled';
   mode: 'fast' | 'deep';
@@ -57,7 +58,7 @@ export type AgentJobState = {
 const jobNotFound = (id: string) => notFound('agent job', id);
 
 /** The viewer's job `id`; 404 for an unknown one, or one the policy hides (agentRunVisible, src/auth/policy.ts). */
-export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: string): Promise<AgentJobState> {
+export async function findRun(prisma: PrismaClient, viewer: Viewer, id: string): Promise<RunState> {
   const jobId = requireUuid(id, 'agent job');
   const job = await prisma.agentJob.findFirst({
     where: { id: jobId, userId: viewer.userId },
@@ -87,7 +88,7 @@ export async function findAgentJob(prisma: PrismaClient, viewer: Viewer, id: str
  * answer as following does: a resumable run still going counts them as delivered, so an answer
  * read this way is charged like one read from the stream.
  */
-export async function readLoggedEvents(prisma: PrismaClient, job: AgentJobState, after: number, limit: number): Promise<LoggedEvent[]> {
+export async function readLoggedEvents(prisma: PrismaClient, job: RunState, after: number, limit: number): Promise<LoggedEvent[]> {
   const events = await loggedEvents(prisma, job.id, after, limit);
   if (job.resumable && job.status === 'running' && events.length > 0) await markFollowed(prisma, job.id, events.at(-1)!.seq);
   return events.filter((event) => servedAfterEnd(job.status, event.data as { type: AgentEvent['type'] }));
@@ -123,7 +124,7 @@ const catchUpMs = 1_000;
  * follower finds them. A run of another process may not have written the newest yet: the check
  * waits a little for them.
  */
-async function checkAfter(reading: JobReading, job: AgentJobState, after: number, field: string) {
+async function checkAfter(reading: RunReading, job: RunState, after: number, field: string) {
   const local = reading.runs.localLog(job.id);
   const beyond = (last: number) => badRequest(field, `names event ${after} of agent job ${job.id}, which has sent ${last} so far`);
   if (local) {
@@ -146,8 +147,8 @@ async function checkAfter(reading: JobReading, job: AgentJobState, after: number
  * event only when the server shuts down (the client reconnects elsewhere) or the job is deleted.
  * `field` names what `after` came from, for the 400.
  */
-export async function followAgentJob(
-  reading: JobReading,
+export async function followRun(
+  reading: RunReading,
   viewer: Viewer,
   request: { jobId: string; after: number; field: string },
   signal: AbortSignal,
@@ -157,7 +158,7 @@ export async function followAgentJob(
   }
   try {
     if (!Number.isInteger(request.after) || request.after < 0) throw badRequest(request.field, 'must be an event number from 0');
-    const job = await findAgentJob(reading.prisma, viewer, request.jobId);
+    const job = await findRun(reading.prisma, viewer, request.jobId);
     await checkAfter(reading, job, request.after, request.field);
     return new JobFollower(reading, viewer.userId, job, request.after, signal).start();
   } catch (error) {
@@ -166,7 +167,7 @@ export async function followAgentJob(
   }
 }
 
-type LogRow = { status: AgentJobState['status']; seq: number | null; data: unknown };
+type LogRow = { status: RunState['status']; seq: number | null; data: unknown };
 
 class JobFollower {
   readonly channel: EventChannel<SequencedEvent>;
@@ -175,9 +176,9 @@ class JobFollower {
   #wake: (() => void) | undefined;
 
   constructor(
-    private readonly reading: JobReading,
+    private readonly reading: RunReading,
     private readonly userId: string,
-    private readonly job: AgentJobState,
+    private readonly job: RunState,
     private readonly after: number,
     private readonly requestSignal: AbortSignal,
   ) {
@@ -309,7 +310,7 @@ class JobFollower {
  * The terminal event of a job that ended without one in its log: a job of a version before the
  * log, or one whose slot was taken (see TerminalEvent in the credits service).
  */
-async function endOf(prisma: PrismaClient, jobId: string, status: AgentJobState['status']): Promise<AgentEvent> {
+async function endOf(prisma: PrismaClient, jobId: string, status: RunState['status']): Promise<AgentEvent> {
   const job = await prisma.agentJob.findUniqueOrThrow({ where: { id: jobId }, select: { sessionId: true, creditsUsed: true, supportScore: true, error: true } });
   if (status === 'done') {
     const answer = await prisma.chatMessage.findFirst({ where: { jobId }, select: { sessionId: true, createdAt: true } });
