@@ -12,6 +12,7 @@ import { migrate } from '../src/cli/migrate.js';
 import { loadConfig } from '../src/config.js';
 import { createOwnDatabase, expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { indexMigrations } from '../src/modules/retrieval/pgvector-schema.js';
+import { createWorkspace } from './support/fixtures.js';
 
 // Two server processes' worth of services on one PostgreSQL (vitest.config.ts runs this file on
 // the legs with a PostgreSQL server only).
@@ -36,7 +37,7 @@ describe('servers on one PostgreSQL', () => {
 
   it("start an upload at once on another server's workers when the server that took it has none", async () => {
     await first.app.ingestion.stop();
-    const workspace = (await first.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'signalled' } })).body.id as string;
+    const workspace = (await createWorkspace(first, user.key, 'signalled')).id;
     const uploaded = await upload(first, user.key, workspace, [
       { name: 'axolotl.txt', bytes: 'The axolotl keeps its larval gills all its life.' },
       { name: 'olm.txt', bytes: 'The olm lives in the caves of the Dinaric Alps.' },
@@ -82,7 +83,7 @@ describe('servers on one PostgreSQL', () => {
 
   it('stop an MCP ask when its cancellation reaches another server than the one running it', async () => {
     const asker = await first.createUser({ credits: 100 });
-    const workspace = (await first.request('POST', '/v1/kb/workspaces', { key: asker.key, json: { name: 'mcp across' } })).body.id as string;
+    const workspace = (await createWorkspace(first, asker.key, 'mcp across')).id;
     const notes = [
       { name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by liquid lead. It was designed by Ilse Marant.' },
       { name: 'marant.txt', bytes: 'Ilse Marant is a Belgian engineer. She was born in Ghent in 1961.' },
@@ -171,7 +172,7 @@ describe('an api process and a worker process on one PostgreSQL', () => {
   };
 
   it('process what the api takes on the worker, which answers nothing but health and metrics', async () => {
-    const workspace = (await api.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'split roles' } })).body.id as string;
+    const workspace = (await createWorkspace(api, user.key, 'split roles')).id;
     const uploaded = await upload(api, user.key, workspace, [{ name: 'newt.txt', bytes: 'The great crested newt breeds in ponds without fish.' }]);
     expect(uploaded.status).toBe(202);
     const ready = await waitForDocuments(api, user.key, [uploaded.body[0].id], 60_000);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProtocol, expectVerbatimQuotes, streamAgent, type AgentStream } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * The chat-model answer path against a real OpenAI-compatible server: llama.cpp's, serving
@@ -29,7 +30,7 @@ async function serverWith(environment: Record<string, string>) {
     ...environment,
   });
   const user = await server.createUser({ credits: 100 });
-  const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'llama' } })).body.id as string;
+  const workspaceId = (await createWorkspace(server, user.key, 'llama')).id;
   const uploaded = await upload(server, user.key, workspaceId, documents);
   await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
   return { server, user, workspaceId };

@@ -4,6 +4,7 @@ import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, s
 import { upload, waitForDocuments } from './support/documents.js';
 import { startFakeModel, type FakeModel, type ModelReply, type ModelRequest } from './support/fake-openai.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * An OpenAI-compatible chat server whose behaviour the test switches. It answers from the prompt
@@ -104,7 +105,7 @@ beforeAll(async () => {
     KB_AGENT_LEASE_SECONDS: '1',
   });
   user = await server.createUser({ credits: 1000 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'model' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'model')).id;
   const uploaded = await upload(server, user.key, workspaceId, [
     { name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic. It was designed by Ilse Marant.' },
     { name: 'lyft.txt', bytes: 'Lyft reported revenue of 3.2 billion dollars for 2021.' },
@@ -338,7 +339,7 @@ describe('a server that shuts down', () => {
     let closed = false;
     try {
       const owner = await stopping.createUser({ credits: 10 });
-      const workspace = (await stopping.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'w' } })).body.id;
+      const workspace = (await createWorkspace(stopping, owner.key, 'w')).id;
       const uploaded = await upload(stopping, owner.key, workspace, [{ name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic.' }]);
       await waitForDocuments(stopping, owner.key, uploaded.body.map((document: { id: string }) => document.id));
       let firstToken!: () => void;

@@ -10,6 +10,7 @@ import { serve, stop } from './support/cli.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * Resumable agent streams, the event log, GET of a job and Idempotency-Key on /agent/stream,
@@ -69,7 +70,7 @@ beforeAll(async () => {
   });
   user = await server.createUser({ credits: 1000 });
   other = await server.createUser({ credits: 100 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'resume' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'resume')).id;
   const uploaded = await upload(server, user.key, workspaceId, [
     { name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic that circulates through nineteen fuel assemblies at high temperature. It was designed by Ilse Marant.' },
   ]);
@@ -601,7 +602,7 @@ describe('Idempotency-Key on POST /agent/stream', () => {
 
   it('a refusal before any run (402) is kept and replayed; a 400 forgets the key', async () => {
     const poor = await server.createUser({ credits: 0 });
-    const poorWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: poor.key, json: { name: 'poor' } })).body.id;
+    const poorWorkspace = (await createWorkspace(server, poor.key, 'poor')).id;
     const key = `stream-${randomUUID()}`;
     const body = { ...question, workspaceIds: [poorWorkspace] };
     const refused = await streamAgent(server, poor.key, body, { headers: { 'idempotency-key': key } });

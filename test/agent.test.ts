@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectEveryStoredQuoteVerbatim, expectProtocol, expectVerbatimQuotes, streamAgent } from './support/agent.js';
 import { readBenchPdf, upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -22,8 +23,8 @@ const agent = (body: Record<string, unknown>, key: string | null = user.key) => 
 beforeAll(async () => {
   server = await startTestServer();
   user = await server.createUser({ credits: 1000 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'agent' } })).body.id;
-  privateWorkspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'private' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'agent')).id;
+  privateWorkspaceId = (await createWorkspace(server, user.key, 'private')).id;
   const uploaded = await upload(server, user.key, workspaceId, Object.entries(notes).map(([name, text]) => ({ name, bytes: text })));
   const secret = await upload(server, user.key, privateWorkspaceId, [{ name: 'secret.txt', bytes: 'The launch code of the private workspace is 7741-ALPHA.' }]);
   const documents = await waitForDocuments(server, user.key, [...uploaded.body, ...secret.body].map((document: { id: string }) => document.id));
@@ -196,7 +197,7 @@ describe('POST /agent/stream refusals, before the stream opens', () => {
 
   it("404 for another user's workspace and for another user's session, never 403", async () => {
     const other = await server.createUser({ credits: 10 });
-    const theirs = (await server.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: 'theirs' } })).body.id;
+    const theirs = (await createWorkspace(server, other.key, 'theirs')).id;
     expectError((await agent({ message: 'hi', workspaceIds: [workspaceId, theirs] })) as never, 404, 'not_found');
     const mine = expectProtocol(await agent({ message: 'What coolant does the Zephyr-9 reactor use?' }));
     expectError((await streamAgent(server, other.key, { message: 'hi', workspaceIds: [theirs], sessionId: mine.done.sessionId })) as never, 404, 'not_found');
@@ -205,13 +206,13 @@ describe('POST /agent/stream refusals, before the stream opens', () => {
 
   it('402 payment_required without an active subscription or with too few credits', async () => {
     const broke = await server.createUser({ credits: 0 });
-    const brokeWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: broke.key, json: { name: 'w' } })).body.id;
+    const brokeWorkspace = (await createWorkspace(server, broke.key, 'w')).id;
     expect(expectError((await streamAgent(server, broke.key, { message: 'hi', workspaceIds: [brokeWorkspace] })) as never, 402, 'payment_required').message).toMatch(/costs 1 credit and the balance is 0/);
     const lapsed = await server.createUser({ credits: 50, active: false });
-    const lapsedWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: lapsed.key, json: { name: 'w' } })).body.id;
+    const lapsedWorkspace = (await createWorkspace(server, lapsed.key, 'w')).id;
     expect(expectError((await streamAgent(server, lapsed.key, { message: 'hi', workspaceIds: [lapsedWorkspace] })) as never, 402, 'payment_required').message).toMatch(/subscription/);
     const four = await server.createUser({ credits: 4 });
-    const fourWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: four.key, json: { name: 'w' } })).body.id;
+    const fourWorkspace = (await createWorkspace(server, four.key, 'w')).id;
     expectError((await streamAgent(server, four.key, { message: 'hi', workspaceIds: [fourWorkspace], mode: 'deep' })) as never, 402, 'payment_required');
     expect(await balance(four.key)).toBe(4);
   });
@@ -220,7 +221,7 @@ describe('POST /agent/stream refusals, before the stream opens', () => {
 describe('credits under concurrency', () => {
   it('two concurrent runs on one credit: one runs, the other is 402, and the balance ends at zero', async () => {
     const single = await server.createUser({ credits: 1 });
-    const singleWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: single.key, json: { name: 'w' } })).body.id;
+    const singleWorkspace = (await createWorkspace(server, single.key, 'w')).id;
     const results = await Promise.all([0, 1].map(() => streamAgent(server, single.key, { message: 'hello', workspaceIds: [singleWorkspace] })));
     expect(results.map((result) => result.status).sort()).toEqual([200, 402]);
     expect(await balance(single.key)).toBe(0);
@@ -228,7 +229,7 @@ describe('credits under concurrency', () => {
 
   it('50 concurrent streams with credits for 10: exactly 10 run, the rest are 402, the balance never goes below zero', async () => {
     const ten = await server.createUser({ credits: 10 });
-    const tenWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: ten.key, json: { name: 'w' } })).body.id;
+    const tenWorkspace = (await createWorkspace(server, ten.key, 'w')).id;
     const results = await Promise.all(Array.from({ length: 50 }, () => streamAgent(server, ten.key, { message: 'hello there', workspaceIds: [tenWorkspace] })));
     expect(results.filter((result) => result.status === 200)).toHaveLength(10);
     expect(results.filter((result) => result.status === 402)).toHaveLength(40);
@@ -327,7 +328,7 @@ describe('Subscription.agentStream over GraphQL', () => {
 
 describe('citations of a PDF', () => {
   it("name the page the quoted sentence is on, not only the first page of a chunk that spans pages", async () => {
-    const pdfWorkspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'pdf' } })).body.id;
+    const pdfWorkspaceId = (await createWorkspace(server, user.key, 'pdf')).id;
     const uploaded = await upload(server, user.key, pdfWorkspaceId, [{ name: 'wiki.pdf', bytes: await readBenchPdf('sample_pdf_2.pdf') }]);
     const [document] = await waitForDocuments(server, user.key, [uploaded.body[0].id]);
     expect(document!.status).toBe('ready');

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments, type DocumentBody } from './support/documents.js';
 import { readBack } from '../src/modules/retrieval/service.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 // Filings of two companies over three years, written from one template: what tells them apart
 // is mostly who and when, which the file names say and each page does not.
@@ -29,7 +30,7 @@ function filing(company: (typeof companies)[number], year: number, index: number
 beforeAll(async () => {
   server = await startTestServer();
   user = await server.createUser();
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'filings' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'filings')).id;
   const files = companies.flatMap((company, c) => years.map((year, y) => ({ name: `${company.file}_${year}_10K.md`, bytes: filing(company, year, c * years.length + y) })));
   const uploaded = await upload(server, user.key, workspaceId, files);
   expect(uploaded.status).toBe(202);

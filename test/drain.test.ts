@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -21,7 +22,7 @@ describe('a server that drains', () => {
   });
 
   it('says it is leaving on /readyz, takes no new connections, and finishes an upload it was receiving', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'drained' } })).body.id as string;
+    const workspace = (await createWorkspace(server, user.key, 'drained')).id;
     const url = new URL(server.url);
     const boundary = `drain-${randomUUID()}`;
     const content = 'The grey heron stands still in the shallows and waits for a fish. '.repeat(4_000);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 // The service on a three-node Elasticsearch cluster (.ci/start-elasticsearch-cluster.sh prints
 // the URLs to set as KB_TEST_ES_CLUSTER_URLS; vitest.config.ts leaves the file out without it).
@@ -46,7 +47,7 @@ describe('on a three-node Elasticsearch cluster', () => {
   });
 
   it('keeps searching and ingesting when the node holding the primary is killed', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'cluster' } })).body.id as string;
+    const workspace = (await createWorkspace(server, user.key, 'cluster')).id;
     const [before] = (await upload(server, user.key, workspace, [{ name: 'otter.txt', bytes: `Sea otters crack shellfish on stones (${Date.now()}).` }])).body;
     expect((await waitForDocuments(server, user.key, [before.id]))[0]).toMatchObject({ status: 'ready' });
     const settings = await esJson<Record<string, { settings: Record<string, string> }>>(`/${indexName}/_settings?flat_settings=true`);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startFakeModel, type FakeModel } from './support/fake-openai.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * An OpenAI-compatible embeddings server whose behaviour the test switches: healthy, down
@@ -79,7 +80,7 @@ describe('an OpenAI-compatible embedding server', () => {
     behaviour = 'healthy';
     server = await startTestServer(environment({ KB_EMBED_MAX_ATTEMPTS: '1000' }));
     user = await server.createUser();
-    workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'remote' } })).body.id;
+    workspaceId = (await createWorkspace(server, user.key, 'remote')).id;
   }, 60_000);
   afterAll(() => server?.close());
 
@@ -188,7 +189,7 @@ describe('an embedding server that keeps failing or answers wrongly', () => {
     behaviour = 'healthy';
     server = await startTestServer(environment({ KB_EMBED_MAX_ATTEMPTS: '2' }));
     user = await server.createUser();
-    workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'failing' } })).body.id;
+    workspaceId = (await createWorkspace(server, user.key, 'failing')).id;
   }, 60_000);
   afterAll(() => server?.close());
 

@@ -9,6 +9,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments, type DocumentBody } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -23,7 +24,7 @@ beforeAll(async () => {
   // Ten files an upload, so that an upload's answer fits the small limit (the configuration requires it).
   server = await startTestServer({ KB_MAX_GRAPHQL_RESPONSE_BYTES: String(responseLimit), KB_MAX_UPLOAD_FILES: '10' });
   owner = await server.createUser();
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'files' } })).body.id;
+  workspaceId = (await createWorkspace(server, owner.key, 'files')).id;
   const uploaded = await upload(server, owner.key, workspaceId, [{ name: 'large.pdf', bytes: largeFile }]);
   expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
   // Processed (it fails: no readable PDF), so that its parse holds no memory while memory is measured.
@@ -210,7 +211,7 @@ describe('what one GraphQL response may hold', () => {
   });
 
   it('refuses any other answer larger than the limit, over GraphQL and REST, rather than keep it; a smaller page is served', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'large metadata' } })).body.id as string;
+    const workspace = (await createWorkspace(server, owner.key, 'large metadata')).id;
     // 20 documents with 60 KiB of metadata each: 1.2 MiB as JSON.
     const metadata = JSON.stringify({ note: 'x'.repeat(60 * 1024) });
     for (const part of [0, 1]) {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { graphqlLimits } from '../src/graphql/limits.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { waitForDocuments } from './support/documents.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -32,7 +33,7 @@ function expectRefused(result: RawResult, status: number, code: string, message?
 beforeAll(async () => {
   server = await startTestServer();
   user = await server.createUser();
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'limits' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'limits')).id;
   documentIds = [];
   for (let i = 0; i < 5; i += 1) {
     const uploaded = await server.request('POST', `/v1/kb/workspaces/${workspaceId}/documents`, {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
 import { openStream, readUntilComplete, reserveStream, sendToStream } from './support/graphql-sse.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * graphql-sse's single connection mode at /graphql/stream (docs/api.md, "Event streams of
@@ -24,7 +25,7 @@ beforeAll(async () => {
     KB_GRAPHQL_SSE_QUEUE_MB: String(queueBytes / 1024 / 1024),
   });
   user = await server.createUser({ credits: 100 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'streams' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'streams')).id;
   const uploaded = await upload(server, user.key, workspaceId, [
     { name: 'kiln.md', bytes: 'The Harwick kiln fires stoneware at 1,280 degrees Celsius. It was built by Odile Ferrant in 1962.' },
   ]);

@@ -8,6 +8,7 @@ import { removeStaleSpoolFiles } from '../src/http/body.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startFakeModel, type FakeModel } from './support/fake-openai.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * The HTTP server's own limits (docs/api.md, "Server limits"), through raw sockets: the Host
@@ -64,7 +65,7 @@ beforeAll(async () => {
   host = new URL(server.url).hostname;
   port = Number(new URL(server.url).port);
   user = await server.createUser({ credits: 10 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'limits' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'limits')).id;
 }, 300_000);
 
 afterAll(async () => {
@@ -311,7 +312,7 @@ describe('the send timeout', () => {
     const uploaded = await upload(server, user.key, workspaceId, [{ name: 'noise.pdf', bytes }]);
     documentId = uploaded.body[0].id;
     // 40 documents with 60 KB of metadata each, for a large answer.
-    listingId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'listing' } })).body.id;
+    listingId = (await createWorkspace(server, user.key, 'listing')).id;
     const metadata = JSON.stringify({ note: 'n'.repeat(60_000) });
     const listed: string[] = [];
     for (let batch = 0; batch < 2; batch++) {

@@ -11,6 +11,7 @@ import { kbBin } from './support/cli.js';
 import { readBenchPdf, upload, waitForDocuments } from './support/documents.js';
 import { runStartedIn, settledJob } from './support/mcp.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 const run = promisify(execFile);
 
@@ -30,8 +31,8 @@ const notes = {
 beforeAll(async () => {
   server = await startTestServer();
   user = await server.createUser({ credits: 1000 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'mcp' } })).body.id;
-  otherWorkspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'mcp other' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'mcp')).id;
+  otherWorkspaceId = (await createWorkspace(server, user.key, 'mcp other')).id;
   const uploaded = await upload(server, user.key, workspaceId, [
     ...Object.entries(notes).map(([name, text]) => ({ name, bytes: text })),
     { name: 'sample.pdf', bytes: await readBenchPdf('sample_pdf_2.pdf') },
@@ -210,7 +211,7 @@ describe('MCP over Streamable HTTP', () => {
   });
 
   it('keeps a search and a context under their size bound, nearest passages first, and says so', async () => {
-    const bigWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'mcp big' } })).body.id;
+    const bigWorkspace = (await createWorkspace(server, user.key, 'mcp big')).id;
     const paragraphs = Array.from({ length: 150 }, (_, index) => `Paragraph ${index} of the long ledger. ${'The ledger records harvests, tithes and rents of the abbey lands. '.repeat(12)}`);
     const uploaded = await upload(server, user.key, bigWorkspace, [{ name: 'ledger.txt', bytes: paragraphs.join('\n\n') }]);
     const [ledger] = await waitForDocuments(server, user.key, [uploaded.body[0].id]);
@@ -388,7 +389,7 @@ describe('MCP refusals', () => {
       expect(long.text).toContain('50000');
       expect(await balance()).toBe(before);
 
-      const poorWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: poor.key, json: { name: 'poor' } })).body.id;
+      const poorWorkspace = (await createWorkspace(server, poor.key, 'poor')).id;
       const noCredits = refusal(await poorClient.callTool({ name: 'ask', arguments: { question: 'coolant?', workspace_ids: [poorWorkspace], mode: 'deep' } }));
       expect(noCredits.meta).toMatchObject({ status: 402 });
 
@@ -453,7 +454,7 @@ describe('MCP refusals', () => {
 
   it('passes over empty workspaces a page at a time when listing resources', async () => {
     const owner = await server.createUser();
-    const first = (await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'with a document' } })).body.id;
+    const first = (await createWorkspace(server, owner.key, 'with a document')).id;
     const [document] = (await upload(server, owner.key, first, [{ name: 'only.txt', bytes: 'the only document' }])).body;
     for (let index = 0; index < 60; index += 1) await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: `empty ${index}` } });
     const client = await connect(owner.key);

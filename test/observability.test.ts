@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectProtocol, streamAgent } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -56,7 +57,7 @@ describe('GET /metrics', () => {
   });
 
   it('exposes request latency by route, ingestion stages and queue, embedder throughput, agent time to first token and credits, after real traffic', async () => {
-    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'metrics' } })).body.id;
+    const workspaceId = (await createWorkspace(server, user.key, 'metrics')).id;
     const uploaded = await upload(server, user.key, workspaceId, [{ name: 'reactor.md', bytes: 'The Zephyr-9 research reactor is cooled by a liquid lead-bismuth eutectic.' }]);
     await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
     expect((await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'reactor coolant', workspace_id: workspaceId } })).status).toBe(200);
@@ -86,7 +87,7 @@ describe('GET /metrics', () => {
   });
 
   it("times the work the service does on the store of its own accord, and counts the chunks waiting for the vector graph", async () => {
-    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'background work' } })).body.id;
+    const workspaceId = (await createWorkspace(server, user.key, 'background work')).id;
     const uploaded = await upload(server, user.key, workspaceId, [{ name: 'pump.md', bytes: 'The Orvik tidal pump moves brine through titanium pipes at night.' }]);
     await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
     expect((await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'tidal pump', workspace_id: workspaceId } })).status).toBe(200);
@@ -120,7 +121,7 @@ describe('GET /metrics', () => {
 
   it('holds the service\'s own work on the store back while a request is in progress, not while a response streams', async () => {
     const work = server.app.db.backgroundWork;
-    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'requests first' } })).body.id;
+    const workspaceId = (await createWorkspace(server, user.key, 'requests first')).id;
     // An upload whose body arrives slowly: the request is in progress until its last byte.
     const boundary = 'requests-first-boundary';
     const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.md"\r\nContent-Type: text/markdown\r\n\r\nThe slow upload `;
@@ -178,7 +179,7 @@ describe('Server-Timing', () => {
   }
 
   it("says where a search's time went, part by part, each within the request's total", async () => {
-    const workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'timings' } })).body.id;
+    const workspaceId = (await createWorkspace(server, user.key, 'timings')).id;
     const uploaded = await upload(server, user.key, workspaceId, [{ name: 'kiln.md', bytes: 'The Anagama kiln at Mashiko is fired with red pine for five days.' }]);
     await waitForDocuments(server, user.key, uploaded.body.map((document: { id: string }) => document.id));
     const onStoreIndex = !server.config.elasticsearch;

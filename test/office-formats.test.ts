@@ -25,6 +25,7 @@ import {
   type DocumentBody,
 } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -53,7 +54,7 @@ beforeAll(async () => {
   // Below the text of a million-row sheet, so that the limit refuses it while it is read.
   server = await startTestServer({ KB_MAX_TEXT_CHARACTERS: '5000000' });
   user = await server.createUser({ credits: 100 });
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'sheets' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'sheets')).id;
 }, 120_000);
 
 afterAll(() => server?.close());
@@ -167,7 +168,7 @@ describe('office formats through HTTP', () => {
     for (let index = 1; index <= 5_000; index++) deck.addSlide().addText(`Slide ${index} of the long deck.`, { x: 0.5, y: 0.5, w: 9, h: 1 });
     const longDeck = new Uint8Array((await deck.write({ outputType: 'uint8array' })) as Uint8Array);
     const other = await server.createUser();
-    const otherWorkspace = (await server.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: 'notes' } })).body.id as string;
+    const otherWorkspace = (await createWorkspace(server, other.key, 'notes')).id;
 
     const uploaded = await upload(server, user.key, workspaceId, [
       { name: 'secret.xlsx', bytes: compound },
@@ -247,7 +248,7 @@ describe('damaged and misnamed files of every format, through HTTP', () => {
       { name: 'text-as.png', bytes: new TextEncoder().encode('Plain words in a file named as a picture.'), type: 'text/plain' },
     ];
     // A workspace of its own: the same bytes uploaded again to one workspace are the document already there, under its first name.
-    const damaged = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'damaged and misnamed' } })).body.id as string;
+    const damaged = (await createWorkspace(server, user.key, 'damaged and misnamed')).id;
     const uploaded = await upload(server, user.key, damaged, [...cut, ...misnamed]);
     expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
     const documents = Object.fromEntries(
@@ -342,7 +343,7 @@ describe('scans and photos of pages, read by OCR', () => {
     const reading = await startTestServer();
     try {
       const owner = await reading.createUser();
-      const workspace = (await reading.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const workspace = (await createWorkspace(reading, owner.key, 'scans')).id;
       const uploaded = await upload(reading, owner.key, workspace, [{ name: 'scan.pdf', bytes: await makeRepeatedScan(5) }]);
       expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(202);
       const id = uploaded.body[0].id as string;
@@ -391,7 +392,7 @@ describe('scans and photos of pages, read by OCR', () => {
     const strict = await startTestServer({ KB_PARSE_TIMEOUT_SECONDS: String(baseSeconds), KB_PARSE_TIMEOUT_SECONDS_PER_MB: '0' });
     try {
       const owner = await strict.createUser();
-      const workspace = (await strict.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const workspace = (await createWorkspace(strict, owner.key, 'scans')).id;
       const started = Date.now();
       const uploaded = await upload(strict, owner.key, workspace, [{ name: 'scan.pdf', bytes: await makeRepeatedScan(14) }]);
       const [scan] = await waitForDocuments(strict, owner.key, [uploaded.body[0].id], 240_000);
@@ -407,7 +408,7 @@ describe('scans and photos of pages, read by OCR', () => {
     const limited = await startTestServer({ KB_OCR_MAX_PAGES: '3' });
     try {
       const owner = await limited.createUser();
-      const workspace = (await limited.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'scans' } })).body.id as string;
+      const workspace = (await createWorkspace(limited, owner.key, 'scans')).id;
       const uploaded = await upload(limited, owner.key, workspace, [
         { name: 'huge.png', bytes: pngHeaderOfSize(30_000, 30_000) },
         { name: 'frames.tiff', bytes: makeTiffFrames(10_000) },

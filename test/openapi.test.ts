@@ -3,6 +3,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routes } from '../src/rest/routes.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -206,7 +207,7 @@ describe('GET /openapi.json', () => {
     expect(ok.content['text/plain'].schema).toMatchObject({ type: 'string', format: 'binary' });
     expect(ok.content['application/json'].schema.type).toBeUndefined();
     expect(operation.responses['404'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'Files' } })).body.id;
+    const workspace = (await createWorkspace(server, user.key, 'Files')).id;
     const uploaded = await server.request('POST', `/v1/kb/workspaces/${workspace}/documents`, { key: user.key, json: { filename: 'a.md', content: '# A' } });
     const file = await fetch(`${server.url}/v1/kb/documents/${uploaded.body[0].id}/file?workspace_id=${workspace}`, { headers: { authorization: `Bearer ${user.key}` } });
     expect(file.status).toBe(200);

@@ -4,6 +4,7 @@ import { kb } from './support/cli.js';
 import { upload, waitForDocuments } from './support/documents.js';
 import { dropElasticsearchIndexes } from './support/elasticsearch.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 // `kb reindex` on Elasticsearch while a server serves the same store and index: the new index is
 // filled beside the old one and swapped in, so searches never stop. On the Elasticsearch leg only
@@ -38,7 +39,7 @@ describe('kb reindex on Elasticsearch, beside a running server', () => {
 
   it('builds a new index while every search goes on answering, then swaps it in with what changed meanwhile', async () => {
     expect(await indexesBehindAlias()).toEqual([`${alias}-1`]);
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'online' } })).body.id as string;
+    const workspace = (await createWorkspace(server, user.key, 'online')).id;
     const species = ['heron', 'badger', 'lynx', 'marten', 'ibis', 'newt', 'stoat', 'wren', 'vole', 'egret'];
     const files = Array.from({ length: 300 }, (_, n) => ({
       name: `note-${n}.txt`,
@@ -103,7 +104,7 @@ describe('kb reindex on Elasticsearch, beside a running server', () => {
   }, 300_000);
 
   it('pauses search and embedding within seconds when an index of another model is swapped in, and resumes when the model matches again', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'models' } })).body.id as string;
+    const workspace = (await createWorkspace(server, user.key, 'models')).id;
     // What another `kb reindex`, configured with another model, does at its end.
     // The index exists: the model it was built with is read back, and the one given here is unused.
     const elsewhere = await openElasticsearchIndex({ nodes: [elasticsearchUrl], index: alias, shards: 1, replicas: 0, sniff: false }, { model: 'unused', dimensions: 1 }, { timeoutMs: 10_000 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
 import { startApp } from '../src/app.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let user: TestUser;
@@ -27,7 +28,7 @@ async function query(body: unknown, key: string | null = user.key, path = '/v1/k
 beforeAll(async () => {
   server = await startTestServer();
   user = await server.createUser();
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'search' } })).body.id;
+  workspaceId = (await createWorkspace(server, user.key, 'search')).id;
   const uploaded = await upload(
     server,
     user.key,
@@ -177,7 +178,7 @@ describe('POST /v1/kb/query', () => {
   });
 
   it('searches several workspaces ranked together with workspace_ids', async () => {
-    const second = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'search, second' } })).body.id as string;
+    const second = (await createWorkspace(server, user.key, 'search, second')).id;
     const secondFact = 'The Kestrel-4 probe carries a fluxgate magnetometer built in Tromso and launches in March.';
     const uploaded = await upload(server, user.key, second, [{ name: 'probe.txt', bytes: secondFact }], JSON.stringify({ team: 'physics' }));
     const [probe] = await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id));
@@ -211,7 +212,7 @@ describe('POST /v1/kb/query', () => {
 
       // One workspace the caller may not see refuses the whole search, naming it.
       const stranger = await server.createUser();
-      const theirs = (await server.request('POST', '/v1/kb/workspaces', { key: stranger.key, json: { name: 'theirs' } })).body.id as string;
+      const theirs = (await createWorkspace(server, stranger.key, 'theirs')).id;
       expect(expectError(await query({ query: 'reactor', workspace_ids: [workspaceId, theirs] }), 404, 'not_found').message).toBe(`workspace ${theirs} not found`);
       expect(expectError(await query({ query: 'reactor', workspace_ids: [workspaceId, 'nope'] }), 404, 'not_found').message).toBe('workspace nope not found');
       const restricted = await server.request('POST', '/v1/user/me/api-keys', { key: user.key, json: { name: 'one workspace', scopes: ['kb:read'], workspace_ids: [second] } });
@@ -315,7 +316,7 @@ describe('POST /v1/kb/query', () => {
   });
 
   it('drops a deleted document from search at once', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'deletion' } })).body.id;
+    const workspace = (await createWorkspace(server, user.key, 'deletion')).id;
     const uploaded = await upload(server, user.key, workspace, [
       { name: 'keep.txt', bytes: 'Otters hold hands while they sleep so that they do not drift apart.' },
       { name: 'drop.txt', bytes: 'Octopuses have three hearts and blue blood rich in copper.' },
@@ -334,7 +335,7 @@ describe('POST /v1/kb/query', () => {
 
   it('processes a failed document again when its content is uploaded again, replacing its index entries', async () => {
     const prisma = server.app.db.prisma;
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'retry' } })).body.id;
+    const workspace = (await createWorkspace(server, user.key, 'retry')).id;
     const bytes = 'Axolotls regrow lost limbs, parts of their heart and even of their brain.';
     const [first] = (await waitForDocuments(server, user.key, (await upload(server, user.key, workspace, [{ name: 'axolotl.txt', bytes }])).body.map((document: DocumentBody) => document.id)))!;
     expect(first!.status).toBe('ready');
@@ -375,7 +376,7 @@ describe('the search rate limit', () => {
     const limited = await startTestServer({ KB_SEARCH_RATE_PER_MINUTE: '5' });
     try {
       const caller = await limited.createUser();
-      const workspace = (await limited.request('POST', '/v1/kb/workspaces', { key: caller.key, json: { name: 'limited' } })).body.id;
+      const workspace = (await createWorkspace(limited, caller.key, 'limited')).id;
       const search = (path = '/v1/kb/query') => limited.request('POST', path, { key: caller.key, json: { query: 'anything', workspace_id: workspace } });
       expect((await search()).status).toBe(200);
       expect((await search('/query')).status).toBe(200);
@@ -392,7 +393,7 @@ describe('the search rate limit', () => {
       expect(Number(last.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       // Another user's budget is untouched.
       const other = await limited.createUser();
-      const theirs = (await limited.request('POST', '/v1/kb/workspaces', { key: other.key, json: { name: 'theirs' } })).body.id;
+      const theirs = (await createWorkspace(limited, other.key, 'theirs')).id;
       expect((await limited.request('POST', '/v1/kb/query', { key: other.key, json: { query: 'x', workspace_id: theirs } })).status).toBe(200);
     } finally {
       await limited.close();
@@ -415,7 +416,7 @@ acrossServers('rate limits across servers', () => {
           headers: { authorization: `Bearer ${caller.key}`, 'content-type': 'application/json' },
           body: json === undefined ? undefined : JSON.stringify(json),
         });
-      const workspace = (await first.request('POST', '/v1/kb/workspaces', { key: caller.key, json: { name: 'shared budget' } })).body.id;
+      const workspace = (await createWorkspace(first, caller.key, 'shared budget')).id;
       const search = (url: string) => on(url, 'POST', '/v1/kb/query', { query: 'anything', workspace_id: workspace });
       for (const url of [first.url, second.url, first.url, second.url, first.url]) expect((await search(url)).status).toBe(200);
       for (const url of [second.url, first.url]) {

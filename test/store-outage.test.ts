@@ -2,6 +2,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments } from './support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 /**
  * A TCP relay between the server and PostgreSQL that can be cut and restored: while it is cut,
@@ -68,7 +69,7 @@ describe('when PostgreSQL cannot be reached', () => {
   });
 
   it('answers 503 with Retry-After while it is down, and serves and ingests again once it is back', async () => {
-    const workspace = (await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'outage' } })).body.id as string;
+    const workspace = (await createWorkspace(server, user.key, 'outage')).id;
     const search = () => server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'salamander', workspace_id: workspace } });
     expect((await search()).status).toBe(200);
 

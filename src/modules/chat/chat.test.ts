@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { createWorkspace, isoTimestamp, missingId, uuid } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -9,10 +10,6 @@ beforeAll(async () => {
   owner = await server.createUser();
 });
 afterAll(() => server.close());
-
-const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const missingId = '00000000-0000-4000-8000-000000000000';
 
 type Session = { id: string; title: string | null; created_at: string; updated_at: string; message_count: number };
 type Message = { id: string; role: string; content: string; sources: unknown; created_at: string };
@@ -27,12 +24,6 @@ async function sendMessage(sessionId: string, content: string, role = 'user', ke
   const response = await server.request('POST', `/v1/chat/sessions/${sessionId}/messages`, { key, json: { content, role } });
   expect(response.status, response.text).toBe(201);
   return response.body as Message;
-}
-
-async function createWorkspace(name: string, key = owner.key) {
-  const response = await server.request('POST', '/v1/kb/workspaces', { key, json: { name } });
-  expect(response.status, response.text).toBe(201);
-  return response.body as { id: string };
 }
 
 describe('chat sessions over REST', () => {
@@ -62,8 +53,8 @@ describe('chat sessions over REST', () => {
 
   it('accepts the caller’s own workspaces in workspace_ids', async () => {
     const user = await server.createUser();
-    const first = await createWorkspace('first', user.key);
-    const second = await createWorkspace('second', user.key);
+    const first = await createWorkspace(server, user, 'first');
+    const second = await createWorkspace(server, user, 'second');
     const response = await server.request('POST', '/v1/chat/sessions', {
       key: user.key,
       json: { title: 'scoped', workspace_ids: [first.id, second.id.toUpperCase(), first.id] },
@@ -78,8 +69,8 @@ describe('chat sessions over REST', () => {
 
   it('answers 404 for workspace_ids naming another user’s, an unknown or a non-UUID workspace; nothing is created', async () => {
     const user = await server.createUser();
-    const own = await createWorkspace('mine', user.key);
-    const foreign = await createWorkspace('theirs', (await server.createUser()).key);
+    const own = await createWorkspace(server, user, 'mine');
+    const foreign = await createWorkspace(server, await server.createUser(), 'theirs');
     for (const workspaceIds of [[foreign.id], [own.id, foreign.id], [missingId], ['not-a-uuid'], [own.id, '42']]) {
       const body = expectError(
         await server.request('POST', '/v1/chat/sessions', { key: user.key, json: { workspace_ids: workspaceIds } }),
@@ -403,7 +394,7 @@ describe('chat sessions over GraphQL', () => {
 
   it('creates a session, sends messages and reads them back oldest first', async () => {
     const user = await server.createUser();
-    const workspace = await createWorkspace('graph ws', user.key);
+    const workspace = await createWorkspace(server, user, 'graph ws');
     const created = await server.graphql<{ createChatSession: Record<string, unknown> & { id: string } }>(
       user.key,
       `mutation($input: CreateChatSessionInput) {
@@ -508,7 +499,7 @@ describe('chat sessions over GraphQL', () => {
     const fetched = await server.request('GET', `/v1/chat/sessions/${session.id}`, { key: user.key });
     expect(fetched.body.message_count).toBe(0);
 
-    const foreign = await createWorkspace('foreign', (await server.createUser()).key);
+    const foreign = await createWorkspace(server, await server.createUser(), 'foreign');
     const created = await server.graphql<{ createChatSession: { __typename: string; code?: string } }>(
       user.key,
       `mutation($ids: [ID!]) { createChatSession(input: { workspaceIds: $ids }) { __typename ... on AppError { code message } } }`,

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../errors.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
 import { grantCredits, setSubscription } from './service.js';
+import { isoTimestamp, uuid } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 
@@ -10,8 +11,6 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 type Entry = { id: string; amount: number; reason: string; job_id: string | null; created_at: string };
 type Credits = {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { createWorkspace } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -36,7 +37,7 @@ async function waitForEmbedded(id: string): Promise<DocumentBody> {
 beforeAll(async () => {
   server = await startTestServer();
   owner = await server.createUser();
-  workspaceId = (await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name: 'renames' } })).body.id;
+  workspaceId = (await createWorkspace(server, owner.key, 'renames')).id;
 });
 afterAll(() => server.close());
 

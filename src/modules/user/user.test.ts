@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { isoTimestamp } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -10,7 +11,6 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 type Profile = { id: string; email: string; name: string; phone: string | null; creditsBalance: number; created_at: string };
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { createWorkspace, isoTimestamp, uuid } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -9,15 +10,6 @@ beforeAll(async () => {
   owner = await server.createUser();
 });
 afterAll(() => server.close());
-
-const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-async function createWorkspace(name: string, key = owner.key) {
-  const response = await server.request('POST', '/v1/kb/workspaces', { key, json: { name } });
-  expect(response.status).toBe(201);
-  return response.body as { id: string; name: string; created_at: string; updated_at: string };
-}
 
 describe('workspaces over REST', () => {
   it('creates a workspace: 201 with id, trimmed name and timestamps', async () => {
@@ -34,8 +26,8 @@ describe('workspaces over REST', () => {
 
   it('lists the caller’s workspaces newest first as a bare array', async () => {
     const user = await server.createUser();
-    const first = await createWorkspace('first', user.key);
-    const second = await createWorkspace('second', user.key);
+    const first = await createWorkspace(server, user, 'first');
+    const second = await createWorkspace(server, user, 'second');
     const response = await server.request('GET', '/v1/kb/workspaces', { key: user.key });
     expect(response.status).toBe(200);
     expect(response.body.map((workspace: { id: string }) => workspace.id)).toEqual([second.id, first.id]);
@@ -45,7 +37,7 @@ describe('workspaces over REST', () => {
   it('pages with limit and cursor, announcing the next page in a Link header', async () => {
     const user = await server.createUser();
     const created = [];
-    for (const name of ['a', 'b', 'c']) created.push(await createWorkspace(name, user.key));
+    for (const name of ['a', 'b', 'c']) created.push(await createWorkspace(server, user, name));
     const firstPage = await server.request('GET', '/v1/kb/workspaces?limit=2', { key: user.key });
     expect(firstPage.body.map((w: { name: string }) => w.name)).toEqual(['c', 'b']);
     const link = firstPage.headers.get('link');
@@ -81,7 +73,7 @@ describe('workspaces over REST', () => {
   });
 
   it('gets, renames and deletes a workspace; deleting again is 404', async () => {
-    const workspace = await createWorkspace('to rename');
+    const workspace = await createWorkspace(server, owner, 'to rename');
     const fetched = await server.request('GET', `/v1/kb/workspaces/${workspace.id}`, { key: owner.key });
     expect(fetched.status).toBe(200);
     expect(fetched.body).toEqual(workspace);
@@ -100,9 +92,9 @@ describe('workspaces over REST', () => {
 
   it('answers 409 for a duplicate name, ignoring case, on create and rename; nothing changes', async () => {
     const user = await server.createUser();
-    await createWorkspace('Papers', user.key);
+    await createWorkspace(server, user, 'Papers');
     expectError(await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: 'papers' } }), 409, 'conflict');
-    const other = await createWorkspace('Other', user.key);
+    const other = await createWorkspace(server, user, 'Other');
     expectError(
       await server.request('PATCH', `/v1/kb/workspaces/${other.id}`, { key: user.key, json: { name: 'PAPERS' } }),
       409,
@@ -124,13 +116,13 @@ describe('workspaces over REST', () => {
       ['paperwork', 'paper\u200dwork'],
     ];
     for (const [first, second] of lookAlikes) {
-      await createWorkspace(first, user.key);
+      await createWorkspace(server, user, first);
       const refused = expectError(await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name: second } }), 409, 'conflict');
       expect(refused.message).toBe(
         `a workspace named "${first}" already exists, and "${second}" is the same name (names are compared ignoring case, compatibility forms and invisible characters)`,
       );
     }
-    const other = await createWorkspace('Other', user.key);
+    const other = await createWorkspace(server, user, 'Other');
     expectError(await server.request('PATCH', `/v1/kb/workspaces/${other.id}`, { key: user.key, json: { name: 'strasse' } }), 409, 'conflict');
     const viaGraphQL = await server.graphql<{ createWorkspace: { __typename: string; code: string } }>(
       user.key,
@@ -146,8 +138,8 @@ describe('workspaces over REST', () => {
   it('lets two users use the same name', async () => {
     const a = await server.createUser();
     const b = await server.createUser();
-    await createWorkspace('Shared name', a.key);
-    await createWorkspace('Shared name', b.key);
+    await createWorkspace(server, a, 'Shared name');
+    await createWorkspace(server, b, 'Shared name');
   });
 
   it('validates the name with 400 naming the field', async () => {
@@ -165,7 +157,7 @@ describe('workspaces over REST', () => {
   });
 
   it('rejects unknown fields on PATCH and leaves the workspace as it was', async () => {
-    const workspace = await createWorkspace('patch strict');
+    const workspace = await createWorkspace(server, owner, 'patch strict');
     const body = expectError(
       await server.request('PATCH', `/v1/kb/workspaces/${workspace.id}`, { key: owner.key, json: { name: 'new', owner: 'x' } }),
       400,
@@ -184,7 +176,7 @@ describe('workspaces over REST', () => {
   });
 
   it('hides other users’ workspaces behind 404 on every endpoint', async () => {
-    const workspace = await createWorkspace('private');
+    const workspace = await createWorkspace(server, owner, 'private');
     const intruder = await server.createUser();
     for (const [method, suffix] of [
       ['GET', ''],
@@ -206,7 +198,7 @@ describe('workspaces over REST', () => {
   });
 
   it('reports stats and scan of an empty workspace', async () => {
-    const workspace = await createWorkspace('empty');
+    const workspace = await createWorkspace(server, owner, 'empty');
     const stats = await server.request('GET', `/v1/kb/workspaces/${workspace.id}/stats`, { key: owner.key });
     expect(stats.status).toBe(200);
     expect(stats.body).toEqual({
@@ -237,7 +229,7 @@ describe('workspaces over REST', () => {
   });
 
   it('counts documents by status in stats and scan', async () => {
-    const workspace = await createWorkspace('with documents');
+    const workspace = await createWorkspace(server, owner, 'with documents');
     const prisma = server.app.db.prisma;
     await prisma.document.createMany({
       data: [
@@ -264,7 +256,7 @@ describe('workspaces over REST', () => {
   it('needs kb:read to read and kb:write to change, naming the scope', async () => {
     const readOnly = await server.createKey(owner, ['kb:read']);
     const writeOnly = await server.createKey(owner, ['kb:write']);
-    const workspace = await createWorkspace('scoped');
+    const workspace = await createWorkspace(server, owner, 'scoped');
     expect((await server.request('GET', '/v1/kb/workspaces', { key: readOnly })).status).toBe(200);
     const denied = expectError(await server.request('POST', '/v1/kb/workspaces', { key: readOnly, json: { name: 'x' } }), 403, 'forbidden');
     expect(denied.message).toContain('kb:write');
