@@ -73,6 +73,8 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
   let backends: Backends | undefined;
+  // What the start has begun, undone in reverse order when a later step fails (a port in use).
+  const undo: (() => unknown)[] = [];
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
@@ -102,9 +104,11 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     if (mismatch) queue.setClaimable(withoutEmbedding);
     const modelWatch = watchIndexModel({ index, embedder, log, paused: mismatch !== null, pause: (paused) => queue.setClaimable(paused ? withoutEmbedding : allJobKinds) });
     const ingestion = queue;
+    undo.push(() => queue.stop(), () => clearInterval(modelWatch));
     const graphMerge = works
       ? startGraphMerge({ index, activity: ingestion, log, backgroundWork: db.backgroundWork }, db.kind === 'postgres' ? postgresGraphMergeOptions : defaultGraphMergeOptions)
       : undefined;
+    undo.push(() => graphMerge?.stop());
     const retrieval = { prisma: db.prisma, query: db.query, embedder, index, timeoutMs: config.searchTimeoutSeconds * 1000, storeWork: db.backgroundWork };
     // The embedded store is held by this process alone, so a cache of its valid keys stays exact.
     const auth = { prisma: db.prisma, jwtSecret: config.jwtSecret, apiKeyCache: db.kind === 'pglite' ? new ApiKeyCache() : null };
@@ -125,8 +129,10 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       for (const run of runs) takeOverRun(agent, run);
     });
     await agentRuns.start({ exclusive: db.kind === 'pglite' });
+    undo.push(() => agentRuns.stop());
     const idempotency = new IdempotencyStore(db.prisma, log);
     await idempotency.start({ exclusive: db.kind === 'pglite' });
+    undo.push(() => idempotency.stop());
     const app: AppServices = {
       config,
       db,
@@ -151,6 +157,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
     const leftOver = await removeStaleSpoolFiles(config.server.uploadSpoolDir, (config.server.requestTimeoutSeconds + 600) * 1000);
     if (leftOver > 0) log.info(`removed ${leftOver} upload spool files left by a process that stopped while receiving them`);
     const adminChannel = db.kind === 'pglite' ? await startAdminChannel(db.prisma, adminSocketPath(config.dataDir)) : null;
+    undo.push(() => new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve())));
     await parsePool.warmed;
     // Listening before taking requests: an upload another process takes next must wake this one's workers.
     await queue.listening;
@@ -213,6 +220,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       close: (options = {}) => (closing ??= stop(options)),
     };
   } catch (error) {
+    for (const step of undo.reverse()) await Promise.resolve(step()).catch(() => undefined);
     await backends?.close();
     await db.close();
     throw error;

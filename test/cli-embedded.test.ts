@@ -3,6 +3,7 @@
 // that started them. The PostgreSQL legs of CI would run these exactly as the embedded leg does,
 // so they run there only (vitest.config.ts, storeIndependent).
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -49,6 +50,25 @@ describe('first start on an empty embedded store', { timeout: 120_000 }, () => {
       expect(started.output()).toMatch(/Created admin@localhost with 1000 credits[\s\S]*sk_[0-9A-Za-z]{32,}/);
       await stop(started.child);
     } finally {
+      await rm(emptyDir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a port in use with a clear message, and leaves the store to the next start', async () => {
+    const emptyDir = await mkdtemp(path.join(tmpdir(), 'kb-port-'));
+    const env = environment(emptyDir);
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+    const port = (blocker.address() as AddressInfo).port;
+    try {
+      const refused = await kb(['serve'], { ...env, HOST: '127.0.0.1', PORT: String(port) });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`kb: cannot listen on 127.0.0.1:${port}: another process uses it; set PORT to another port (0 takes any free one) or HOST to another address\n`);
+      const started = await serve(env);
+      expect((await fetch(`${started.url}/healthz`)).status).toBe(200);
+      await stop(started.child);
+    } finally {
+      blocker.close();
       await rm(emptyDir, { recursive: true, force: true });
     }
   });

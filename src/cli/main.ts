@@ -286,5 +286,11 @@ try {
     process.stderr.write(`kb: ${error.message}\n`);
     process.exit(1);
   }
+  const failure = error as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (failure?.syscall === 'listen' && (failure.code === 'EADDRINUSE' || failure.code === 'EACCES')) {
+    const why = failure.code === 'EADDRINUSE' ? 'another process uses it' : 'this user may not use it';
+    process.stderr.write(`kb: cannot listen on ${failure.address}:${failure.port}: ${why}; set PORT to another port (0 takes any free one) or HOST to another address\n`);
+    process.exit(1);
+  }
   throw error;
 }
