@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeZipBombDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 // Findings of a hostile-user review: documents that held the only ingestion worker of the
 // embedded store for minutes, blew up memory, or could not be stopped.
@@ -14,9 +15,7 @@ const megabyteWithoutWhitespace = () => {
 };
 
 async function newWorkspace(server: TestServer, user: TestUser, name = 'Limits') {
-  const response = await server.request('POST', '/v1/kb/workspaces', { key: user.key, json: { name } });
-  expect(response.status).toBe(201);
-  return response.body.id as string;
+  return (await createWorkspace(server, user, name)).id;
 }
 
 async function uploadOne(server: TestServer, user: TestUser, workspaceId: string, name: string, bytes: Uint8Array | string) {

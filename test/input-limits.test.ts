@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkJson, maxJsonDepth, maxMetadataBytes } from '../src/input-limits.js';
 import { expectError, startTestServer, type TestResponse, type TestServer, type TestUser } from './support/server.js';
+import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
@@ -12,11 +13,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-async function newWorkspace(name = `limits ${Math.random()}`) {
-  const response = await server.request('POST', '/v1/kb/workspaces', { key: owner.key, json: { name } });
-  expect(response.status, response.text).toBe(201);
-  return response.body as { id: string; name: string; created_at: string; updated_at: string };
-}
+const newWorkspace = (name?: string) => createWorkspace(server, owner, name);
 
 const uploadPath = (workspaceId: string) => `/v1/kb/workspaces/${workspaceId}/documents`;
 
