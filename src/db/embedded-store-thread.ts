@@ -118,14 +118,25 @@ class StoreThreadSocket extends Duplex {
   // Messages written while the previous ones were running go to the thread together.
   override _writev(chunks: Array<{ chunk: Buffer }>, callback: (error?: Error | null) => void) {
     const message = chunks.length === 1 ? chunks[0]!.chunk : Buffer.concat(chunks.map(({ chunk }) => chunk));
-    this.thread.exec(message).then((reply) => {
-      if (reply.byteLength > 0) this.push(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
-      callback();
-    }, callback);
+    this.thread.exec(message).then(
+      (reply) => {
+        if (reply.byteLength > 0) this.push(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
+        callback();
+      },
+      // A connection's goodbye that reaches a thread already stopped (a pool that ends its clients
+      // without waiting for them, then the store closing) has nothing left to say goodbye to: as
+      // an error it reached a client the pool no longer listened to, and stopped the process.
+      (error: Error) => callback(isTerminate(message) ? null : error),
+    );
   }
 
   override _final(callback: (error?: Error | null) => void) {
     this.push(null);
     callback();
   }
+}
+
+/** Whether the bytes are exactly the wire protocol's Terminate message ('X', length 4). */
+function isTerminate(message: Uint8Array) {
+  return message.byteLength === 5 && message[0] === 0x58 && message[1] === 0 && message[2] === 0 && message[3] === 0 && message[4] === 4;
 }
