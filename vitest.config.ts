@@ -8,7 +8,7 @@ const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 
 
 // pgvector's own workings: the Elasticsearch leg's PostgreSQL has no pgvector, and the embedded
 // leg runs them on the embedded store. (The contract all indexes share runs on every leg.)
-const pgvectorOnly = ['src/modules/retrieval/pgvector-index.test.ts'];
+const pgvectorOnly = ['src/modules/retrieval/pgvector-index.test.ts', 'src/modules/retrieval/mirror-sync.test.ts'];
 
 // Files about a PostgreSQL server itself (an outage of it): on the embedded leg the store is inside
 // the process, so they are left out there rather than skipped.

@@ -116,38 +116,63 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
 
 export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
   // `stale`: the log's cleanup may have dropped rows this sync needs (see cleanChangeLog); the
-  // workspace is read afresh then, as after a reindex (a new `generation`).
-  const rows = await prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; stale: boolean | null; logged: string | null })[]>`
+  // workspace is read afresh then, as after a reindex (a new `generation`). A chunk whose every
+  // logged change since the horizon is a merge's move is not read: it kept its terms.
+  const rows = await prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; stale: boolean | null; logged: string | null; moved: boolean | null })[]>`
     WITH mark AS (
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
              (SELECT horizon FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval
                ORDER BY marked_at DESC LIMIT 1) > ${held.horizon}::xid8 AS stale
     ), changed AS (
-      SELECT DISTINCT chunk_id FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8
+      SELECT chunk_id, bool_and(moved) AS moved FROM chunk_index_log
+       WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8 GROUP BY chunk_id
     )
-    SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, c.chunk_id::text, c.document_id::text,
+    SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, changed.moved, c.chunk_id::text, c.document_id::text,
            array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector
-      FROM mark LEFT JOIN changed ON true LEFT JOIN ${bothTables} c ON c.chunk_id = changed.chunk_id`;
+      FROM mark LEFT JOIN changed ON true
+      -- OFFSET 0 keeps the subquery whole, so NOT changed.moved gates its reads (a one-time
+      -- filter before each lookup); flattened, it was a filter applied after them.
+      LEFT JOIN LATERAL (SELECT * FROM ${bothTables} AS b WHERE b.chunk_id = changed.chunk_id AND NOT changed.moved OFFSET 0) c ON true`;
   const [first] = rows;
   if (!first) throw new Error('the keyword sync read no horizon');
   if (first.generation !== held.generation || first.stale) {
     await loadWorkspace(prisma, backgroundWork, workspaceId, held);
     return;
   }
+  // Moved, but not held: a load that read the graph's table before the move and the waiting
+  // chunks' after it saw the chunk in neither.
+  const movedUnheld: string[] = [];
   for (const row of rows) {
     if (row.logged === null) continue;
-    const chunk = chunkTerms(row);
-    // Held already with these terms: moved by a merge, or read by the load as well as logged.
-    // Written again with other terms (its document renamed): the new terms replace the old.
-    if (chunk) {
-      if (!held.postings.holds(chunk)) held.postings.add(chunk);
-      if (row.vector) held.fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
-      else held.fresh.delete(chunk.chunkId);
-    } else {
-      held.postings.remove(row.logged);
-      held.fresh.delete(row.logged);
+    if (row.moved) {
+      if (held.postings.has(row.logged)) held.fresh.delete(row.logged);
+      else movedUnheld.push(row.logged);
+      continue;
     }
+    applyChange(held, row.logged, row);
+  }
+  if (movedUnheld.length > 0) {
+    const read = await prisma.$queryRaw<ChunkRow[]>`
+      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector
+        FROM ${bothTables} AS b WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
+    const byId = new Map(read.map((row) => [row.chunk_id, row]));
+    for (const chunkId of movedUnheld) applyChange(held, chunkId, byId.get(chunkId));
   }
   held.horizon = first.horizon;
   held.syncedAt = Date.now();
+}
+
+/** A logged chunk as the tables hold it now (`row`), or gone from both (undefined, or a row of nulls). */
+function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undefined) {
+  const chunk = row ? chunkTerms(row) : undefined;
+  // Held already with these terms: moved by a merge, or read by the load as well as logged.
+  // Written again with other terms (its document renamed): the new terms replace the old.
+  if (chunk) {
+    if (!held.postings.holds(chunk)) held.postings.add(chunk);
+    if (row!.vector) held.fresh.set(chunk.chunkId, chunk.documentId, parseVector(row!.vector));
+    else held.fresh.delete(chunk.chunkId);
+  } else {
+    held.postings.remove(chunkId);
+    held.fresh.delete(chunkId);
+  }
 }

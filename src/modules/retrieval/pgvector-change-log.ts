@@ -42,6 +42,27 @@ export const changeLogStatements = [
   ]),
 ];
 
+/**
+ * The transaction setting a merge into the graph sets for its own statement (`mergeIntoGraph`):
+ * rows the triggers log while it is on are marked `moved`. A reader that holds a moved chunk
+ * already need not read it again (it keeps its terms); during a large merge that was most of
+ * what each search's sync read.
+ */
+export const movingSetting = 'kb.index_moving';
+
+/** Version 2 of the index's tables: the log tells a merge's moves from other writes. */
+export const movedChangeStatements = [
+  'ALTER TABLE chunk_index_log ADD COLUMN IF NOT EXISTS moved boolean NOT NULL DEFAULT false',
+  ...(['added', 'removed'] as const).map(
+    (transition) => `CREATE OR REPLACE FUNCTION chunk_index_log_${transition}() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     INSERT INTO chunk_index_log (workspace_id, chunk_id, moved)
+     SELECT workspace_id, chunk_id, coalesce(current_setting('${movingSetting}', true), '') = 'on' FROM ${transition};
+     RETURN NULL;
+   END $$`,
+  ),
+];
+
 /** How long log rows are kept after a cleanup marks them as old. */
 const logRetentionHours = 24;
 export const retention = `${logRetentionHours} hours`;

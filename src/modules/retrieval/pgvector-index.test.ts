@@ -240,7 +240,8 @@ describe('the pgvector index', () => {
     }
     while ((await graph.mergeIntoGraph(500)) > 0);
     await db.prisma.workspace.delete({ where: { id: workspaceId } });
-  });
+    // 16 s alone on 2 cores, most of it writing the 2,000 chunks; more beside another test file.
+  }, 90_000);
 
   it('answers the same under a memory budget too small to keep any workspace in memory', async () => {
     const tight = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MigrationsPendingError } from '../../db/migrations.js';
 import type { PrismaClient } from '../../generated/prisma/client.js';
-import { changeLogStatements } from './pgvector-change-log.js';
+import { changeLogStatements, movedChangeStatements } from './pgvector-change-log.js';
 
 /**
  * HNSW candidates examined per search. It must exceed the hits asked of the vector side, and
@@ -96,7 +96,10 @@ function tablesStatements(dimensions: number): string[] {
   ];
 }
 
-export const indexMigrations: readonly IndexMigration[] = [{ version: 1, name: 'tables', statements: tablesStatements }];
+export const indexMigrations: readonly IndexMigration[] = [
+  { version: 1, name: 'tables', statements: tablesStatements },
+  { version: 2, name: 'merge_moves_logged', statements: () => movedChangeStatements },
+];
 
 /** The tables `kb reindex` drops to make the index anew (`chunk_index_model` stays: it is rewritten). */
 export const dropIndexTables = ['chunk_index_fresh', 'chunk_index', 'chunk_index_log', 'chunk_index_log_marks', 'chunk_index_schema', 'chunk_index_migrations'];

@@ -79,6 +79,11 @@ export class TermPostings {
     return this.#postingBytes + this.#chunkIds.length * 140 + this.#postings.size * 160;
   }
 
+  /** Whether a chunk of this id is held, whatever its terms. */
+  has(chunkId: string) {
+    return this.#ordinalOf.has(chunkId);
+  }
+
   /**
    * Whether the chunk is held with these very terms: a merge moves a chunk unchanged, while a
    * chunk written again (its document renamed, so its indexed text changed) must replace the one held.
