@@ -109,6 +109,28 @@ describe("the embedded store's page cache as the store grows", () => {
     }
   }, 120_000);
 
+  it('grows ahead of what its tables are about to gain, as the index estimates it', async () => {
+    const aheadDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-ahead-'));
+    const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: aheadDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
+    try {
+      let expected = 0;
+      db.expectTableGrowth!(async () => expected);
+      await db.maintain();
+      expect(db.pageCacheMb?.()).toBe(128);
+      expected = 600 * 1024 * 1024;
+      await db.maintain();
+      expect(db.pageCacheMb?.()).toBe(640);
+      // An estimate that cannot be had counts as none: the cache stays.
+      db.expectTableGrowth!(() => Promise.reject(new Error('the index is closed')));
+      await db.maintain();
+      expect(db.pageCacheMb?.()).toBe(640);
+    } finally {
+      // Closed while the new cache is read in: the pool's goodbyes reach a stopped thread, and must not fail the process.
+      await db.close();
+      await rm(aheadDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('stays as KB_STORE_CACHE_MB sets it', async () => {
     const fixedDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-fixed-'));
     const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: fixedDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '64' }));

@@ -52,6 +52,14 @@ export interface Database {
    */
   readonly pageCacheMb?: () => number;
   /**
+   * Tells the embedded store how many bytes its tables are about to gain, asked at each check of
+   * its page cache: the cache then grows ahead of them. The pgvector index says what its chunks
+   * waiting outside the graph will add once merged, so a bulk load's growth is met while the load
+   * runs, not by a restart of the store (and a cold cache) in the middle of the merge after it,
+   * when searches come. The latest caller's estimate counts. Undefined on PostgreSQL.
+   */
+  readonly expectTableGrowth?: (bytes: () => Promise<number>) => void;
+  /**
    * Resolves once the embedded store has read what searches use into its page cache after its
    * latest start (embedded-cache-warm.ts), with how much it read. Undefined on PostgreSQL.
    */

@@ -149,12 +149,17 @@ export async function openEmbedded(
     };
     // One check at a time (the timer's and maintain()'s), each against the cache the one before left.
     let growth: Promise<void> = Promise.resolve();
+    let expectedGrowth: () => Promise<number> = async () => 0;
     const growCacheIfOutgrown = () => {
       growth = growth
         .catch(() => {})
         .then(async () => {
           if (configuredCacheMb !== undefined) return;
-          const toMb = embeddedCacheGrowth(cacheMb, await tableBytes());
+          const expected = await expectedGrowth().catch((error: unknown) => {
+            logger?.error('embedded store: the growth its tables expect could not be read', error);
+            return 0;
+          });
+          const toMb = embeddedCacheGrowth(cacheMb, (await tableBytes()) + expected);
           if (toMb !== undefined) await resizeCache(toMb);
         });
       return growth;
@@ -175,6 +180,9 @@ export async function openEmbedded(
         return done;
       },
       pageCacheMb: () => cacheMb,
+      expectTableGrowth: (bytes) => {
+        expectedGrowth = bytes;
+      },
       pageCacheWarmed: () => warming.done,
       close: async () => {
         warming.stop.abort();

@@ -24,6 +24,8 @@ export type PgvectorIndexOptions = {
   loadAhead?: boolean;
   /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
   migrate?: boolean;
+  /** Where the index says what its waiting chunks will add to the store once merged (Database.expectTableGrowth). */
+  expectTableGrowth?: (bytes: () => Promise<number>) => void;
 };
 
 export class PgvectorMissingError extends Error {
@@ -104,6 +106,7 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = builtWith;
     this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
     this.#merge = new FreshRowsMerge(prisma);
+    options.expectTableGrowth?.(() => this.#merge.pendingGraphBytes(this.#builtWith.dimensions));
   }
 
   get builtWith() {

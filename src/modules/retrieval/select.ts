@@ -35,5 +35,6 @@ export async function openVectorIndex(
     backgroundWork: db.backgroundWork,
     loadAhead: options.loadAhead,
     migrate: config.migrate,
+    expectTableGrowth: db.expectTableGrowth,
   });
 }
