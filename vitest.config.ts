@@ -33,6 +33,7 @@ const storeIndependent = [
   'src/modules/ingestion/parse.test.ts',
   'src/modules/retrieval/document-prior.test.ts',
   'src/modules/retrieval/fresh-vectors.test.ts',
+  'src/modules/retrieval/input.test.ts',
   'src/modules/retrieval/pgvector-schema.test.ts',
   'src/modules/retrieval/query-focus.test.ts',
   'src/modules/retrieval/term-postings.test.ts',

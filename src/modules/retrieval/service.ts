@@ -1,6 +1,5 @@
-import { AppError, badRequest } from '../../errors.js';
+import { AppError } from '../../errors.js';
 import { requireUuid } from '../../ids.js';
-import { characterCount, textProblem } from '../../input-limits.js';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { DirectQuery } from '../../db/database.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
@@ -11,34 +10,10 @@ import { queryTerms } from './analyzer.js';
 import { documentPriorPool, withDocumentPrior } from './document-prior.js';
 import { focusOf } from './query-focus.js';
 import { fuseConvex, fusionDepth } from './fusion.js';
-import { checkFilter, documentsMatching, filterLimits } from './metadata-filter.js';
+import { checkFilter, documentsMatching } from './metadata-filter.js';
+import { checkSearchInput, namedWorkspaces, searchLimits, type SearchInput, type SearchMode } from './input.js';
 import { readyChunks } from './stored-chunks.js';
 import { IndexUnavailableError, type IndexHit, type IndexSearchResult, type StoredChunk, type VectorIndex } from './vector-index.js';
-
-export const searchLimits = {
-  /** Longest query in characters; the model reads its first 512 tokens in any case. */
-  maxQueryCharacters: 10_000,
-  defaultTopK: 5,
-  maxTopK: 100,
-  /** Distinct analysed words of a query the keyword side ranks on; the rest are ignored. */
-  maxKeywordTerms: 32,
-  ...filterLimits,
-  /** Different workspaces one search may name (`workspaceIds`). */
-  maxWorkspaces: 100,
-} as const;
-
-export const searchModes = ['hybrid', 'vector', 'keyword'] as const;
-export type SearchMode = (typeof searchModes)[number];
-
-/** Names the workspace to search (`workspaceId`) or several ranked together (`workspaceIds`): one of the two. */
-export type SearchInput = {
-  query: string;
-  workspaceId?: string | null;
-  workspaceIds?: readonly string[] | null;
-  topK?: number | null;
-  mode?: SearchMode | null;
-  filter?: unknown;
-};
 
 export type SearchResult = {
   documentId: string;
@@ -89,22 +64,6 @@ export async function searchScope(query: DirectQuery, viewer: Access, workspaceI
   const missing = workspaceIds.find((id) => !visible.has(id.toLowerCase()));
   if (missing !== undefined) throw workspaceNotFound(missing);
   return { ids, notReady: row?.notReady ?? [] };
-}
-
-/** The workspaces a search names, from `workspaceId` or `workspaceIds` (exactly one of them), as given. */
-export function namedWorkspaces(input: Pick<SearchInput, 'workspaceId' | 'workspaceIds'>): readonly string[] {
-  const list = input.workspaceIds;
-  // Left out is not the same as null: a null names nothing, and is refused as REST refuses other nulls.
-  if (input.workspaceId === null) throw badRequest('workspace_id', 'must not be null');
-  if (list === null) throw badRequest('workspace_ids', 'must not be null');
-  if (input.workspaceId !== undefined && list !== undefined) throw badRequest('workspace_ids', 'name the workspaces with workspace_id or workspace_ids, not both');
-  if (input.workspaceId !== undefined) return [input.workspaceId];
-  if (list === undefined) throw badRequest('workspace_id', 'is required (or workspace_ids, to search several workspaces)');
-  if (list.length === 0) throw badRequest('workspace_ids', 'must name at least one workspace');
-  if (new Set(list.map((id) => id.toLowerCase())).size > searchLimits.maxWorkspaces) {
-    throw badRequest('workspace_ids', `must name at most ${searchLimits.maxWorkspaces} different workspaces`);
-  }
-  return list;
 }
 
 /** The hits' chunks, in one statement, if their document is still in the workspace and ready. */
@@ -163,20 +122,12 @@ async function searchNow(
   signal?: AbortSignal,
 ): Promise<SearchResult[]> {
   const { prisma, embedder, index, timeoutMs } = dependencies;
-  const textIssue = textProblem(input.query);
-  if (textIssue) throw badRequest('query', textIssue);
-  if (input.query.trim().length === 0) throw badRequest('query', 'must not be empty');
-  if (characterCount(input.query) > searchLimits.maxQueryCharacters) {
-    throw badRequest('query', `must be at most ${searchLimits.maxQueryCharacters} characters`);
-  }
-  const topK = input.topK ?? searchLimits.defaultTopK;
-  if (!Number.isInteger(topK) || topK < 1 || topK > searchLimits.maxTopK) {
-    throw badRequest('top_k', `must be an integer from 1 to ${searchLimits.maxTopK}`);
-  }
+  const checked = checkSearchInput(input);
+  const topK = checked.topK;
   const mode = input.mode ?? 'hybrid';
   const filter = checkFilter(input.filter);
   const named = namedWorkspaces(input);
-  const query = focusOf(input.query.trim());
+  const query = focusOf(checked.query.trim());
 
   const deadline = AbortSignal.timeout(timeoutMs);
   const abandon = new AbortController();

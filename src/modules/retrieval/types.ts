@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
-import { jsonObjectKey, notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
+import { jsonObjectKey } from '../../input-limits.js';
 import { viewerOf } from '../../graphql/viewer.js';
 import { AppError } from '../../errors.js';
 import { checkFilter } from './metadata-filter.js';
-import { namedWorkspaces, search, searchLimits, searchModes, type SearchResult } from './service.js';
+import { namedWorkspaces, searchInputRules, searchLimits, searchModes } from './input.js';
+import { search, type SearchResult } from './service.js';
 
 const SearchMode = builder.enumType('SearchMode', {
   values: {
@@ -25,22 +26,14 @@ const SearchInput = builder.inputType('SearchInput', {
     query: t.string({
       required: true,
       description: `Searched for; at most ${searchLimits.maxQueryCharacters} characters.`,
-      validate: withMaxCharacters(
-        textInput().refine((query) => query.trim().length > 0, 'must not be empty'),
-        searchLimits.maxQueryCharacters,
-      ).meta({ pattern: notBlankTextPattern }),
+      validate: searchInputRules.query,
     }),
     workspaceId: t.id({ required: false, description: workspaceIdDescription }),
     workspaceIds: t.idList({ required: false, description: workspaceIdsDescription }),
     topK: t.int({
       required: false,
       description: `Results wanted, 1 to ${searchLimits.maxTopK}; default ${searchLimits.defaultTopK}.`,
-      validate: z
-        .number()
-        .int()
-        .min(1, `must be an integer from 1 to ${searchLimits.maxTopK}`)
-        .max(searchLimits.maxTopK, `must be an integer from 1 to ${searchLimits.maxTopK}`)
-        .nullish(),
+      validate: searchInputRules.topK,
     }),
     mode: t.field({ type: SearchMode, required: false }),
     filter: t.field({
