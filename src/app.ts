@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyCache } from './auth/api-key-cache.js';
-import { openBackends, startIngestionQueue, type Backends } from './backends.js';
+import { openBackends, startIngestionQueue } from './backends.js';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
@@ -72,14 +72,23 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   const concurrency = config.ingestion.concurrency;
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
-  let backends: Backends | undefined;
-  // What the start has begun, undone in reverse order when a later step fails (a port in use).
-  const undo: (() => unknown)[] = [];
+  // What the start has begun, each with the step that ends it. They run once each, the last begun
+  // first: by a start that fails at a later step (a port in use), and by close once the server
+  // has stopped serving. A step that fails is logged, and the ones after it still run.
+  const undo: (() => unknown)[] = [() => db.close()];
+  const undoAll = async () => {
+    for (const step of undo.splice(0).reverse()) {
+      await Promise.resolve()
+        .then(step)
+        .catch((error: unknown) => log.error('stopping: a step of the shutdown failed', error));
+    }
+  };
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
-    backends = await openBackends(config, db, { parseThreads: concurrency, warmParsers: works, wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
-    const { embedder, index, parsePool, close: closeBackends } = backends;
+    const backends = await openBackends(config, db, { parseThreads: concurrency, warmParsers: works, wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
+    undo.push(() => backends.close());
+    const { embedder, index, parsePool } = backends;
     if (index.graphBacklog) metrics.watchGraphBacklog(index.graphBacklog.bind(index));
     const admin = await ensureFirstAdmin(db);
     if (admin) options.onFirstAdmin?.(admin.apiKey.rawKey);
@@ -181,6 +190,10 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
         if (!stopWarming.signal.aborted) log.error('search: loading keyword postings at start failed; searches will load them', error);
       },
     );
+    undo.push(() => {
+      stopWarming.abort();
+      return warming;
+    });
     const address = server.address() as AddressInfo;
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const stop = async ({ drain = false }: { drain?: boolean }) => {
@@ -200,15 +213,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       await new Promise((resolve) => setTimeout(resolve, 20));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await idempotency.stop();
-      await new Promise<void>((resolve) => (adminChannel ? adminChannel.close(() => resolve()) : resolve()));
-      stopWarming.abort();
-      await warming;
-      clearInterval(modelWatch);
-      await ingestion.stop();
-      await graphMerge?.stop();
-      await closeBackends();
-      await db.close();
+      await undoAll();
     };
     let closing: Promise<void> | undefined;
     return {
@@ -220,9 +225,7 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
       close: (options = {}) => (closing ??= stop(options)),
     };
   } catch (error) {
-    for (const step of undo.reverse()) await Promise.resolve(step()).catch(() => undefined);
-    await backends?.close();
-    await db.close();
+    await undoAll();
     throw error;
   }
 }
