@@ -93,4 +93,15 @@ describe('migrations of stored rows', () => {
     const source = await db.prisma.documentSource.findUnique({ where: { documentId: document.id } });
     expect(Buffer.from(source!.bytes).equals(text)).toBe(true);
   });
+
+  it("index the documents that are not ready, which every search lists, whether or not the store made the index at start as it did before", async () => {
+    const definition = async () =>
+      (await db.prisma.$queryRaw<{ indexdef: string }[]>`SELECT indexdef FROM pg_indexes WHERE indexname = 'documents_not_ready'`)[0]?.indexdef;
+    expect(await definition()).toMatch(/ON public\.documents USING btree \(workspace_id\) WHERE \(status <> 'ready'::document_status\)$/);
+    await runAgain('20261202160000_documents_not_ready');
+    expect(await definition()).toMatch(/WHERE \(status <> 'ready'/);
+    await db.prisma.$executeRawUnsafe('DROP INDEX documents_not_ready');
+    await runAgain('20261202160000_documents_not_ready');
+    expect(await definition()).toMatch(/WHERE \(status <> 'ready'/);
+  });
 });

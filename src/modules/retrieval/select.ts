@@ -16,16 +16,6 @@ export async function openVectorIndex(
   options: { loadAhead?: boolean } = {},
 ): Promise<VectorIndex> {
   const model = { model: embedder.modelId, dimensions: embedder.dimensions };
-  // Every search lists its workspace's documents that are not ready; without this it reads every
-  // document of the workspace (3 ms at 10,000 documents). Prisma's schema cannot declare a
-  // partial index, so search, which needs it, makes it.
-  if (config.migrate) {
-    await db.prisma.$transaction(async (tx) => {
-      // Two processes starting together on one PostgreSQL database must not both create it.
-      await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(7241599)');
-      await tx.$executeRawUnsafe(`CREATE INDEX IF NOT EXISTS documents_not_ready ON documents (workspace_id) WHERE status <> 'ready'`);
-    });
-  }
   if (config.elasticsearch) {
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
     return openElasticsearchIndex(config.elasticsearch, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
