@@ -6,6 +6,10 @@ import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { embeddedCacheGrowth, embeddedCacheMb, embeddedStoreDirectory } from '../src/db/embedded-store.js';
 import { Prisma } from '../src/generated/prisma/client.js';
+import { openPgvectorIndex } from '../src/modules/retrieval/pgvector-index.js';
+import { FreshRowsMerge } from '../src/modules/retrieval/pgvector-merge.js';
+import type { VectorIndex } from '../src/modules/retrieval/vector-index.js';
+import { indexedDocuments, model, unit } from './support/vector-index.js';
 
 // The embedded store on every leg of the matrix: PostgreSQL's own cache is its administrator's.
 let dataDir: string;
@@ -193,6 +197,35 @@ describe("the embedded store's page cache after a start", () => {
     } finally {
       await db.close();
       await rm(warmDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+// The estimate the page cache grows ahead by, on the embedded store that uses it (PostgreSQL's
+// cache is its administrator's, and a shared database's statistics count other writers too).
+describe('the chunks waiting outside the graph, as the page cache counts them', () => {
+  it('are expected to grow the tables by about what their merge adds', async () => {
+    const estimateDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-estimate-'));
+    const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: estimateDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
+    const index = (await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 << 20, loadAhead: false })) as VectorIndex & Required<Pick<VectorIndex, 'mergeIntoGraph'>>;
+    try {
+      const userId = (await db.prisma.user.create({ data: { email: `estimate-${Math.random()}@example.com`, name: 'Estimate' } })).id;
+      const { workspaceWith } = indexedDocuments(() => ({ db, userId, index }));
+      const merge = new FreshRowsMerge(db.prisma);
+      expect(await merge.pendingGraphBytes(model.dimensions)).toBe(0);
+      const texts = Array.from({ length: 400 }, (_, i) => `kingfisher ${i} dives from the alder by the weir at dawn`);
+      await workspaceWith('growth', [{ texts, vectors: texts.map((_, i) => unit(i % 300, 0.01 * i)) }]);
+      const expected = await merge.pendingGraphBytes(model.dimensions);
+      const graphBytes = async () => (await db.prisma.$queryRaw<{ bytes: number }[]>`SELECT pg_total_relation_size('chunk_index')::float8 AS bytes`)[0]!.bytes;
+      const before = await graphBytes();
+      while ((await index.mergeIntoGraph(500)) > 0);
+      const added = (await graphBytes()) - before;
+      expect(expected).toBeGreaterThan(0.6 * added);
+      expect(expected).toBeLessThan(1.6 * added);
+    } finally {
+      await index.close();
+      await db.close();
+      await rm(estimateDir, { recursive: true, force: true });
     }
   }, 120_000);
 });

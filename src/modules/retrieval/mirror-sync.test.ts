@@ -7,7 +7,6 @@ import { openDatabase, type Database } from '../../db/database.js';
 import { unloaded } from './held-workspace.js';
 import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
 import { openPgvectorIndex } from './pgvector-index.js';
-import { FreshRowsMerge } from './pgvector-merge.js';
 import type { VectorIndex } from './vector-index.js';
 import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
 
@@ -40,24 +39,6 @@ const loggedMoves = async (workspaceId: string) =>
         SELECT moved, count(*)::int AS rows FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid GROUP BY moved`
     ).map((row) => [String(row.moved), row.rows]),
   );
-
-describe('the chunks waiting outside the graph', () => {
-  it('are expected to grow the tables by about what their merge adds', async () => {
-    while ((await index.mergeIntoGraph(500)) > 0);
-    const merge = new FreshRowsMerge(db.prisma);
-    expect(await merge.pendingGraphBytes(model.dimensions)).toBe(0);
-    const texts = Array.from({ length: 400 }, (_, i) => `kingfisher ${i} dives from the alder by the weir at dawn`);
-    await workspaceWith('growth', [{ texts, vectors: texts.map((_, i) => unit(i % 300, 0.01 * i)) }]);
-    const expected = await merge.pendingGraphBytes(model.dimensions);
-    const graphBytes = async () =>
-      (await db.prisma.$queryRaw<{ bytes: number }[]>`SELECT pg_total_relation_size('chunk_index')::float8 AS bytes`)[0]!.bytes;
-    const before = await graphBytes();
-    while ((await index.mergeIntoGraph(500)) > 0);
-    const added = (await graphBytes()) - before;
-    expect(expected).toBeGreaterThan(0.6 * added);
-    expect(expected).toBeLessThan(1.6 * added);
-  });
-});
 
 describe("the keyword side's sync through a merge into the graph", () => {
   it("logs a merge's moves as moves, reads none of them again, and reads a moved chunk a load missed", async () => {
