@@ -258,6 +258,12 @@ export const textInput = () =>
  * At most `max` characters, counted as JSON Schema's `maxLength` counts them (code points, so an
  * emoji is one), and described as that `maxLength`.
  */
+/** An optional whole number from 1 to `max` (a count or a budget), refused in one message naming the range. */
+export const countFromOneTo = (max: number) => {
+  const message = `must be an integer from 1 to ${max}`;
+  return z.number().int(message).min(1, message).max(max, message).nullish();
+};
+
 export const withMaxCharacters = <T extends z.ZodType<string>>(schema: T, max: number) =>
   schema.refine((text) => characterCount(text) <= max, `must be at most ${max} characters`).meta({ maxLength: max });
 

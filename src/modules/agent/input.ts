@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { validationErrorFromIssues } from '../../graphql/validation-error.js';
-import { hasVisibleCharacter, refusedInText, textInput, visibleCharacterPattern, withMaxCharacters } from '../../input-limits.js';
+import { countFromOneTo, hasVisibleCharacter, refusedInText, textInput, visibleCharacterPattern, withMaxCharacters } from '../../input-limits.js';
 import type { AgentMode } from './answer-model.js';
 
 export const agentLimits = {
@@ -31,7 +31,6 @@ export type AgentStreamInput = {
   resumable?: boolean | null;
 };
 
-const budget = (max: number) => z.number().int().min(1, `must be an integer from 1 to ${max}`).max(max, `must be an integer from 1 to ${max}`).nullish();
 const workspaceId = z
   .string()
   .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a workspace id (a UUID)');
@@ -55,9 +54,9 @@ export const agentInputRules = {
   sessionId: z.string().min(1, 'must not be empty (leave it out to start a new session)').nullish(),
   mode: z.enum(['fast', 'deep'], { error: 'must be fast or deep' }).nullish(),
   limits: {
-    maxHops: budget(agentLimits.deep.hops.max),
-    maxSearches: budget(agentLimits.deep.searches.max),
-    maxSeconds: budget(agentLimits.deep.seconds.max),
+    maxHops: countFromOneTo(agentLimits.deep.hops.max),
+    maxSearches: countFromOneTo(agentLimits.deep.searches.max),
+    maxSeconds: countFromOneTo(agentLimits.deep.seconds.max),
   },
 };
 

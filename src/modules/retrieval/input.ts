@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { badRequest } from '../../errors.js';
 import { validationErrorFromIssues } from '../../graphql/validation-error.js';
-import { notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
+import { countFromOneTo, notBlankTextPattern, textInput, withMaxCharacters } from '../../input-limits.js';
 import { filterLimits } from './metadata-filter.js';
 
 export const searchLimits = {
@@ -29,8 +29,6 @@ export type SearchInput = {
   filter?: unknown;
 };
 
-const topKMessage = `must be an integer from 1 to ${searchLimits.maxTopK}`;
-
 /**
  * The rules of a search's fields: the GraphQL input's validators (types.ts, and through them the
  * OpenAPI description) and the search's own check (`checkSearchInput`) are these. The filter's
@@ -41,7 +39,7 @@ export const searchInputRules = {
     textInput().refine((query) => query.trim().length > 0, 'must not be empty'),
     searchLimits.maxQueryCharacters,
   ).meta({ pattern: notBlankTextPattern }),
-  topK: z.number().int(topKMessage).min(1, topKMessage).max(searchLimits.maxTopK, topKMessage).nullish(),
+  topK: countFromOneTo(searchLimits.maxTopK),
 };
 
 const searchInputSchema = z.object(searchInputRules).loose();
