@@ -140,16 +140,12 @@ users
   .option('--plan <plan>', 'subscription plan', 'free')
   .option('--inactive', 'create the subscription inactive')
   .action(async (options) => {
-    printJson(
-      await runAdminCommand('users.create', {
-        email: options.email,
-        name: options.name,
-        phone: options.phone,
-        credits: options.credits,
-        plan: options.plan,
-        active: !options.inactive,
-      } as never),
-    );
+    const input = { email: options.email, name: options.name, phone: options.phone, credits: options.credits, plan: options.plan, active: !options.inactive };
+    // Bad fields are refused before the store is opened or the server is called.
+    const [{ checkNewUser }, { AppError }] = await Promise.all([import('../modules/user/input.js'), import('../errors.js')]);
+    userErrors.add(AppError);
+    checkNewUser(input);
+    printJson(await runAdminCommand('users.create', input as never));
   });
 
 program

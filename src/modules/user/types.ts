@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { builder } from '../../graphql/builder.js';
 import { viewerOf } from '../../graphql/viewer.js';
-import { findUser, phonePattern, updatePhone } from './service.js';
+import { phoneRule } from './input.js';
+import { findUser, updatePhone } from './service.js';
 
 export const UserRef = builder.prismaObject('User', {
   fields: (t) => ({
@@ -20,7 +21,7 @@ const UpdateMeInput = builder.inputType('UpdateMeInput', {
     phone: t.string({ required: false }),
   }),
   validate: z.object({
-    phone: z.union([z.string().regex(phonePattern, 'must be E.164: + and 8 to 15 digits, e.g. +14155550100'), z.null()], {
+    phone: z.union([phoneRule, z.null()], {
       error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string in E.164 form or null'),
     }),
   }),
