@@ -32,7 +32,12 @@ const kb = (args: string[], env = environment()) => runKb(args, env);
 
 const email = () => `cli-${randomUUID()}@example.com`;
 
-describe('kb account commands on the store directly', () => {
+// Each test runs `kb` several times, and each run starts Node and opens the store (the embedded
+// one starts PostgreSQL in WebAssembly): about 2 s on two idle cores, five times that beside the
+// other test files of a CI leg.
+const runsKb = { timeout: 120_000 };
+
+describe('kb account commands on the store directly', runsKb, () => {
   it('creates a user with a key carrying all six scopes, grants credits and sets the subscription', async () => {
     const address = email();
     const created = await kb(['users', 'create', '--email', address, '--name', 'Cli User', '--phone', '+14155550100', '--credits', '5', '--plan', 'pro']);
@@ -100,7 +105,7 @@ describe('kb account commands on the store directly', () => {
   });
 });
 
-describe('kb account commands while kb serve holds the store', () => {
+describe('kb account commands while kb serve holds the store', runsKb, () => {
   it('go through the running server, whose API accepts the new key at once', async () => {
     const server = await serve(environment());
     try {
@@ -121,7 +126,7 @@ describe('kb account commands while kb serve holds the store', () => {
   });
 });
 
-describe('kb import', () => {
+describe('kb import', runsKb, () => {
   it('uploads files and directories to a workspace by name, waits for processing and prints a summary', async () => {
     const server = await serve(environment());
     const folder = await mkdtemp(path.join(tmpdir(), 'kb-import-'));

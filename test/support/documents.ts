@@ -189,6 +189,21 @@ export async function newDeck() {
   return new PptxGenJS();
 }
 
+/** A PDF of `pages` pages of text, forty lines each, every line different. */
+export async function makeTextPdf(pages: number): Promise<Uint8Array<ArrayBuffer>> {
+  const { PDFDocument, StandardFonts } = await import('pdf-lib');
+  const document = await PDFDocument.create();
+  const font = await document.embedFont(StandardFonts.Helvetica);
+  for (let page = 1; page <= pages; page++) {
+    const lines = Array.from(
+      { length: 40 },
+      (_, line) => `Page ${page}, line ${line + 1}: the ledger of region ${(page * 7 + line) % 23} records ${page * 100 + line} units shipped.`,
+    );
+    document.addPage([612, 792]).drawText(lines.join('\n'), { x: 40, y: 750, size: 10, font, lineHeight: 17 });
+  }
+  return new Uint8Array(await document.save());
+}
+
 /** A scan of `pages` pages: the scanned sample's page (`non_text_searchable.pdf`), repeated. */
 export async function makeRepeatedScan(pages: number): Promise<Uint8Array> {
   const { PDFDocument } = await import('pdf-lib');
