@@ -141,7 +141,7 @@ describe('office formats through HTTP', () => {
     expect(sources[0]).toMatchObject({ filename: 'review.pptx', pages: [1] });
   });
 
-  it('fails a password-protected, truncated or zip-bomb file with a reason, bounds a million rows, 16,000 columns and 5,000 slides, reads linked formulas as their results, and keeps serving others', { timeout: 300_000 }, async () => {
+  it('fails a password-protected, truncated or zip-bomb file with a reason, bounds a million rows, 16,000 columns and 5,000 slides, reads linked formulas as their results, and keeps serving others', { timeout: 450_000 }, async () => {
     const whole = await workbook((book) => book.addWorksheet('One').addRow(['alpha', 'beta']));
     const compound = new Uint8Array(8192);
     compound.set([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]);
@@ -185,8 +185,9 @@ describe('office formats through HTTP', () => {
     const note = await ingest(other.key, otherWorkspace, [{ name: 'note.txt', bytes: 'A note written while the workbooks were processed.' }]);
     expect(note['note.txt']!.status).toBe('ready');
 
+    // ci85 took 254 s of the 280 s it then waited, beside the other files of the pgvector leg.
     const documents = Object.fromEntries(
-      (await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id), 280_000)).map((document) => [document.filename, document]),
+      (await waitForDocuments(server, user.key, uploaded.body.map((document: DocumentBody) => document.id), 420_000)).map((document) => [document.filename, document]),
     );
     expect(documents['secret.xlsx']).toMatchObject({ status: 'failed' });
     expect(documents['secret.xlsx']!.error).toMatch(/^the XLSX is password-protected or in the older binary format/);
