@@ -180,6 +180,8 @@ describe('the pgvector index', () => {
       const lateChunks = await db.prisma.chunk.findMany({ where: { documentId: late! }, orderBy: { chunkIndex: 'asc' }, select: { id: true } });
       expect(mixed.vector.slice(0, 2).map((hit) => hit.chunkId)).toEqual([lateChunks[0]!.id, lateChunks[1]!.id]);
       expect(mixed.vector.slice(2)).toEqual(outside.vector.slice(0, 18));
+      // A hybrid search scores the chunks outside the graph in a statement of their own; one by vectors alone, with the graph's.
+      expect((await index.search({ workspaceIds: [workspaceId], vector: unit(305), limit: 20, excludeDocumentIds: [] })).vector).toEqual(mixed.vector);
       expect(await graph.mergeIntoGraph(1)).toBe(1);
       await db.prisma.document.delete({ where: { id: late! } });
       expect(await graph.graphBacklog()).toBe(0);

@@ -23,8 +23,9 @@ export const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).jo
 /**
  * The store answers one statement at a time (PGlite has one connection), and the keyword side
  * ranks in this thread from postings in memory. So the sync of what is held in memory goes
- * first (one short statement, sent while the query is still being embedded), then the vector
- * statement, and the keywords are ranked while the store works on it. Ranked earlier, beside the
+ * first (one short statement, sent while the query is still being embedded), then the graph's
+ * statement, and the chunks outside the graph are chosen and the keywords ranked while the store
+ * works on it; a second short statement scores the chunks chosen. Ranked earlier, beside the
  * embedding, they slowed it by about as much as the overlap gained, on two cores (measured in
  * docs/retrieval.md). One side alone reads its best `readTop` chunks along.
  *
@@ -67,19 +68,55 @@ export async function searchPgvector(prisma: PrismaClient, mirror: StoreIndexMir
     return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
   }
   const query = await request.vector;
-  const freshCandidates = held
-    ? timedNow('fresh', () => nearestFresh(held.map((workspace) => workspace.fresh), query, request.limit, freshCandidatesPerHit * request.limit, filter))
-    : undefined;
-  const nearest = timedPart('vector', nearestChunks(prisma, request, query, freshCandidates, keywordSide ? 0 : readTop));
-  nearest.catch(() => undefined);
-  let keyword: IndexHit[] = [];
-  if (keywordSide) {
-    // One turn of the event loop: the vector statement leaves for the store before the ranking takes the thread.
-    await nextTurn();
-    keyword = timedNow('keywords', () => rank(keywordSide));
+  if (!keywordSide) {
+    const freshCandidates = held
+      ? timedNow('fresh', () => nearestFresh(held.map((workspace) => workspace.fresh), query, request.limit, freshCandidatesPerHit * request.limit, filter))
+      : undefined;
+    const found = await timedPart('vector', nearestChunks(prisma, request, query, freshCandidates, readTop));
+    return { vector: found.hits, keyword: [], ...(found.chunks && { chunks: found.chunks }) };
   }
-  const found = await nearest;
-  return { vector: found.hits, keyword, ...(found.chunks && { chunks: found.chunks }) };
+  // The graph's statement leaves first. While the store works on it, this thread finds the
+  // nearest chunks outside the graph (in memory, by sketch, then exactly), sends a second statement
+  // for their distances, and ranks the keywords. Found before the graph's statement was sent,
+  // the chunks outside the graph held every search up by their scoring: 16 ms at 91,000 waiting.
+  const graph = timedPart('vector', nearestChunks(prisma, request, query, [], 0));
+  graph.catch(() => undefined);
+  await nextTurn();
+  const candidates = timedNow('fresh', () =>
+    nearestFresh(keywordSide.map((workspace) => workspace.fresh), query, request.limit, freshCandidatesPerHit * request.limit, filter),
+  );
+  const waiting = candidates.length > 0 ? timedPart('vector', distancesOf(prisma, request.workspaceIds, query, candidates)) : undefined;
+  waiting?.catch(() => undefined);
+  // One turn of the event loop: the statements leave for the store before the ranking takes the thread.
+  await nextTurn();
+  const keyword = timedNow('keywords', () => rank(keywordSide));
+  const [inGraph, outsideGraph] = await Promise.all([graph, waiting ?? []]);
+  return { vector: nearestOfBoth(inGraph.hits, outsideGraph, request.limit), keyword };
+}
+
+/**
+ * The scores of the chunks named, from the store (so they are the graph's scores to the last
+ * digit), of those it still holds: outside the graph, or in it, when a merge moved them after the
+ * graph's statement read it.
+ */
+function distancesOf(prisma: PrismaClient, workspaceIds: readonly string[], query: Float32Array, chunkIds: string[]): Promise<IndexHit[]> {
+  const scored = (table: Prisma.Sql) => Prisma.sql`
+    SELECT c.chunk_id::text AS "chunkId", 1 - (c.embedding <=> q.vector) AS score
+      FROM ${table} c, q
+     WHERE c.chunk_id = ANY(${chunkIds}::uuid[]) AND c.workspace_id = ANY(${[...workspaceIds]}::uuid[])`;
+  return prisma.$queryRaw<IndexHit[]>`
+    WITH q AS (SELECT ${vectorLiteral(query)}::vector AS vector)
+    ${scored(Prisma.sql`chunk_index_fresh`)} UNION ALL ${scored(Prisma.sql`chunk_index`)}`.then((rows) => rows.map(toHit));
+}
+
+/** The `limit` best of the graph's hits and those outside it, each chunk once. */
+function nearestOfBoth(inGraph: IndexHit[], outsideGraph: IndexHit[], limit: number): IndexHit[] {
+  const best = new Map<string, IndexHit>();
+  for (const hit of [...inGraph, ...outsideGraph]) {
+    const kept = best.get(hit.chunkId);
+    if (!kept || hit.score > kept.score) best.set(hit.chunkId, hit);
+  }
+  return [...best.values()].sort((a, b) => b.score - a.score).slice(0, limit);
 }
 
 /**
