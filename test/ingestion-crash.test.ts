@@ -74,8 +74,8 @@ describe('ingestion survives a crash', () => {
       await stop(server.child, 'SIGKILL');
 
       server = await serve(env);
-      // The PDF's chunks take the embedded model about 15 s on two idle cores, and four times that
-      // beside the other test files on a slow machine.
+      // The whole test took 32 s alone on two cores, and 44-64 s beside the other test files of a
+      // CI leg (ci86); the 238-page 10-K it used before took up to 337 s there.
       const finishDeadline = Date.now() + 300_000;
       let documents: { id: string; filename: string; status: string; page_count: number | null; chunk_count: number }[] = [];
       for (;;) {

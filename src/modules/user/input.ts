@@ -21,7 +21,12 @@ const newUserSchema = z.object({
     .regex(/^[^\s@]+@[^\s@]+$/, 'must be an email address'),
   name: z.string().trim().min(1, 'must not be empty'),
   phone: phoneRule.optional(),
-  credits: z.number().int('must be a non-negative integer').min(0, 'must be a non-negative integer').max(Number.MAX_SAFE_INTEGER).default(0),
+  credits: z
+    .number()
+    .int('must be a non-negative integer')
+    .min(0, 'must be a non-negative integer')
+    .max(Number.MAX_SAFE_INTEGER, 'must be a non-negative integer')
+    .default(0),
   plan: z.string().trim().min(1, 'must not be empty').default('free'),
   active: z.boolean().default(true),
 });
