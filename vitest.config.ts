@@ -30,6 +30,7 @@ const storeIndependent = [
   'src/modules/ingestion/chunk.test.ts',
   'src/modules/ingestion/detect.test.ts',
   'src/modules/ingestion/document-name.test.ts',
+  'src/modules/ingestion/office.fuzz.test.ts',
   'src/modules/ingestion/parse-pool.test.ts',
   'src/modules/ingestion/parse.test.ts',
   'src/modules/ingestion/parse-text.test.ts',

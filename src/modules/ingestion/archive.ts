@@ -32,14 +32,22 @@ export async function checkUnpackedSize(bytes: Uint8Array, maxBytes: number, wha
     zip.close();
     throw new ParseError(`the ${what} has more than the limit of ${maxArchiveEntries.toLocaleString('en')} parts`);
   }
+  // Where the directory starts: yauzl reads the entries from there on.
+  const directoryOffset = (zip as unknown as { readEntryCursor: number }).readEntryCursor;
+  const entries: yauzl.Entry[] = [];
   let unpacked = 0;
   try {
     await new Promise<void>((resolve, reject) => {
       zip.on('error', (error: Error) => reject(unreadable(error)));
-      zip.on('end', () => resolve());
+      zip.on('end', () => {
+        const outside = unlistedBytes(bytes, entries, directoryOffset);
+        if (outside) reject(new ParseError(`not a readable ${what}: ${outside}`));
+        else resolve();
+      });
       zip.on('entry', (entry: yauzl.Entry) => {
         const mismatch = localHeaderMismatch(bytes, entry);
         if (mismatch) return reject(new ParseError(`not a readable ${what}: the header of ${entry.fileName} ${mismatch}`));
+        entries.push(entry);
         if (!media && !isParsedPart(entry.fileName)) return zip.readEntry();
         if (unpacked + entry.uncompressedSize > maxBytes) return reject(tooLarge());
         zip.openReadStream(entry, (error, stream) => {
@@ -88,6 +96,34 @@ export async function readArchivePart(bytes: Uint8Array, name: string, maxBytes:
   } finally {
     zip.close();
   }
+}
+
+/**
+ * Where the parts the directory lists leave bytes unaccounted for before the directory, if they
+ * do. A reader that streams the archive meets every local header in turn, listed or not: a
+ * directory whose count of parts was damaged hid a damaged part from the checks above, and
+ * ExcelJS's workbook reader then waited forever on its broken data. Each listed part must start
+ * where the one before ends (after its data descriptor, when it has one), from the first byte to
+ * the directory.
+ */
+function unlistedBytes(bytes: Uint8Array, entries: yauzl.Entry[], directoryOffset: number): string | null {
+  const parts = entries.toSorted((a, b) => a.relativeOffsetOfLocalHeader - b.relativeOffsetOfLocalHeader);
+  let cursor = 0;
+  for (const [index, entry] of parts.entries()) {
+    const at = entry.relativeOffsetOfLocalHeader;
+    if (at !== cursor) return at > cursor ? 'it holds data its directory does not list' : `its parts overlap at ${entry.fileName}`;
+    const view = new DataView(bytes.buffer, bytes.byteOffset + at, 30);
+    const dataEnd = at + 30 + view.getUint16(26, true) + view.getUint16(28, true) + entry.compressedSize;
+    if ((entry.generalPurposeBitFlag & 0x8) === 0) {
+      cursor = dataEnd;
+      continue;
+    }
+    // A data descriptor: an optional signature, the checksum, then both sizes in 4 or 8 bytes each.
+    const next = parts[index + 1]?.relativeOffsetOfLocalHeader ?? directoryOffset;
+    if (![12, 16, 20, 24].includes(next - dataEnd)) return next > dataEnd ? 'it holds data its directory does not list' : `its parts overlap at ${entry.fileName}`;
+    cursor = next;
+  }
+  return cursor === directoryOffset ? null : cursor < directoryOffset ? 'it holds data its directory does not list' : 'its parts overlap its directory';
 }
 
 /**

@@ -1,3 +1,4 @@
+import { setTimeout } from 'node:timers/promises';
 import ExcelJS from 'exceljs';
 import { strFromU8, strToU8, unzipSync, zipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
@@ -98,6 +99,26 @@ describe('XLSX', () => {
     damaged[header + 19] = 0; // the second byte of its compressed size
     damaged[header + 20] = damaged[header + 20]! ^ 0x10;
     expect((await parseError(parseDocument(damaged, XLSX_TYPE))).message).toBe('not a readable XLSX: the header of xl/worksheets/sheet1.xml gives other sizes than the directory');
+  });
+
+  it('refuses a workbook whose directory leaves a part out, which left the streaming reader waiting on its damaged data', async () => {
+    const bytes = await workbookBytes((workbook) => workbook.addWorksheet('Sheet').addRow(['alpha', 'beta']));
+    const file = Buffer.from(bytes);
+    const end = file.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+    const directory = file.readUInt32LE(end + 16);
+    // The directory's last entry names the part stored last, just before the directory.
+    const lastEntry = file.lastIndexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]), end);
+    const lastPart = file.readUInt32LE(lastEntry + 42);
+    const damaged = Buffer.from(bytes.slice(0, lastEntry));
+    const count = file.readUInt16LE(end + 10) - 1;
+    const ending = Buffer.from(file.subarray(end));
+    ending.writeUInt16LE(count, 8);
+    ending.writeUInt16LE(count, 10);
+    ending.writeUInt32LE(lastEntry - directory, 12);
+    // Broken deflate data in the unlisted part.
+    damaged.fill(0xff, lastPart + 30 + file.readUInt16LE(lastPart + 26) + file.readUInt16LE(lastPart + 28), directory);
+    const refusal = await Promise.race([parseError(parseDocument(Buffer.concat([damaged, ending]), XLSX_TYPE)), setTimeout(10_000).then(() => new Error('still waiting after 10 s'))]);
+    expect(refusal.message).toBe('not a readable XLSX: it holds data its directory does not list');
   });
 
   it('refuses a password-protected, truncated or empty workbook with a reason', async () => {
