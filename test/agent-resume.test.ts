@@ -20,6 +20,8 @@ import { createWorkspace } from './support/fixtures.js';
  */
 let tokenDelayMs = 1;
 let holdAfter: number | null = null;
+/** The model refuses every streamed answer (400, which its client does not retry). */
+let failStreams = false;
 let release: () => void = () => undefined;
 let released: Promise<void> = Promise.resolve();
 let model: FakeModel;
@@ -36,6 +38,7 @@ beforeAll(async () => {
       const system = request.body.messages[0].content as string;
       return reply.completion(system.startsWith('Rewrite') ? request.body.messages.at(-1).content : '[]');
     }
+    if (failStreams) return reply.json(400, { error: { message: 'the model is unavailable', type: 'invalid_request_error' } });
     const passage = /\[1\] \([^)]*\)\n([^\n]*)/.exec(request.prompt)?.[1] ?? '';
     const tokens = `According to the notes, ${passage.split(/(?<=\.)\s/)[0]!.replace(/\.$/, '')} [1].`.match(/\s*\S+/g)!;
     reply.startStream();
@@ -86,6 +89,7 @@ afterAll(async () => {
 beforeEach(() => {
   tokenDelayMs = 1;
   holdAfter = null;
+  failStreams = false;
   release();
 });
 
@@ -96,6 +100,12 @@ const balance = async (key = user.key) => (await server.request('GET', '/v1/user
 const job = (jobId: string, query = '', key = user.key) => server.request('GET', `/v1/agent/jobs/${jobId}${query}`, { key });
 
 /** GET /v1/agent/jobs/{id}/events, read to its end (or to `stopAfter`). */
+/** Starts a resumable run and leaves its stream once the run has started. */
+async function startedThenLeft() {
+  const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+  return { first, jobId: first.events[0]!.jobId as string };
+}
+
 function events(jobId: string, options: { lastEventId?: string; query?: string; key?: string; stopAfter?: (event: AgentEvent) => boolean } = {}) {
   const headers: Record<string, string> = { authorization: `Bearer ${options.key ?? user.key}`, accept: 'text/event-stream' };
   if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
@@ -274,8 +284,7 @@ describe('resumable runs', () => {
     // Slow enough for the server to see the client go before the answer is ready.
     tokenDelayMs = 20;
     const before = await balance();
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     // The answer is ready long before the grace period ends; nobody has taken it yet.
     await new Promise((resolve) => setTimeout(resolve, (graceSeconds * 1000) / 2));
     expect((await job(jobId)).body.status).toBe('running');
@@ -290,8 +299,7 @@ describe('resumable runs', () => {
   it('an answer read as JSON (GET /v1/agent/jobs/{id}?include=events) is taken as one read from the stream: charged, not refunded', async () => {
     tokenDelayMs = 20;
     const before = await balance();
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     // Read the answer without following the stream, once its sources are in the log.
     let read: { data: AgentEvent }[] = [];
     await until(async () => {
@@ -309,8 +317,7 @@ describe('resumable runs', () => {
   it('an answer read in part, as JSON stopping before its sources, is taken: the run finishes and is charged with nobody reading', async () => {
     const before = await balance();
     hold(3);
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     // Every event logged so far (three words of the answer among them), and not one more. The
     // count is that of the events read: `event_count` is read beside them, and a batch of the
     // log written in between (on a server store) makes it fall short of them.
@@ -334,8 +341,7 @@ describe('resumable runs', () => {
   it('an answer read in part from the event stream, leaving before its sources, is taken: charged, not refunded', async () => {
     const before = await balance();
     hold(2);
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     const part = await events(jobId, { lastEventId: first.ids[0], stopAfter: (event) => event.type === 'token' });
     expect(part.events.at(-1)!.type).toBe('token');
     release();
@@ -349,8 +355,7 @@ describe('resumable runs', () => {
     const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
     process.on('warning', onWarning);
     try {
-      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-      const jobId = first.events[0]!.jobId as string;
+      const { first, jobId } = await startedThenLeft();
       // Its answer is ready at once; nobody takes it for the whole grace period.
       await until(async () => (await job(jobId)).body.status !== 'running', graceSeconds * 1000 + 5_000);
       expect((await job(jobId)).body.status).toBe('cancelled');
@@ -365,11 +370,11 @@ describe('resumable runs', () => {
     // One still working (the model holds before its first word), one with its answer ready and
     // not taken. Both clients leave before any of the answer: reading any of it takes it.
     hold(0);
-    const working = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
+    const working = await startedThenLeft();
     holdAfter = null;
     tokenDelayMs = 20;
-    const answered = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobs = [working.events[0]!.jobId as string, answered.events[0]!.jobId as string];
+    const answered = await startedThenLeft();
+    const jobs = [working.jobId, answered.jobId];
     await until(async () => (await Promise.all(jobs.map((id) => job(id)))).every((state) => state.body.status !== 'running'), graceSeconds * 1000 + 5_000);
     release();
     for (const jobId of jobs) {
@@ -418,8 +423,7 @@ describe('resumable runs', () => {
 
   it('two reconnections at once both get the whole sequence', async () => {
     tokenDelayMs = 60;
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     const [a, b] = await Promise.all([events(jobId, { lastEventId: `${jobId}:0` }), events(jobId, { query: '?after=0' })]);
     expect(a.events).toEqual(b.events);
     expect(a.ids).toEqual(b.ids);
@@ -624,8 +628,7 @@ describe('a hostile client', () => {
   it('20 reconnections at once to a running run all get the same, whole sequence', async () => {
     tokenDelayMs = 40;
     const before = await balance();
-    const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-    const jobId = first.events[0]!.jobId as string;
+    const { first, jobId } = await startedThenLeft();
     const storm = await Promise.all(Array.from({ length: 20 }, (_, index) => events(jobId, index % 2 ? { lastEventId: `${jobId}:1` } : { query: '?after=1' })));
     for (const stream of storm) {
       expect(stream.status).toBe(200);
@@ -700,8 +703,7 @@ acrossServers('across servers', () => {
       // only the reader on the other server keeps it going.
       hold(0);
       const before = await balance();
-      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-      const jobId = first.events[0]!.jobId as string;
+      const { first, jobId } = await startedThenLeft();
       const headers = { authorization: `Bearer ${user.key}`, 'last-event-id': first.ids.at(-1)! };
       const following = readEventStream(new URL(`/v1/agent/jobs/${jobId}/events`, second.url), { method: 'GET', headers });
       await new Promise((resolve) => setTimeout(resolve, graceSeconds * 2000));
@@ -730,8 +732,7 @@ acrossServers('across servers', () => {
       // Held before its answer, so that no reader takes any of it (that would have it charged).
       hold(0);
       const before = await balance();
-      const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
-      const jobId = first.events[0]!.jobId as string;
+      const { first, jobId } = await startedThenLeft();
       // A reader on the other server for longer than the grace period, then gone: the grace
       // period starts again when it leaves.
       const reader = new AbortController();
@@ -809,45 +810,126 @@ acrossServers('across servers', () => {
     }
   }, 120_000);
 
-  it('a resumable run still going when its server drains is handed to another server at once', async () => {
-    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-draining`, drainSeconds: 1, drainNoticeSeconds: 0 });
+  /**
+   * Starts a resumable run on a second server on the same store, holds it after `tokens` words,
+   * runs `meanwhile`, drains that server within a second, and resumes the run on `server`.
+   */
+  async function handedOver(name: string, tokens: number, meanwhile?: (jobId: string) => Promise<void>) {
+    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-${name}`, drainSeconds: 1, drainNoticeSeconds: 0 });
     try {
-      const before = await balance();
-      const { first, jobId } = await startThenHold(draining.url, 2);
+      const { first, jobId } = await startThenHold(draining.url, tokens);
+      await meanwhile?.(jobId);
       const drained = performance.now();
       await draining.close({ drain: true });
       release();
       const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
-      // Taken at once (the draining server said so), not after its lease (15 s).
-      expect(performance.now() - drained).toBeLessThan(10_000);
+      expect(rest.status).toBe(200);
+      expectIds(rest, jobId, first.events.length + 1);
+      return { first, rest, jobId, resumedAfterMs: performance.now() - drained };
+    } finally {
+      release();
+      await draining.close();
+    }
+  }
+
+  it('a resumable run still going when its server drains is handed to another server at once', async () => {
+    const before = await balance();
+    const { first, rest, jobId, resumedAfterMs } = await handedOver('draining', 2);
+    // Taken at once (the draining server said so), not after its lease (15 s).
+    expect(resumedAfterMs).toBeLessThan(10_000);
+    expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
+    expect(answerOf([...first.events, ...rest.events])).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
+    expect(await balance()).toBe(before - 1);
+  }, 120_000);
+
+  it('a run taken over that does not go the same way as its log ends with an error after the log, and a refund', async () => {
+    const before = await balance();
+    const { rest, jobId } = await handedOver('diverging', 3, async (jobId) => {
+      // What the draining server logged is not what a run would make again (a model that samples).
+      const third = await server.app.db.prisma.agentEvent.findFirst({ where: { jobId, data: { path: ['type'], equals: 'token' } }, orderBy: { seq: 'desc' } });
+      await server.app.db.prisma.agentEvent.update({ where: { jobId_seq: { jobId, seq: third!.seq } }, data: { data: { type: 'token', content: ' otherwise' } } });
+    });
+    expect(rest.events).toEqual([{ type: 'error', code: 'service_unavailable', message: expect.stringContaining('could not be continued the same way') }]);
+    expect(await balance()).toBe(before);
+    expect((await job(jobId)).body.status).toBe('failed');
+  }, 120_000);
+
+  /**
+   * Starts a resumable run on a second server, read until three words of its answer, and drains
+   * that server; `server` takes the run over, and its model does as `rerun` sets it.
+   */
+  async function takenOver(name: string, rerun: () => void) {
+    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-${name}`, drainSeconds: 1, drainNoticeSeconds: 0 });
+    try {
+      const { first, jobId } = await startThenHold(draining.url, 3);
+      const releaseFirst = release;
+      rerun();
+      await draining.close({ drain: true });
+      releaseFirst();
+      await until(async () => (await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: jobId }, select: { takeovers: true } })).takeovers === 1);
+      return { first, jobId };
+    } finally {
+      await draining.close();
+    }
+  }
+
+  const loggedRows = (jobId: string) => server.app.db.prisma.agentEvent.findMany({ where: { jobId }, orderBy: { seq: 'asc' }, select: { seq: true, data: true } });
+
+  it('a reader back while the run taken over still makes its log again waits there for what follows; it is not told it names an event not sent', async () => {
+    const before = await balance();
+    try {
+      // Held after its first word: short of the event the reader names.
+      const { first, jobId } = await takenOver('replaying', () => hold(1));
+      const resuming = resumeOn(server.url, jobId, first.ids.at(-1)!);
+      const early = await Promise.race([resuming.then((stream) => `ended with ${stream.status}`), new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting'))]);
+      expect(early).toBe('waiting');
+      release();
+      const rest = await resuming;
+      expect(rest.status).toBe(200);
       expectIds(rest, jobId, first.events.length + 1);
       expect(rest.events.at(-1)).toMatchObject({ type: 'done', jobId, creditsUsed: 1 });
       expect(answerOf([...first.events, ...rest.events])).toBe(await storedAnswer(rest.events.at(-1)!.sessionId));
       expect(await balance()).toBe(before - 1);
     } finally {
       release();
-      await draining.close();
     }
   }, 120_000);
 
-  it('a run taken over that does not go the same way as its log ends with an error after the log, and a refund', async () => {
-    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-diverging`, drainSeconds: 1, drainNoticeSeconds: 0 });
+  it('a run taken over whose first client took part of the answer is finished and charged, though nobody comes back', async () => {
+    const before = await balance();
     try {
-      const before = await balance();
-      const { first, jobId } = await startThenHold(draining.url, 3);
-      // What the draining server logged is not what a run would make again (a model that samples).
-      const third = await server.app.db.prisma.agentEvent.findFirst({ where: { jobId, data: { path: ['type'], equals: 'token' } }, orderBy: { seq: 'desc' } });
-      await server.app.db.prisma.agentEvent.update({ where: { jobId_seq: { jobId, seq: third!.seq } }, data: { data: { type: 'token', content: ' otherwise' } } });
-      await draining.close({ drain: true });
+      const { first, jobId } = await takenOver('taken', () => hold(1));
+      // Held well past the grace period: the answer was taken, so the run is not cancelled.
+      await new Promise((resolve) => setTimeout(resolve, graceSeconds * 2000));
+      expect((await job(jobId)).body.status).toBe('running');
       release();
-      const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
-      expectIds(rest, jobId, first.events.length + 1);
-      expect(rest.events).toEqual([{ type: 'error', code: 'service_unavailable', message: expect.stringContaining('could not be continued the same way') }]);
-      expect(await balance()).toBe(before);
-      expect((await job(jobId)).body.status).toBe('failed');
+      await until(async () => (await job(jobId)).body.status !== 'running');
+      expect((await job(jobId)).body).toMatchObject({ status: 'done', credits_used: 1 });
+      const rows = await loggedRows(jobId);
+      expect(rows.map((row) => row.seq)).toEqual(rows.map((_, index) => index + 1));
+      expect(rows.slice(0, first.events.length).map((row) => row.data)).toEqual(first.events);
+      expect(rows.at(-1)!.data).toMatchObject({ type: 'done', creditsUsed: 1 });
+      expect(await balance()).toBe(before - 1);
     } finally {
       release();
-      await draining.close();
+    }
+  }, 120_000);
+
+  it('a run taken over that fails before it has made its log again ends after the log: its error follows the last event logged', async () => {
+    const before = await balance();
+    try {
+      const { first, jobId } = await takenOver('failing', () => (failStreams = true));
+      await until(async () => (await job(jobId)).body.status !== 'running');
+      expect((await job(jobId)).body).toMatchObject({ status: 'failed', credits_used: 0 });
+      const rows = await loggedRows(jobId);
+      expect(rows.map((row) => row.seq)).toEqual(Array.from({ length: first.events.length + 1 }, (_, index) => index + 1));
+      expect(rows.slice(0, -1).map((row) => row.data)).toEqual(first.events);
+      expect(rows.at(-1)!.data).toMatchObject({ type: 'error', code: 'service_unavailable', message: expect.stringContaining('the answer model failed') });
+      const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
+      expect(rest.events).toEqual([rows.at(-1)!.data]);
+      expect(await balance()).toBe(before);
+    } finally {
+      failStreams = false;
     }
   }, 120_000);
 });

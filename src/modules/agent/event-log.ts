@@ -95,9 +95,12 @@ export class RunEventLog {
     return this.#written.at(-1)?.seq ?? 0;
   }
 
-  /** The number of the last event made (or reserved for the terminal event). */
+  /**
+   * The number of the last event a reader may have been given: the last made (or reserved for the
+   * terminal event), or, while a run taken over makes its log again, the last its earlier process logged.
+   */
   get lastSeq() {
-    return this.#seq;
+    return Math.max(this.#seq, this.#replay.length);
   }
 
   /** Numbers the event and queues it for the store; `onWritten` runs once it is there. Returns its number. */
@@ -136,10 +139,11 @@ export class RunEventLog {
   /**
    * The number of the terminal event, which the transaction ending the job writes (not queued
    * here). A transaction that failed (a `done` that could not be charged) leaves its number to
-   * the `error` that follows, so the numbers have no gap.
+   * the `error` that follows, so the numbers have no gap. A run taken over that ends before it has
+   * made its log again ends after the log.
    */
   terminalSeq(): number {
-    this.#terminal ??= ++this.#seq;
+    this.#terminal ??= this.#seq = this.lastSeq + 1;
     return this.#terminal;
   }
 

@@ -92,7 +92,7 @@ export async function executeRun(dependencies: AgentDependencies, run: Run, canc
     if (reason instanceof RunHandedOver) {
       // Everything made so far is in the log; the lease goes at once, and the others are told.
       await run.log.flush().catch((error: unknown) => log.error(`agent run ${run.jobId}: writing its events failed`, error));
-      await releaseRun(prisma, run.jobId).catch((error: unknown) => log.error(`agent run ${run.jobId}: giving its lease up failed; it is taken over when the lease passes`, error));
+      await releaseRun(prisma, run.jobId, run.following?.takenByFirstClient(run.channel) ?? 0).catch((error: unknown) => log.error(`agent run ${run.jobId}: giving its lease up failed; it is taken over when the lease passes`, error));
       dependencies.runs.released();
       dependencies.metrics?.agentRuns.inc({ mode: run.mode, outcome: 'handed_over' });
       return;

@@ -50,6 +50,11 @@ export class Following {
       });
   }
 
+  /** The last event the first client has taken (so far, or when it left). */
+  takenByFirstClient(channel: EventChannel<SequencedEvent>) {
+    return this.#attached ? channel.taken : this.#takenWhenLeft;
+  }
+
   /** Whether a client has taken events up to `seq`: the first one when it left, or a reader that recorded `deliveredSeq`. */
   #taken(seq: number | undefined, deliveredSeq: number) {
     return seq !== undefined && (this.#takenWhenLeft >= seq || deliveredSeq >= seq);

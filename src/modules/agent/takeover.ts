@@ -58,7 +58,11 @@ export async function claimHandedOverRuns(prisma: PrismaClient, options: { runni
 /**
  * Hands a run over: a draining process that has stopped it and written its events gives it to
  * the others (its lease stays, so that the lease sweep refunds it if nobody takes it meanwhile).
+ * `deliveredSeq` is the last event its first client took: the process taking it over charges an
+ * answer taken in any part, as this one would have, whether or not the client comes back.
  */
-export async function releaseRun(prisma: PrismaClient, jobId: string) {
-  await prisma.$executeRaw`UPDATE agent_jobs SET handed_over = true WHERE id = ${jobId}::uuid AND status = 'running'`;
+export async function releaseRun(prisma: PrismaClient, jobId: string, deliveredSeq: number) {
+  await prisma.$executeRaw`
+    UPDATE agent_jobs SET handed_over = true, delivered_seq = GREATEST(delivered_seq, ${deliveredSeq}::int)
+     WHERE id = ${jobId}::uuid AND status = 'running'`;
 }
