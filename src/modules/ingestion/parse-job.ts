@@ -172,7 +172,14 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
          WHERE d.id = r.id AND d.id IN (${held})`,
       advance(prisma, toEmbed, { step: 'next', kind: 'embed', payload: {} }),
       advance(prisma, finished, { step: 'done' }),
-    ]);
+    ], resultsTransaction);
     if (toEmbed.length > 0) dependencies.wake();
   }
 }
+
+/**
+ * A parse's results are up to the text limit of text and its chunks: Prisma's default limit of 5 s
+ * is too short to write them. A sheet of a million rows (6.9 million characters, under the default
+ * limit of 10 million) took 5.5-6.1 s to write on the embedded store, and failed every attempt.
+ */
+const resultsTransaction = { timeout: 10 * 60_000 };
