@@ -4,7 +4,7 @@ import { browserExecutable } from './test/support/browser.js';
 
 // Tests of Elasticsearch itself run on its leg of the matrix only: CI fails on any skipped test,
 // so elsewhere the file is left out rather than skipped.
-const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 'src/modules/retrieval/elasticsearch-lifecycle.test.ts', 'test/reindex-online.test.ts'];
+const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 'src/modules/retrieval/elasticsearch-lifecycle.test.ts', 'src/modules/retrieval/elasticsearch-migrations.test.ts', 'test/reindex-online.test.ts'];
 
 // pgvector's own workings: the Elasticsearch leg's PostgreSQL has no pgvector, and the embedded
 // leg runs them on the embedded store. (The contract all indexes share runs on every leg.)

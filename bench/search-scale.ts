@@ -278,7 +278,9 @@ export async function scale(argv: string[]) {
       if (row!.index_table !== null) figures['chunk_index table with its indexes'] = mb(row!.index_table);
       if (row!.hnsw !== null) figures['HNSW graph'] = mb(row!.hnsw);
       if (indexKind === 'elasticsearch') {
-        const indices = (await (await fetch(`${esNode}/_cat/indices/${esIndex}*?format=json&bytes=b`)).json()) as { 'store.size': string; 'pri.store.size': string }[];
+        const listed = (await (await fetch(`${esNode}/_cat/indices/${esIndex}*?format=json&bytes=b`)).json()) as { index: string; 'store.size': string; 'pri.store.size': string }[];
+        // The layout migrations' lock index is not the chunks'.
+        const indices = listed.filter((entry) => entry.index !== `${esIndex}-lock`);
         figures['Elasticsearch index, all copies'] = mb(indices.reduce((sum, entry) => sum + Number(entry['store.size']), 0));
         figures['Elasticsearch index, primaries'] = mb(indices.reduce((sum, entry) => sum + Number(entry['pri.store.size']), 0));
       }

@@ -23,8 +23,9 @@ export type Config = {
   /** On SIGTERM: how long requests and uploads in flight may take to finish before the process stops. */
   drainSeconds: number;
   /**
-   * Whether this process brings the database (and the pgvector index's tables) up to its version
-   * at start; when not, it refuses to start on a database `kb migrate` has not brought there.
+   * Whether this process brings the database and the index (the pgvector tables, or the
+   * Elasticsearch layout) up to its version at start; when not, it refuses to start on a
+   * database or an index `kb migrate` has not brought there.
    */
   migrate: boolean;
   /** On SIGTERM: how long `/readyz` says 503 while requests are still accepted, for a load balancer's health checks to notice. */

@@ -6,13 +6,14 @@ import type { IndexedChunk, IndexModel, VectorIndex } from '../../src/modules/re
 
 /**
  * Deletes what the service made under the alias `alias` on the node at `url`: every index named
- * `<alias>-<n>` and an index named like the alias itself (Elasticsearch deletes no index through
- * an alias, and refuses wildcards in deletions by default).
+ * `<alias>-<n>`, the layout migrations' lock `<alias>-lock`, and an index named like the alias
+ * itself (Elasticsearch deletes no index through an alias, and refuses wildcards in deletions by
+ * default).
  */
 export async function dropElasticsearchIndexes(url: string, alias: string) {
   const listed = await fetch(`${url}/_cat/indices/${alias},${alias}-*?format=json&h=index&expand_wildcards=all&ignore_unavailable=true`);
   const rows = listed.ok ? ((await listed.json()) as { index: string }[]) : [];
-  const names = rows.map((row) => row.index).filter((name) => name === alias || /^\d+$/.test(name.slice(alias.length + 1)));
+  const names = rows.map((row) => row.index).filter((name) => name === alias || name === `${alias}-lock` || /^\d+$/.test(name.slice(alias.length + 1)));
   if (names.length > 0) await fetch(`${url}/${names.join(',')}`, { method: 'DELETE' });
 }
 

@@ -1,10 +1,18 @@
 import { Client, type TransportRequestOptions } from '@elastic/elasticsearch';
 import type { Config } from '../../config.js';
 import { generationOf, IndexLayout } from './elasticsearch-layout.js';
+import { latestLayoutVersion, layoutMigrations, migrateLayout, type LayoutLockTiming, type LayoutMigration } from './elasticsearch-migrations.js';
 import { readWithin, unavailable } from './elasticsearch-requests.js';
 import { IndexUnavailableError, type IndexedChunk, type IndexHit, type IndexModel, type IndexRebuild, type IndexSearch, type VectorIndex } from './vector-index.js';
 
-export type ElasticsearchOptions = { timeoutMs: number };
+export type ElasticsearchOptions = {
+  timeoutMs: number;
+  /** False (KB_MIGRATE=off): an index behind on its layout is refused; `kb migrate` brings it up. Default true. */
+  migrate?: boolean;
+  /** The layout's migrations, and the timing of their lock (elasticsearch-migrations.ts); tests give their own. */
+  migrations?: readonly LayoutMigration[];
+  layoutLock?: LayoutLockTiming;
+};
 
 /** The nodes to reach and how the index is kept on them (config.ts, ELASTICSEARCH_URL and KB_ES_*). */
 export type ElasticsearchCluster = NonNullable<Config['elasticsearch']>;
@@ -53,17 +61,24 @@ export async function openElasticsearchIndex(cluster: ElasticsearchCluster, conf
     await client.close();
     throw new Error(`ELASTICSEARCH_URL (${named}) does not answer: ${(error as Error).message}`, { cause: error });
   }
-  const layout = new IndexLayout(client, alias, cluster);
-  if ((await layout.current()) === null) await layout.create(`${alias}-1`, configured, { behindAlias: true });
-  // Replicas can change on a live index: the configured count is applied at every start. The
-  // shard count is fixed when the index is made (`kb reindex` makes it anew).
-  const settings = await client.indices.getSettings({ index: alias, flat_settings: true });
-  const current = Object.values(settings)[0]?.settings as Record<string, string> | undefined;
-  if (Number(current?.['index.number_of_replicas']) !== cluster.replicas) {
-    await client.indices.putSettings({ index: alias, settings: { number_of_replicas: cluster.replicas } });
+  try {
+    const migrations = options.migrations ?? layoutMigrations;
+    const layout = new IndexLayout(client, alias, cluster, latestLayoutVersion(migrations));
+    const index = (await layout.current()) ?? (await layout.create(`${alias}-1`, configured, { behindAlias: true }));
+    const applied = await migrateLayout(client, layout, index, migrations, { migrate: options.migrate ?? true, lockTiming: options.layoutLock });
+    // Replicas can change on a live index: the configured count is applied at every start. The
+    // shard count is fixed when the index is made (`kb reindex` makes it anew).
+    const settings = await client.indices.getSettings({ index: alias, flat_settings: true });
+    const current = Object.values(settings)[0]?.settings as Record<string, string> | undefined;
+    if (Number(current?.['index.number_of_replicas']) !== cluster.replicas) {
+      await client.indices.putSettings({ index: alias, settings: { number_of_replicas: cluster.replicas } });
+    }
+    const builtWith = (await layout.model()) ?? configured;
+    return new ElasticsearchIndex(client, named, alias, builtWith, options.timeoutMs, layout, applied);
+  } catch (error) {
+    await client.close();
+    throw error;
   }
-  const builtWith = (await layout.model()) ?? configured;
-  return new ElasticsearchIndex(client, named, alias, builtWith, options.timeoutMs, layout);
 }
 
 class ElasticsearchIndex implements VectorIndex {
@@ -74,6 +89,7 @@ class ElasticsearchIndex implements VectorIndex {
   /**
    * @param index what requests name: the alias, or (a rebuild's writer) the index being built
    * @param layout the alias's layout, to rebuild it; absent on a rebuild's writer
+   * @param appliedMigrations the layout migrations this opening applied
    */
   constructor(
     private readonly client: Client,
@@ -82,6 +98,7 @@ class ElasticsearchIndex implements VectorIndex {
     builtWith: IndexModel,
     private readonly timeoutMs: number,
     private readonly layout?: IndexLayout,
+    readonly appliedMigrations: readonly string[] = [],
   ) {
     this.#builtWith = builtWith;
   }

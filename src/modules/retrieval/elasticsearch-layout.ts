@@ -1,11 +1,15 @@
-import { errors, type Client } from '@elastic/elasticsearch';
+import type { Client } from '@elastic/elasticsearch';
 import type { ElasticsearchCluster } from './elasticsearch-index.js';
 import { bm25 } from './analyzer.js';
+import { answeredWith, indexExisted } from './elasticsearch-requests.js';
 import type { IndexModel } from './vector-index.js';
 
-/** The mapping of an index made for `model`. */
-export const indexMappings = (model: IndexModel) => ({
-  _meta: { model: model.model, dimensions: model.dimensions },
+/** What an index's mapping records of it: the model that made its vectors, and its layout's version (elasticsearch-migrations.ts). */
+type RecordedMeta = { model?: string; dimensions?: number; layout_version?: number };
+
+/** The mapping of an index made for `model`, at the layout of `layoutVersion`. */
+export const indexMappings = (model: IndexModel, layoutVersion: number) => ({
+  _meta: { model: model.model, dimensions: model.dimensions, layout_version: layoutVersion },
   dynamic: 'strict' as const,
   properties: {
     chunk_id: { type: 'keyword' as const },
@@ -22,10 +26,12 @@ export const generationOf = (alias: string, concrete: string) => (concrete === a
 
 /** Where the alias points, and how the indexes behind it are made, swapped and deleted. */
 export class IndexLayout {
+  /** @param layoutVersion the layout version new indexes are made at: the latest migration's */
   constructor(
     private readonly client: Client,
     readonly alias: string,
     private readonly cluster: ElasticsearchCluster,
+    readonly layoutVersion: number,
   ) {}
 
   /** The index the alias names (or the index named like the alias, made before aliases); null when there is none. */
@@ -36,20 +42,37 @@ export class IndexLayout {
       if (indexes.length !== 1) throw new Error(`the alias ${this.alias} names ${indexes.length} indexes (${indexes.join(', ')}); it must name one`);
       return indexes[0]!;
     } catch (error) {
-      if (!(error instanceof errors.ResponseError && error.statusCode === 404)) throw error;
+      if (!answeredWith(error, 404)) throw error;
     }
     return (await this.client.indices.exists({ index: this.alias })) ? this.alias : null;
   }
 
-  /** The model recorded in the mapping of the index the alias names. */
-  async model(): Promise<IndexModel | null> {
-    const mapping = await this.client.indices.getMapping({ index: this.alias });
-    const meta = Object.values(mapping)[0]?.mappings?._meta as { model?: string; dimensions?: number } | undefined;
-    return meta?.model === undefined ? null : { model: String(meta.model), dimensions: Number(meta.dimensions) };
+  async #meta(index = this.alias): Promise<RecordedMeta> {
+    const mapping = await this.client.indices.getMapping({ index });
+    return (Object.values(mapping)[0]?.mappings?._meta ?? {}) as RecordedMeta;
   }
 
-  /** Makes an index for `model`, behind the alias or not, and waits until its shards can be written. */
-  async create(name: string, model: IndexModel, { behindAlias }: { behindAlias: boolean }) {
+  /** The model recorded in the mapping of the index the alias names. */
+  async model(): Promise<IndexModel | null> {
+    const meta = await this.#meta();
+    return meta.model === undefined ? null : { model: String(meta.model), dimensions: Number(meta.dimensions) };
+  }
+
+  /** The layout version recorded in the mapping of `index`; undefined for an index made before versions were recorded. */
+  async recordedLayoutVersion(index: string): Promise<number | undefined> {
+    const { layout_version: version } = await this.#meta(index);
+    return version === undefined ? undefined : Number(version);
+  }
+
+  /** Records in the mapping of the index `index` that its layout is at `version`, the rest of `_meta` kept; a higher version recorded stays. */
+  async recordLayoutVersion(index: string, version: number) {
+    const meta = await this.#meta(index);
+    if (Number(meta.layout_version ?? 0) >= version) return;
+    await this.client.indices.putMapping({ index, _meta: { ...meta, layout_version: version } });
+  }
+
+  /** Makes an index for `model`, behind the alias or not, and waits until its shards can be written; returns its name. */
+  async create(name: string, model: IndexModel, { behindAlias }: { behindAlias: boolean }): Promise<string> {
     try {
       await this.client.indices.create({
         index: name,
@@ -62,16 +85,17 @@ export class IndexLayout {
           // read no source (docs/retrieval.md).
           'mapping.source.mode': 'synthetic',
         },
-        mappings: indexMappings(model),
+        mappings: indexMappings(model, this.layoutVersion),
         // Made with the alias in one step: several processes starting at once make the same first index.
         ...(behindAlias && { aliases: { [this.alias]: {} } }),
       });
     } catch (error) {
       // Several processes (or test files) opening a new index at once: one of them made it.
-      if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
+      if (!indexExisted(error)) throw error;
     }
     // When another process made it, its shard may not be started yet: the first search would fail.
     await this.client.cluster.health({ index: name, wait_for_status: 'yellow', timeout: '30s' }, { requestTimeout: 35_000 });
+    return name;
   }
 
   /** Points the alias at `next` and deletes `previous`, in one atomic step: no search sees neither or both. */

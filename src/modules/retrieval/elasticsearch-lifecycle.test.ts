@@ -32,7 +32,7 @@ describe('the Elasticsearch index over time: its model, aliases and rebuilds, se
     // Emptied by swapping in a new index behind the alias.
     expect(Object.keys(mapping)).toEqual([`${run}_model-2`]);
     const { mappings } = Object.values(mapping)[0]!;
-    expect(mappings._meta).toEqual(other);
+    expect(mappings._meta).toEqual({ ...other, layout_version: 1 });
     expect(mappings.properties.embedding.dims).toBe(8);
     expect(await again.countByDocument(workspace)).toEqual(new Map());
     await expect(again.upsert([chunk(workspace, randomUUID(), 'four', unit(1, 0, 0, 0))])).rejects.toThrow(/4-dimensional/);
@@ -99,7 +99,7 @@ describe('the Elasticsearch index over time: its model, aliases and rebuilds, se
     const made = await fetch(`${url}/${name}`, {
       method: 'PUT',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ settings: { number_of_replicas: 0, similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } } }, mappings: indexMappings(model) }),
+      body: JSON.stringify({ settings: { number_of_replicas: 0, similarity: { kb_bm25: { type: 'BM25', k1: bm25.k1, b: bm25.b } } }, mappings: { ...indexMappings(model, 1), _meta: model } }),
     });
     expect(made.status).toBe(200);
     const index = await open('legacy');

@@ -12,6 +12,12 @@ function untilAborted<T>(signal: AbortSignal, work: Promise<T>): Promise<T> {
   });
 }
 
+/** Whether Elasticsearch answered with one of `statuses`. */
+export const answeredWith = (error: unknown, ...statuses: number[]) => error instanceof errors.ResponseError && statuses.includes(error.statusCode ?? 0);
+
+/** Whether a create was refused because the index is there already (another process made it). */
+export const indexExisted = (error: unknown) => error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception';
+
 export function unavailable(url: string, error: unknown): IndexUnavailableError {
   const reason = error instanceof errors.ResponseError ? `${error.statusCode} ${JSON.stringify(error.body)}` : (error as Error).message;
   return new IndexUnavailableError(`Elasticsearch at ${url} did not answer: ${reason}`, { cause: error });

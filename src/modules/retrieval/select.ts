@@ -18,7 +18,7 @@ export async function openVectorIndex(
   const model = { model: embedder.modelId, dimensions: embedder.dimensions };
   if (config.elasticsearch) {
     const { openElasticsearchIndex } = await import('./elasticsearch-index.js');
-    return openElasticsearchIndex(config.elasticsearch, model, { timeoutMs: config.searchTimeoutSeconds * 1000 });
+    return openElasticsearchIndex(config.elasticsearch, model, { timeoutMs: config.searchTimeoutSeconds * 1000, migrate: config.migrate });
   }
   return openPgvectorIndex(db.prisma, model, {
     keywordMemoryBytes: config.keywordMemoryBytes,

@@ -89,7 +89,7 @@ export interface VectorIndex {
   readonly traits: IndexTraits;
   /** The model the stored vectors were made with (recorded when the index was created). */
   readonly builtWith: IndexModel;
-  /** pgvector: the migrations of the index's tables that opening it applied (`kb migrate` prints them). */
+  /** The migrations of the index's tables (pgvector) or layout (Elasticsearch) that opening it applied (`kb migrate` prints them). */
   readonly appliedMigrations?: readonly string[];
   /** Adds or replaces chunks. */
   upsert(chunks: readonly IndexedChunk[], signal?: AbortSignal): Promise<void>;
