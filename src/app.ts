@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyCache } from './auth/api-key-cache.js';
-import { openBackends, startIngestionQueue } from './backends.js';
+import { loadModels, openBackends, startIngestionQueue } from './backends.js';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
@@ -68,14 +68,25 @@ export async function ensureFirstAdmin(db: Database) {
 
 export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
   const log = options.log ?? createLogger(config.logLevel);
-  const db = await openDatabase(config, log);
   const concurrency = config.ingestion.concurrency;
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
+  // The model and the parsing threads load while the store opens: neither needs it.
+  const models = loadModels(config, { parseThreads: concurrency, warmParsers: works });
+  // Awaited by openBackends below; a failure meanwhile must not count as unhandled.
+  models.catch(() => undefined);
+  const closeModels = () => models.then((loaded) => loaded.close(), () => undefined);
+  let db: Database;
+  try {
+    db = await openDatabase(config, log);
+  } catch (error) {
+    await closeModels();
+    throw error;
+  }
   // What the start has begun, each with the step that ends it. They run once each, the last begun
   // first: by a start that fails at a later step (a port in use), and by close once the server
   // has stopped serving. A step that fails is logged, and the ones after it still run.
-  const undo: (() => unknown)[] = [() => db.close()];
+  const undo: (() => unknown)[] = [() => db.close(), closeModels];
   const undoAll = async () => {
     for (const step of undo.splice(0).reverse()) {
       await Promise.resolve()
@@ -86,8 +97,9 @@ export async function startApp(config: Config, options: { log?: Logger; onFirstA
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
-    const backends = await openBackends(config, db, { parseThreads: concurrency, warmParsers: works, wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
-    undo.push(() => backends.close());
+    const backends = await openBackends(config, db, models, { wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
+    // From here the backends close the models, the index between the parsing threads and the model.
+    undo.splice(undo.indexOf(closeModels), 1, () => backends.close());
     const { embedder, index, parsePool } = backends;
     if (index.graphBacklog) metrics.watchGraphBacklog(index.graphBacklog.bind(index));
     const admin = await ensureFirstAdmin(db);

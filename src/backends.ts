@@ -22,42 +22,75 @@ export type Backends = {
   close(): Promise<void>;
 };
 
-export type BackendOptions = {
+/** What needs no store: the parsing threads and the embedding model. */
+export type Models = {
+  embedder: Embedder;
+  parsePool: ParsePool;
+  /** Closes both, once however often it is called. */
+  close(): Promise<void>;
+};
+
+export type ModelOptions = {
   parseThreads: number;
   /** Starts the parsing threads now, so that the first upload is parsed at once. */
   warmParsers: boolean;
-  /** The index prepares for searches at start (pgvector: keyword postings); a CLI command that only writes does not. */
-  loadAhead?: boolean;
-  /** Wraps the model as it is opened (the server meters it). */
-  wrapEmbedder?: (embedder: Embedder) => Embedder;
 };
 
-export async function openBackends(config: Config, db: Database, options: BackendOptions): Promise<Backends> {
+/**
+ * Starts the parsing threads and loads the embedding model. Neither needs the store, so a process
+ * starts them before it opens the store, and they load while it opens (about 2 s each here).
+ */
+export async function loadModels(config: Config, options: ModelOptions): Promise<Models> {
   // Its threads load the parsers while the model loads.
   const parsePool = createParsePool(options.parseThreads, {
     memoryMb: config.ingestion.parseMemoryMb,
     idleSeconds: config.ingestion.parseThreadIdleSeconds,
     warm: options.warmParsers,
   });
-  let embedder: Embedder | undefined;
   try {
-    const opened = await createEmbedder(config);
-    embedder = options.wrapEmbedder ? options.wrapEmbedder(opened) : opened;
-    const index = await openVectorIndex(config, db, embedder, { loadAhead: options.loadAhead });
-    const model = embedder;
+    const embedder = await createEmbedder(config);
+    let closing: Promise<void> | undefined;
     return {
-      embedder: model,
+      embedder,
+      parsePool,
+      close: () =>
+        (closing ??= (async () => {
+          await parsePool.close();
+          await embedder.close();
+        })()),
+    };
+  } catch (error) {
+    await parsePool.close();
+    throw error;
+  }
+}
+
+export type BackendOptions = {
+  /** The index prepares for searches at start (pgvector: keyword postings); a CLI command that only writes does not. */
+  loadAhead?: boolean;
+  /** Wraps the model as it is opened (the server meters it). */
+  wrapEmbedder?: (embedder: Embedder) => Embedder;
+};
+
+/** The index over the store, beside the models (loaded or still loading); closes the models when it fails. */
+export async function openBackends(config: Config, db: Database, models: Models | Promise<Models>, options: BackendOptions = {}): Promise<Backends> {
+  const loaded = await models;
+  try {
+    const embedder = options.wrapEmbedder ? options.wrapEmbedder(loaded.embedder) : loaded.embedder;
+    const index = await openVectorIndex(config, db, embedder, { loadAhead: options.loadAhead });
+    const { parsePool } = loaded;
+    return {
+      embedder,
       index,
       parsePool,
       close: async () => {
         await parsePool.close();
         await index.close();
-        await model.close();
+        await embedder.close();
       },
     };
   } catch (error) {
-    await embedder?.close();
-    await parsePool.close();
+    await loaded.close();
     throw error;
   }
 }

@@ -1,4 +1,4 @@
-import { openBackends, startIngestionQueue } from '../backends.js';
+import { loadModels, openBackends, startIngestionQueue } from '../backends.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { Prisma } from '../generated/prisma/client.js';
@@ -44,7 +44,7 @@ export async function reindex(
   onProgress: (progress: ReindexProgress) => void,
 ): Promise<ReindexSummary> {
   const started = Date.now();
-  const backends = await openBackends(config, db, { parseThreads: 1, warmParsers: false, loadAhead: false });
+  const backends = await openBackends(config, db, loadModels(config, { parseThreads: 1, warmParsers: false }), { loadAhead: false });
   const { embedder, index } = backends;
   let queue: JobQueue | undefined;
   try {
