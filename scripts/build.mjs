@@ -16,19 +16,13 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import lockfile from 'proper-lockfile';
-import { builtFrom, sourcesFingerprint, stampFile } from './source-stamp.mjs';
+import { builtFrom, serviceSourcesFingerprint, stampFile } from './source-stamp.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dist = path.join(root, 'dist');
 const ifStale = process.argv.includes('--if-stale');
 
-/** Everything the build reads: the service's sources (not its tests) and the compiler settings. */
-const fingerprint = () =>
-  sourcesFingerprint(root, {
-    directories: ['src'],
-    files: ['tsconfig.json', 'tsconfig.build.json', 'scripts/build.mjs', 'scripts/source-stamp.mjs'],
-    include: (name) => name.endsWith('.ts') && !name.endsWith('.test.ts'),
-  });
+const fingerprint = () => serviceSourcesFingerprint(root);
 
 function tscPath() {
   try {

@@ -42,3 +42,12 @@ export function builtFrom(directory) {
     return null;
   }
 }
+
+/** Everything the service's build (scripts/build.mjs) reads: its sources (not its tests) and the compiler settings. */
+export function serviceSourcesFingerprint(root) {
+  return sourcesFingerprint(root, {
+    directories: ['src'],
+    files: ['tsconfig.json', 'tsconfig.build.json', 'scripts/build.mjs', 'scripts/source-stamp.mjs'],
+    include: (name) => name.endsWith('.ts') && !name.endsWith('.test.ts'),
+  });
+}

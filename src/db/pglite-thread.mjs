@@ -1,7 +1,6 @@
 // Entry point of the embedded store's thread when the TypeScript sources run directly (vitest,
-// tsx scripts): a worker thread does not inherit the loader registered in the main thread. The
-// compiled service (dist/) loads pglite-thread.js instead; see embedded-store-thread.ts.
-import { register } from 'tsx/esm/api';
+// tsx scripts): see src/thread-module.mjs. The compiled service (dist/) loads pglite-thread.js
+// instead; see embedded-store-thread.ts.
+import { importThreadModule } from '../thread-module.mjs';
 
-register();
-await import('./pglite-thread.ts');
+await importThreadModule(new URL('./pglite-thread.ts', import.meta.url).href);

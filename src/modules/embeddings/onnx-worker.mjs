@@ -1,9 +1,8 @@
 // Entry point of the ONNX embedder's worker threads when the TypeScript sources run directly
-// (vitest, tsx): a worker thread does not inherit the loader registered in the main thread. The
-// compiled service (dist/) loads onnx-worker.js instead; see onnx-embedder.ts.
-import { register } from 'tsx/esm/api';
+// (vitest, tsx): see src/thread-module.mjs. The compiled service (dist/) loads onnx-worker.js
+// instead; see onnx-embedder.ts.
+import { importThreadModule } from '../../thread-module.mjs';
 
-register();
-const { default: embedOne } = await import('./onnx-worker.ts');
+const { default: embedOne } = await importThreadModule(new URL('./onnx-worker.ts', import.meta.url).href);
 
 export default embedOne;
