@@ -17,9 +17,6 @@ for (const file of files) {
     totals.failed += 1;
     continue;
   }
-  totals.passed += report.numPassedTests;
-  totals.failed += report.numFailedTests;
-  totals.skipped += report.numPendingTests + report.numTodoTests;
   if (report.numTotalTestSuites === 0 || report.numTotalTests === 0) totals.failed += 1;
   // A hook that fails (a server that did not start in beforeAll) leaves its tests marked skipped
   // and no test failed: the file's own failure is counted, and every test that did not pass is
@@ -32,7 +29,16 @@ for (const file of files) {
       process.stdout.write(`${label}: ${name} failed outside its tests: ${firstLine(testFile.message)}\n`);
     }
     for (const test of testFile.assertionResults ?? []) {
-      if (test.status !== 'passed') process.stdout.write(`${label}: ${test.status} ${name} > ${test.fullName}\n`);
+      // vitest reports a test that began or waited but never ended (its test process died) as
+      // pending: it did not pass, and counts as failed, not as skipped.
+      const unfinished = test.status === 'pending';
+      if (test.status === 'passed') totals.passed += 1;
+      else if (test.status === 'failed' || unfinished) totals.failed += 1;
+      else totals.skipped += 1;
+      if (test.status !== 'passed') {
+        const status = unfinished ? 'did not finish (its test process died, or the run ended first)' : test.status;
+        process.stdout.write(`${label}: ${status} ${name} > ${test.fullName}\n`);
+      }
     }
   }
 }
