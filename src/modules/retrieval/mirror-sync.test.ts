@@ -6,17 +6,19 @@ import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { unloaded } from './held-workspace.js';
 import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
+import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
 
 // The in-memory keyword side of the pgvector index following the change log through a merge into
-// the graph, on the leg's store (the embedded one, or PostgreSQL on the pgvector leg).
+// the graph and through the log's cleanup, on the leg's store (the embedded one, or PostgreSQL on the pgvector leg).
 let dataDir: string;
 let db: Database;
 let index: VectorIndex & Required<Pick<VectorIndex, 'mergeIntoGraph'>>;
 let userId: string;
-const { workspaceWith, addDocuments } = indexedDocuments(() => ({ db, userId, index }));
+const { workspaceWith, addDocuments, keywordTexts } = indexedDocuments(() => ({ db, userId, index }));
+const openIndex = () => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'kb-mirror-sync-'));
@@ -40,7 +42,7 @@ const loggedMoves = async (workspaceId: string) =>
     ).map((row) => [String(row.moved), row.rows]),
   );
 
-describe("the keyword side's sync through a merge into the graph", () => {
+describe("the keyword side's sync through the change log: a merge's moves and the log's cleanup", () => {
   it("logs a merge's moves as moves, reads none of them again, and reads a moved chunk a load missed", async () => {
     const texts = Array.from({ length: 12 }, (_, i) => `heron ${i} wades the estuary`);
     const { workspaceId } = await workspaceWith('moves', [{ texts, vectors: texts.map((_, i) => unit(200 + i)) }]);
@@ -76,5 +78,39 @@ describe("the keyword side's sync through a merge into the graph", () => {
     await catchUpWorkspace(db.prisma, undefined, workspaceId, held);
     expect(held.postings.has(egret!.id)).toBe(false);
     expect(held.postings.chunkCount).toBe(12);
+  });
+
+  it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
+    const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
+    const logged = async () => {
+      const [row] = await db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
+      return Number(row!.count);
+    };
+    // A reader that holds the workspace from before the second document.
+    const early = await openIndex();
+    expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
+    await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
+    expect(await logged()).toBe(2);
+    // A cleanup's horizon is the oldest transaction running anywhere on the server. Other
+    // test files' work (a CREATE DATABASE, say) may hold it back for a moment; the marks below
+    // must be past both rows' transactions.
+    for (let waited = 0; ; waited += 50) {
+      const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
+        SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
+      if (past!.past) break;
+      if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await cleanChangeLog(db.prisma);
+    expect(await logged()).toBe(2);
+    // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
+    await db.prisma.$executeRaw`UPDATE chunk_index_log_marks SET marked_at = marked_at - interval '25 hours'`;
+    await cleanChangeLog(db.prisma);
+    expect(await logged()).toBe(0);
+    expect((await keywordTexts(early, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
+    const other = await openIndex();
+    expect((await keywordTexts(other, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
+    await other.close();
+    await early.close();
   });
 });

@@ -8,7 +8,6 @@ import { openDatabase, type Database } from '../../db/database.js';
 import { BackgroundWork } from '../../observability/background-work.js';
 import { analyze, termFrequencies } from './analyzer.js';
 import { parseSketch, sketchOf } from './fresh-vectors.js';
-import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dimensions, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
@@ -315,38 +314,4 @@ describe('the pgvector index', () => {
     }
     await db.prisma.workspace.deleteMany({ where: { id: { in: [large.workspaceId, small.workspaceId] } } });
   }, 60_000);
-
-  it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
-    const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
-    const logged = async () => {
-      const [row] = await db.prisma.$queryRaw<{ count: bigint }[]>`SELECT count(*) AS count FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
-      return Number(row!.count);
-    };
-    // A reader that holds the workspace from before the second document.
-    const early = await openIndex();
-    expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
-    await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
-    expect(await logged()).toBe(2);
-    // A cleanup's horizon is the oldest transaction running anywhere on the server. Other
-    // test files' work (a CREATE DATABASE, say) may hold it back for a moment; the marks below
-    // must be past both rows' transactions.
-    for (let waited = 0; ; waited += 50) {
-      const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
-        SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
-      if (past!.past) break;
-      if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    await cleanChangeLog(db.prisma);
-    expect(await logged()).toBe(2);
-    // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
-    await db.prisma.$executeRaw`UPDATE chunk_index_log_marks SET marked_at = marked_at - interval '25 hours'`;
-    await cleanChangeLog(db.prisma);
-    expect(await logged()).toBe(0);
-    expect((await keywordTexts(early, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
-    const other = await openIndex();
-    expect((await keywordTexts(other, workspaceId, 'lantern')).sort()).toEqual(['lantern glow', 'lantern light']);
-    await other.close();
-    await early.close();
-  });
 });
