@@ -120,6 +120,7 @@ export default defineConfig({
       ...(runLlama ? [] : llama),
       ...(runElasticsearchCluster ? [] : elasticsearchCluster),
     ],
+    globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Each file starts its own server and store; two cores do not gain from more at once.

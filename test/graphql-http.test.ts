@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { describe, expect, it } from 'vitest';
+import { serverBed, startTestServer, type TestServer, type TestUser } from './support/server.js';
 
 let server: TestServer;
 let user: TestUser;
 
-beforeAll(async () => {
-  server = await startTestServer();
-  user = await server.createUser();
-});
-afterAll(() => server.close());
+serverBed((started) => ({ server, user } = started));
 
 type Answer = { status: number; headers: Headers; text: string; body: any };
 

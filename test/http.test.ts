@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { describe, expect, it } from 'vitest';
+import { expectError, serverBed, type TestServer, type TestUser } from './support/server.js';
 
 let server: TestServer;
 let user: TestUser;
 
-beforeAll(async () => {
-  server = await startTestServer();
-  user = await server.createUser();
-});
-afterAll(() => server.close());
+serverBed((started) => ({ server, user } = started));
 
 describe('health', () => {
   it('answers /healthz without authentication', async () => {

@@ -1,17 +1,13 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkJson, maxJsonDepth, maxMetadataBytes } from '../src/input-limits.js';
-import { expectError, startTestServer, type TestResponse, type TestServer, type TestUser } from './support/server.js';
+import { expectError, serverBed, type TestResponse, type TestServer, type TestUser } from './support/server.js';
 import { createWorkspace } from './support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
 
-beforeAll(async () => {
-  server = await startTestServer();
-  owner = await server.createUser();
-});
-afterAll(() => server.close());
+serverBed((started) => ({ server, user: owner } = started));
 
 const newWorkspace = (name?: string) => createWorkspace(server, owner, name);
 

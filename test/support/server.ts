@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { adminCommands } from '../../src/cli/admin-commands.js';
 import { loadConfig, type Config } from '../../src/config.js';
+import { embeddedStoreDirectory } from '../../src/db/embedded-store.js';
 
 export type TestUser = { id: string; email: string; key: string };
 
@@ -76,6 +78,19 @@ export async function createOwnDatabase(serverUrl: string): Promise<{ url: strin
 }
 
 /**
+ * A test file's server and its first user: started before the file's tests and handed to
+ * `started`, and the server closed after them.
+ */
+export function serverBed(started: (bed: { server: TestServer; user: TestUser }) => void, environment: Record<string, string> = {}) {
+  let server: TestServer | undefined;
+  beforeAll(async () => {
+    server = await startTestServer(environment);
+    started({ server, user: await server.createUser() });
+  });
+  afterAll(() => server?.close());
+}
+
+/**
  * Starts the real service on a free port: the embedded store in a fresh directory, or a
  * database of its own on the PostgreSQL server named by DATABASE_URL (the CI matrix runs the
  * suite both ways).
@@ -84,6 +99,11 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-test-'));
   const serverUrl = environment.DATABASE_URL ?? process.env.DATABASE_URL;
   const database = serverUrl ? await createOwnDatabase(serverUrl) : undefined;
+  // An embedded store starts as a copy of the one the run migrated once (global-setup.ts): the
+  // same as a new store after its migrations, ready in under half the time (0.4 s to copy and
+  // about 2 s to open, against 5.3 s to make and migrate).
+  const migrated = serverUrl || environment.KB_DATA_DIR ? null : inject('migratedEmbeddedStore');
+  if (migrated) await cp(migrated, embeddedStoreDirectory(dataDir), { recursive: true });
   const config = loadConfig({
     ...process.env,
     HOST: '127.0.0.1',

@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { describe, expect, it } from 'vitest';
+import { expectError, serverBed, type TestServer, type TestUser } from '../../../test/support/server.js';
 
 let server: TestServer;
 let owner: TestUser;
 
-beforeAll(async () => {
-  server = await startTestServer();
-  owner = await server.createUser();
-});
-afterAll(() => server.close());
+serverBed((started) => ({ server, user: owner } = started));
 
 const allScopes = ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'];
 

@@ -1,18 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatHelpers, type MessageBody, type SessionBody } from '../../../test/support/chat.js';
+import { describe, expect, it } from 'vitest';
+import { chatBed, type MessageBody, type SessionBody } from '../../../test/support/chat.js';
 import { createWorkspace, isoTimestamp, missingId, uuid } from '../../../test/support/fixtures.js';
-import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { expectError, type TestServer, type TestUser } from '../../../test/support/server.js';
 
 // Chat sessions deleted, named by odd ids, and guarded from other users and scopes, over REST and GraphQL.
 let server: TestServer;
 let owner: TestUser;
-const { createSession, sendMessage } = chatHelpers(() => ({ server, owner }));
-
-beforeAll(async () => {
-  server = await startTestServer();
-  owner = await server.createUser();
-});
-afterAll(() => server.close());
+const { createSession, sendMessage } = chatBed((started) => ({ server, owner } = started));
 
 describe('chat sessions over REST: deletion, ids and access', () => {
   it('deletes a session with its messages: 204, then 404 on every endpoint', async () => {

@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectError, startTestServer, type TestServer, type TestUser } from '../../../test/support/server.js';
+import { describe, expect, it } from 'vitest';
+import { expectError, serverBed, type TestServer, type TestUser } from '../../../test/support/server.js';
 import { createWorkspace, isoTimestamp, uuid } from '../../../test/support/fixtures.js';
 
 let server: TestServer;
 let owner: TestUser;
 
-beforeAll(async () => {
-  server = await startTestServer();
-  owner = await server.createUser();
-});
-afterAll(() => server.close());
+serverBed((started) => ({ server, user: owner } = started));
 
 describe('workspaces over REST', () => {
   it('creates a workspace: 201 with id, trimmed name and timestamps', async () => {
