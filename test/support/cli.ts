@@ -1,27 +1,32 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeEach } from 'vitest';
 
 export const kbBin = fileURLToPath(new URL('../../bin/kb.mjs', import.meta.url));
 
 // The tests run the TypeScript sources, but a spawned `kb` runs dist/: bring it up to date with
-// them first. A no-op when it is (`npm test` has built it); `npx vitest run <file>` after an
-// edit rebuilds here. Concurrent builds wait for one another (see scripts/build.mjs).
-try {
-  execFileSync(process.execPath, [fileURLToPath(new URL('../../scripts/build.mjs', import.meta.url)), '--if-stale'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-} catch (error) {
-  const { stdout = '', stderr = '' } = error as { stdout?: Buffer; stderr?: Buffer };
-  throw new Error(`npm run build failed, and the tests spawn kb from dist/:\n${stdout}${stderr}`);
+// them before the first spawn. A no-op when it is (`npm test` has built it); `npx vitest run
+// <file>` after an edit rebuilds here. Concurrent builds wait for one another (see scripts/build.mjs).
+let built = false;
+function buildOnce() {
+  if (built) return;
+  try {
+    execFileSync(process.execPath, [fileURLToPath(new URL('../../scripts/build.mjs', import.meta.url)), '--if-stale'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    built = true;
+  } catch (error) {
+    const { stdout = '', stderr = '' } = error as { stdout?: Buffer; stderr?: Buffer };
+    throw new Error(`npm run build failed, and the tests spawn kb from dist/:\n${stdout}${stderr}`);
+  }
 }
 
-// Every `kb` this file spawns is ended by the file, whatever happens to the test that started
+// Every `kb` a test file spawns is ended by that file, whatever happens to the test that started
 // it: after each test (passed, failed or timed out: a timed-out test's own `finally` may never
 // run), after all (children of beforeAll hooks, or spawned late by a test that timed out), and
 // when the worker process exits. `kb serve` also gets an IPC channel and stops when it closes,
-// which covers a worker that is killed outright.
+// which covers a worker that is killed outright. The hooks are registered per file by
+// test/support/per-file.ts: files of one worker share this module.
 const running = new Set<ChildProcess>();
 let spawnedByTest: Set<ChildProcess> | undefined;
 let finished = false;
@@ -35,6 +40,7 @@ function track(child: ChildProcess) {
 
 function launch(args: string[], env: NodeJS.ProcessEnv, ipc: boolean) {
   if (finished) throw new Error(`kb ${args.join(' ')}: spawned after the test file's teardown`);
+  buildOnce();
   return track(spawn(process.execPath, [kbBin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc' as const] : [])] }));
 }
 
@@ -53,18 +59,25 @@ async function end(children: Iterable<ChildProcess>, graceMs = 5_000) {
   );
 }
 
-beforeEach(() => {
-  spawnedByTest = new Set();
-});
-afterEach(async () => {
-  const children = spawnedByTest ?? [];
-  spawnedByTest = undefined;
-  await end(children);
-});
-afterAll(async () => {
-  finished = true;
-  await end(running);
-});
+/** What test/support/per-file.ts calls around each test file and each test. */
+export const spawnedKb = {
+  fileStarts() {
+    finished = false;
+  },
+  testStarts() {
+    spawnedByTest = new Set();
+  },
+  async testEnded() {
+    const children = spawnedByTest ?? [];
+    spawnedByTest = undefined;
+    await end(children);
+  },
+  async fileEnded() {
+    finished = true;
+    await end(running);
+  },
+};
+
 process.once('exit', () => {
   for (const child of running) if (!hasExited(child)) child.kill('SIGKILL');
 });
