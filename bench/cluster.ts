@@ -302,16 +302,19 @@ runBenchmark(async () => {
       await sleep(15_000);
     }
   })();
-  // Keys: one user asks for 150 in the load's second minute, spread over it; another creates,
-  // uses and revokes a key every 20 s and then tries it three times.
-  const keyWindow = { start: 60, end: 120 };
-  const keyCreations: number[] = [];
+  // Keys: one user asks for 150 in the load's second minute, spread over its first 45 s; another
+  // creates, uses and revokes a key every 20 s and then tries it three times.
+  const keyWindow = { start: 60, spreadMs: 45_000 };
+  /** Each key creation of the burst: when it was sent and answered (ms after the burst's first was sent), and its status. */
+  const keyCreations: { sentMs: number; answeredMs: number; status: number }[] = [];
   const keys = (async () => {
     await sleep(keyWindow.start * 1000);
+    const burstStart = performance.now();
     for (let n = 0; n < 150 && running(); n++) {
+      const sentMs = performance.now() - burstStart;
       const response = await timed('key create', () => fetch(lb('/v1/user/me/api-keys'), { method: 'POST', headers: auth(users[3]!.key, { 'content-type': 'application/json' }), body: JSON.stringify({ name: `burst ${n}`, scopes: ['kb:read'] }) }));
-      keyCreations.push(response?.status ?? 0);
-      await sleep(((keyWindow.end - keyWindow.start) * 1000) / 160);
+      keyCreations.push({ sentMs, answeredMs: performance.now() - burstStart, status: response?.status ?? 0 });
+      await sleep(keyWindow.spreadMs / 150);
     }
   })();
   let revokedGotThrough = 0;
@@ -447,14 +450,27 @@ runBenchmark(async () => {
     const statuses = [...new Set(of.map((outcome) => outcome.status))].sort().map((status) => `${status}: ${of.filter((outcome) => outcome.status === status).length}`).join(', ');
     return [kind, String(of.length), statuses, percentile(latencies, 50).toFixed(0), percentile(latencies, 95).toFixed(0), percentile(latencies, 99).toFixed(0)];
   });
-  const allowedKeys = keyCreations.filter((status) => status === 201).length;
+  // The limit's minute starts when the user's first call reaches it, after the burst's first was
+  // sent: a creation answered within a minute of that sending was counted in the first minute.
+  // One answered later may have opened the next minute, where it is allowed again.
+  const inFirstMinute = keyCreations.filter((creation) => creation.answeredMs < 60_000);
+  const allowedKeys = inFirstMinute.filter((creation) => creation.status === 201).length;
+  const afterFirstMinute = keyCreations.filter((creation) => creation.answeredMs >= 60_000);
+  const keyBurst = {
+    sent: keyCreations.length,
+    answeredInFirstMinute: inFirstMinute.length,
+    allowedInFirstMinute: allowedKeys,
+    answeredLater: afterFirstMinute.length,
+    allowedLater: afterFirstMinute.filter((creation) => creation.status === 201).length,
+    lastAnsweredMs: Math.round(keyCreations.at(-1)?.answeredMs ?? 0),
+  };
   const checks = [
     ['streams without a terminal event', String(withoutTerminal), '0'],
     ['events seen twice after resumes', String(twice), '0'],
     ['logged events missing from what clients saw', String(missing), '0'],
     ['uploaded documents not ready', String(notReady.length), '0'],
     ['ledger against the charges clients saw', ledgerExact ? 'exact' : 'differs', 'exact'],
-    [`key creations allowed of ${keyCreations.length} in one minute`, String(allowedKeys), '100'],
+    [`key creations allowed of the ${inFirstMinute.length} answered in the burst's first minute (${keyCreations.length} sent)`, String(allowedKeys), '100'],
     [`requests by revoked keys that got through (${revocations} keys revoked)`, String(revokedGotThrough), '0'],
     ['5xx or no answer outside a fault window', String(outsideWindows.length), '0'],
     ['agent streams open at once, at the most', String(streams.most), `≥ ${peakStreams}`],
@@ -467,6 +483,7 @@ runBenchmark(async () => {
   process.stdout.write(`\n${textTable(['requests', 'count', 'statuses', 'p50 ms', 'p95 ms', 'p99 ms'], byKind)}\n`);
   process.stdout.write(`\n${textTable(['fault', 'window', '5xx/no answer', 'causes'], faultRows, () => false)}\n`);
   process.stdout.write(`\n${textTable(['check', 'result', 'must be'], checks, () => false)}\n`);
+  process.stdout.write(`\nkey creations: ${keyBurst.sent} sent over ${(keyBurst.lastAnsweredMs / 1000).toFixed(1)} s; ${keyBurst.allowedInFirstMinute} of the ${keyBurst.answeredInFirstMinute} answered in the first minute allowed, ${keyBurst.allowedLater} of the ${keyBurst.answeredLater} answered after it\n`);
   const result = {
     date: new Date().toISOString(),
     machine: machineDescription(),
@@ -475,6 +492,7 @@ runBenchmark(async () => {
     requests: byKind,
     faults: faultRows,
     checks,
+    keyBurst,
     streamsOpen: streams.perSecond,
     ledger,
     runs: runs.length,
@@ -494,7 +512,10 @@ runBenchmark(async () => {
       heading: `A fleet under load and faults (${indexKind})`,
       meta: `${result.date}, ${minutes} min, ${result.machine}`,
       body: `<h2>Requests</h2>${htmlTable(['requests', 'count', 'statuses', 'p50 ms', 'p95 ms', 'p99 ms'], byKind)}<h2>Faults</h2>${htmlTable(['fault', 'window', '5xx/no answer', 'causes'], faultRows)}<h2>Checks</h2>${htmlTable(['check', 'result', 'must be'], checks)}<h2>Agent streams open</h2>${streamsChart(streams.perSecond, faults, minutes * 60)}`,
-      notes: [`${runs.length} agent runs, ${result.resumedRuns} resumed after a cut`],
+      notes: [
+        `${runs.length} agent runs, ${result.resumedRuns} resumed after a cut`,
+        `key creations: ${keyBurst.sent} sent over ${(keyBurst.lastAnsweredMs / 1000).toFixed(1)} s, ${keyBurst.answeredLater} answered after the first minute (${keyBurst.allowedLater} of them allowed, in the next minute)`,
+      ],
     }),
   );
   if (!checks.every(met)) process.exitCode = 1;
