@@ -42,12 +42,31 @@ const loggedMoves = async (workspaceId: string) =>
     ).map((row) => [String(row.moved), row.rows]),
   );
 
+/**
+ * Waits until the oldest transaction running anywhere on the store's server is younger than every
+ * logged change of the workspace: a load's or a cleanup's horizon is that oldest transaction, and
+ * on the pgvector leg other test files' work on the same server (a CREATE DATABASE, say) may hold
+ * it back for a moment.
+ */
+async function untilHorizonPasses(workspaceId: string) {
+  for (let waited = 0; ; waited += 50) {
+    const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
+      SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
+    if (past!.past) return;
+    if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 describe("the keyword side's sync through the change log: a merge's moves and the log's cleanup", () => {
   it("logs a merge's moves as moves, reads none of them again, and reads a moved chunk a load missed", async () => {
     const texts = Array.from({ length: 12 }, (_, i) => `heron ${i} wades the estuary`);
     const { workspaceId } = await workspaceWith('moves', [{ texts, vectors: texts.map((_, i) => unit(200 + i)) }]);
     expect(await loggedMoves(workspaceId)).toEqual({ false: 12 });
 
+    // Loaded with a horizon past the writes: a horizon behind them would have the sync read the
+    // written chunks again, as it must for changes it may not have seen.
+    await untilHorizonPasses(workspaceId);
     const held = unloaded();
     await loadWorkspace(db.prisma, undefined, workspaceId, held);
     expect([held.postings.chunkCount, held.fresh.size]).toEqual([12, 12]);
@@ -91,16 +110,8 @@ describe("the keyword side's sync through the change log: a merge's moves and th
     expect(await keywordTexts(early, workspaceId, 'lantern')).toEqual(['lantern light']);
     await addDocuments(workspaceId, [{ texts: ['lantern glow'], vectors: [unit(91)] }]);
     expect(await logged()).toBe(2);
-    // A cleanup's horizon is the oldest transaction running anywhere on the server. Other
-    // test files' work (a CREATE DATABASE, say) may hold it back for a moment; the marks below
-    // must be past both rows' transactions.
-    for (let waited = 0; ; waited += 50) {
-      const [past] = await db.prisma.$queryRaw<{ past: boolean }[]>`
-        SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) AS past FROM chunk_index_log WHERE workspace_id = ${workspaceId}::uuid`;
-      if (past!.past) break;
-      if (waited > 30_000) throw new Error('a transaction older than this test kept running for 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    // The marks below must be past both rows' transactions.
+    await untilHorizonPasses(workspaceId);
     await cleanChangeLog(db.prisma);
     expect(await logged()).toBe(2);
     // As if the marks made so far had been made a day ago: both rows go, the second unread by `early`.
