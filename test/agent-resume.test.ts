@@ -99,13 +99,13 @@ const ask = (body: Record<string, unknown> = {}, options: Parameters<typeof stre
 const balance = async (key = user.key) => (await server.request('GET', '/v1/user/me', { key })).body.creditsBalance as number;
 const job = (jobId: string, query = '', key = user.key) => server.request('GET', `/v1/agent/jobs/${jobId}${query}`, { key });
 
-/** GET /v1/agent/jobs/{id}/events, read to its end (or to `stopAfter`). */
 /** Starts a resumable run and leaves its stream once the run has started. */
 async function startedThenLeft() {
   const first = await ask({ resumable: true }, { stopAfter: (event) => event.type === 'job_started' });
   return { first, jobId: first.events[0]!.jobId as string };
 }
 
+/** GET /v1/agent/jobs/{id}/events, read to its end (or to `stopAfter`). */
 function events(jobId: string, options: { lastEventId?: string; query?: string; key?: string; stopAfter?: (event: AgentEvent) => boolean } = {}) {
   const headers: Record<string, string> = { authorization: `Bearer ${options.key ?? user.key}`, accept: 'text/event-stream' };
   if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
@@ -811,24 +811,36 @@ acrossServers('across servers', () => {
   }, 120_000);
 
   /**
-   * Starts a resumable run on a second server on the same store, holds it after `tokens` words,
-   * runs `meanwhile`, drains that server within a second, and resumes the run on `server`.
+   * Starts a resumable run on a second server on the same store and holds it after `tokens`
+   * words; runs `meanwhile`, lets `rerun` set how the model makes the run again on `server` (as
+   * the first time, by default), then drains the second server within a second and lets its hold go.
    */
-  async function handedOver(name: string, tokens: number, meanwhile?: (jobId: string) => Promise<void>) {
+  async function drainedDuring(name: string, tokens: number, options: { meanwhile?: (jobId: string) => Promise<void>; rerun?: () => void } = {}) {
     const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-${name}`, drainSeconds: 1, drainNoticeSeconds: 0 });
     try {
       const { first, jobId } = await startThenHold(draining.url, tokens);
-      await meanwhile?.(jobId);
-      const drained = performance.now();
+      await options.meanwhile?.(jobId);
+      const releaseFirst = release;
+      options.rerun?.();
+      const drainedAt = performance.now();
       await draining.close({ drain: true });
-      release();
+      releaseFirst();
+      return { first, jobId, drainedAt };
+    } finally {
+      await draining.close();
+    }
+  }
+
+  /** A run drained as drainedDuring does, then resumed on `server` from the last event its first client took. */
+  async function handedOver(name: string, tokens: number, meanwhile?: (jobId: string) => Promise<void>) {
+    try {
+      const { first, jobId, drainedAt } = await drainedDuring(name, tokens, { meanwhile });
       const rest = await resumeOn(server.url, jobId, first.ids.at(-1)!);
       expect(rest.status).toBe(200);
       expectIds(rest, jobId, first.events.length + 1);
-      return { first, rest, jobId, resumedAfterMs: performance.now() - drained };
+      return { first, rest, jobId, resumedAfterMs: performance.now() - drainedAt };
     } finally {
       release();
-      await draining.close();
     }
   }
 
@@ -854,23 +866,11 @@ acrossServers('across servers', () => {
     expect((await job(jobId)).body.status).toBe('failed');
   }, 120_000);
 
-  /**
-   * Starts a resumable run on a second server, read until three words of its answer, and drains
-   * that server; `server` takes the run over, and its model does as `rerun` sets it.
-   */
+  /** A run drained after three words of its answer (drainedDuring), once `server` has taken it over. */
   async function takenOver(name: string, rerun: () => void) {
-    const draining = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-${name}`, drainSeconds: 1, drainNoticeSeconds: 0 });
-    try {
-      const { first, jobId } = await startThenHold(draining.url, 3);
-      const releaseFirst = release;
-      rerun();
-      await draining.close({ drain: true });
-      releaseFirst();
-      await until(async () => (await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: jobId }, select: { takeovers: true } })).takeovers === 1);
-      return { first, jobId };
-    } finally {
-      await draining.close();
-    }
+    const drained = await drainedDuring(name, 3, { rerun });
+    await until(async () => (await server.app.db.prisma.agentJob.findUniqueOrThrow({ where: { id: drained.jobId }, select: { takeovers: true } })).takeovers === 1);
+    return drained;
   }
 
   const loggedRows = (jobId: string) => server.app.db.prisma.agentEvent.findMany({ where: { jobId }, orderBy: { seq: 'asc' }, select: { seq: true, data: true } });
