@@ -338,7 +338,7 @@ export async function scale(argv: string[]) {
         step.chunks.toLocaleString('en-US'),
         step.writeSeconds.toFixed(0),
         step.settleSeconds.toFixed(0),
-        (step.storeQuietSeconds ?? NaN).toFixed(0),
+        step.storeQuietSeconds.toFixed(0),
         step.firstSearchMs.toFixed(0),
         step.latencyMs.api.p50.toFixed(1),
         step.latencyMs.api.p95.toFixed(1),
