@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyCache } from './auth/api-key-cache.js';
-import { loadModels, openBackends, startIngestionQueue } from './backends.js';
+import { lentModels, loadModels, openBackends, startIngestionQueue, type ModelOptions, type Models } from './backends.js';
 import { adminSocketPath, startAdminChannel } from './cli/admin-channel.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
@@ -66,13 +66,28 @@ export async function ensureFirstAdmin(db: Database) {
   }
 }
 
-export async function startApp(config: Config, options: { log?: Logger; onFirstAdmin?: (rawKey: string) => void } = {}): Promise<RunningApp> {
+/** The models a server loads: a parsing thread per ingestion worker, started at once where it ingests. */
+export function serverModelOptions(config: Config): ModelOptions {
+  return { parseThreads: config.ingestion.concurrency, warmParsers: config.role !== 'api' };
+}
+
+export type StartOptions = {
+  log?: Logger;
+  onFirstAdmin?: (rawKey: string) => void;
+  /**
+   * Models loaded by the caller for this app's configuration, which it keeps open after the app
+   * closes (see lentModels): the test suite loads them once for many servers in one process.
+   */
+  models?: Models;
+};
+
+export async function startApp(config: Config, options: StartOptions = {}): Promise<RunningApp> {
   const log = options.log ?? createLogger(config.logLevel);
   const concurrency = config.ingestion.concurrency;
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
   // The model and the parsing threads load while the store opens: neither needs it.
-  const models = loadModels(config, { parseThreads: concurrency, warmParsers: works });
+  const models = options.models ? Promise.resolve(lentModels(options.models)) : loadModels(config, serverModelOptions(config));
   // Awaited by openBackends below; a failure meanwhile must not count as unhandled.
   models.catch(() => undefined);
   const closeModels = () => models.then((loaded) => loaded.close(), () => undefined);

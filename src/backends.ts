@@ -65,6 +65,26 @@ export async function loadModels(config: Config, options: ModelOptions): Promise
   }
 }
 
+/**
+ * The same models for a process that does not own them: closing these leaves the models open for
+ * their owner, who loaded them once for several servers in one process (the test suite).
+ */
+export function lentModels({ embedder, parsePool }: Models): Models {
+  const leftOpen = async () => {};
+  return {
+    embedder: { modelId: embedder.modelId, dimensions: embedder.dimensions, embed: (texts, purpose, signal) => embedder.embed(texts, purpose, signal), close: leftOpen },
+    parsePool: {
+      parse: (task, signal, onProgress) => parsePool.parse(task, signal, onProgress),
+      get threads() {
+        return parsePool.threads;
+      },
+      warmed: parsePool.warmed,
+      close: leftOpen,
+    },
+    close: leftOpen,
+  };
+}
+
 export type BackendOptions = {
   /** The index prepares for searches at start (pgvector: keyword postings); a CLI command that only writes does not. */
   loadAhead?: boolean;
