@@ -97,10 +97,11 @@ export function kb(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: numb
 
 export type ServerProcess = { child: ChildProcess; url: string; output: () => string };
 
-/** Starts `kb serve` on a free port and resolves once it prints its address. */
-export function serve(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
+/** Starts `kb serve` on a free port and resolves once it prints its address; `spawned` hears of the process at once. */
+export function serve(env: NodeJS.ProcessEnv, spawned?: (child: ChildProcess) => void): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
     const child = launch(['serve'], { ...env, PORT: '0' }, true);
+    spawned?.(child);
     let output = '';
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
