@@ -10,22 +10,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
 import { isRunning, kb, serve, stop } from './support/cli.js';
-import { copyMigratedStore } from './support/server.js';
+import { copyMigratedStore, migratedDataDir } from './support/server.js';
 
 /** An embedded store in `dataDir`, never the suite's DATABASE_URL. */
 function environment(dataDir: string, overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: '', KB_LOG_LEVEL: 'error', ...overrides };
-}
-
-/**
- * A data directory holding a copy of the run's migrated store, which has no user yet: a start
- * there is a first start without the 2.5 s of making and migrating the store, which the first
- * test below pays on an empty directory.
- */
-async function migratedDataDir(prefix: string) {
-  const dataDir = await mkdtemp(path.join(tmpdir(), prefix));
-  await copyMigratedStore(dataDir);
-  return dataDir;
 }
 
 describe('kb serve on an embedded store of its own', { timeout: 120_000 }, () => {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kb as runKb, serve, stop } from './support/cli.js';
 import { benchPdfDirectory } from './support/documents.js';
-import { createOwnDatabase } from './support/server.js';
+import { createOwnDatabase, migratedDataDir } from './support/server.js';
 
 const allScopes = ['user:read', 'user:write', 'kb:read', 'kb:write', 'chat:read', 'chat:write'];
 
@@ -13,7 +13,7 @@ let dataDir: string;
 let database: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-cli-'));
+  dataDir = await migratedDataDir('kb-cli-');
   // On PostgreSQL a database of this file's own: a server on the suite's shared one would take
   // other files' jobs and, stopped with SIGTERM, wait for them to finish.
   if (process.env.DATABASE_URL) database = await createOwnDatabase(process.env.DATABASE_URL);

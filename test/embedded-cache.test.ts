@@ -1,5 +1,4 @@
-import { mkdtemp, rm, truncate, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -9,13 +8,14 @@ import { Prisma } from '../src/generated/prisma/client.js';
 import { openPgvectorIndex } from '../src/modules/retrieval/pgvector-index.js';
 import { FreshRowsMerge } from '../src/modules/retrieval/pgvector-merge.js';
 import type { VectorIndex } from '../src/modules/retrieval/vector-index.js';
+import { migratedDataDir } from './support/server.js';
 import { indexedDocuments, model, unit } from './support/vector-index.js';
 
 // The embedded store on every leg of the matrix: PostgreSQL's own cache is its administrator's.
 let dataDir: string;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-'));
+  dataDir = await migratedDataDir('kb-cache-');
 });
 
 afterAll(async () => {
@@ -67,7 +67,7 @@ describe("the embedded store's page cache as the store grows", () => {
   });
 
   it('restarts the open store with it, while requests go on, and loses nothing', async () => {
-    const grownDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-grows-'));
+    const grownDir = await migratedDataDir('kb-cache-grows-');
     const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: grownDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
     try {
       const cache = async () => (await db.prisma.$queryRawUnsafe<{ shared_buffers: string }[]>('SHOW shared_buffers'))[0]!.shared_buffers;
@@ -114,7 +114,7 @@ describe("the embedded store's page cache as the store grows", () => {
   }, 120_000);
 
   it('grows ahead of what its tables are about to gain, as the index estimates it', async () => {
-    const aheadDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-ahead-'));
+    const aheadDir = await migratedDataDir('kb-cache-ahead-');
     const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: aheadDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
     try {
       let expected = 0;
@@ -136,7 +136,7 @@ describe("the embedded store's page cache as the store grows", () => {
   }, 120_000);
 
   it('stays as KB_STORE_CACHE_MB sets it', async () => {
-    const fixedDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-fixed-'));
+    const fixedDir = await migratedDataDir('kb-cache-fixed-');
     const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: fixedDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '64' }));
     try {
       const grown = path.join(embeddedStoreDirectory(fixedDir), 'base', 'grown');
@@ -163,7 +163,7 @@ describe("the embedded store's page cache after a start", () => {
   const vector = (seed: number) => `[${Array.from({ length: 64 }, (_, i) => Math.sin(seed * 7.3 + i * 1.7).toFixed(4)).join(',')}]`;
 
   it('holds what searches use, the vector graph first, once the store has read it in after a start', async () => {
-    const warmDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-warm-'));
+    const warmDir = await migratedDataDir('kb-cache-warm-');
     const open = () => openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: warmDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '16' }));
     let db = await open();
     try {
@@ -205,7 +205,7 @@ describe("the embedded store's page cache after a start", () => {
 // cache is its administrator's, and a shared database's statistics count other writers too).
 describe('the chunks waiting outside the graph, as the page cache counts them', () => {
   it('are expected to grow the tables by about what their merge adds', async () => {
-    const estimateDir = await mkdtemp(path.join(tmpdir(), 'kb-cache-estimate-'));
+    const estimateDir = await migratedDataDir('kb-cache-estimate-');
     const db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: estimateDir, DATABASE_URL: '', KB_STORE_CACHE_MB: '' }));
     const index = (await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 << 20, loadAhead: false })) as VectorIndex & Required<Pick<VectorIndex, 'mergeIntoGraph'>>;
     try {

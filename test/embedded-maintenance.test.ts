@@ -1,17 +1,16 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { openDatabase, type Database } from '../src/db/database.js';
 import { vacuumAfterMergeMs } from '../src/db/embedded-maintenance.js';
+import { migratedDataDir } from './support/server.js';
 
 // The embedded store on every leg of the matrix: it is the one without autovacuum.
 let dataDir: string;
 let db: Database;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-maintenance-'));
+  dataDir = await migratedDataDir('kb-maintenance-');
   db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: '' }));
 }, 60_000);
 

@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kb, serve, stop, type ServerProcess } from './support/cli.js';
 import { makeTextPdf, readBenchPdf } from './support/documents.js';
-import { createOwnDatabase } from './support/server.js';
+import { createOwnDatabase, migratedDataDir } from './support/server.js';
 
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
 let database: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-crash-'));
+  dataDir = await migratedDataDir('kb-crash-');
   // On PostgreSQL a database of this file's own, so that the killed server's jobs are taken
   // again by its successor, not by a server another test file runs on the shared database.
   if (process.env.DATABASE_URL) database = await createOwnDatabase(process.env.DATABASE_URL);

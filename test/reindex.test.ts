@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { kb, serve, stop, type ServerProcess } from './support/cli.js';
+import { migratedDataDir } from './support/server.js';
 
 // Its own embedded store on every leg of the matrix: the test rewrites which model built the
 // index, which a store shared with other test files must never see.
@@ -13,7 +12,7 @@ let dataDir: string;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-reindex-'));
+  dataDir = await migratedDataDir('kb-reindex-');
   env = { ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: '', ELASTICSEARCH_URL: '', KB_LOG_LEVEL: 'error' };
 });
 afterAll(() => rm(dataDir, { recursive: true, force: true }));

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOwnDatabase } from '../../test/support/server.js';
+import { createOwnDatabase, migratedDataDir } from '../../test/support/server.js';
 import { loadConfig } from '../config.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { AppError } from '../errors.js';
@@ -50,7 +48,7 @@ const refusal = async (work: Promise<unknown>) => {
 };
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-policy-'));
+  dataDir = await migratedDataDir('kb-policy-');
   const postgresUrl = (!process.env.ELASTICSEARCH_URL && process.env.DATABASE_URL) || undefined;
   ownDatabase = postgresUrl ? await createOwnDatabase(postgresUrl) : undefined;
   db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: ownDatabase?.url ?? '' }));

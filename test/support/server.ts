@@ -103,6 +103,17 @@ export async function copyMigratedStore(dataDir: string) {
 }
 
 /**
+ * A new data directory, holding a copy of the run's migrated store where there is one (see
+ * copyMigratedStore): an embedded store opened there starts as a new one does after its
+ * migrations. Tests of a store made from nothing (its migrations, a first start) use an empty one.
+ */
+export async function migratedDataDir(prefix: string) {
+  const dataDir = await mkdtemp(path.join(tmpdir(), prefix));
+  await copyMigratedStore(dataDir);
+  return dataDir;
+}
+
+/**
  * The embedded model's threads and the parsing threads, loaded once per vitest worker for each
  * configuration that loads them alike and lent to every test server of that configuration: a
  * server's start then costs 2.3 s of CPU instead of 3.9 (1.6 s of it loading them). The files of

@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBenchPdf } from '../../../test/support/documents.js';
 import { loadConfig, type Config } from '../../config.js';
@@ -16,6 +14,7 @@ import { parseJob } from './parse-job.js';
 import { createParsePool, type ParsePool } from './parse-pool.js';
 import { openVectorIndex } from '../retrieval/select.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
+import { migratedDataDir } from '../../../test/support/server.js';
 
 // The parse stage on its own, against a real store and real parser threads, with no queue
 // around it: which jobs a claim takes together, and what running them together writes.
@@ -30,7 +29,7 @@ let workspaceId: string;
 let wakes = 0;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-parse-job-'));
+  dataDir = await migratedDataDir('kb-parse-job-');
   config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
   parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });

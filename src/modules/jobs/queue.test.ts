@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
-import { createOwnDatabase } from '../../../test/support/server.js';
+import { createOwnDatabase, migratedDataDir } from '../../../test/support/server.js';
 import { createUser } from '../user/service.js';
 import { advance } from './advance.js';
 import { LeaseLostError, type ClaimedJob, type JobHandler } from './job-handler.js';
@@ -21,7 +19,7 @@ const queues: JobQueue[] = [];
 let ownDatabase: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-queue-'));
+  dataDir = await migratedDataDir('kb-queue-');
   ownDatabase = process.env.DATABASE_URL ? await createOwnDatabase(process.env.DATABASE_URL) : undefined;
   db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(ownDatabase && { DATABASE_URL: ownDatabase.url }) }));
 }, 60_000);

@@ -1,8 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOwnDatabase } from '../../../test/support/server.js';
+import { createOwnDatabase, migratedDataDir } from '../../../test/support/server.js';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { createLogger } from '../../logger.js';
@@ -25,7 +23,7 @@ let documentId: string;
 const dimensions = 384;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-graph-merge-'));
+  dataDir = await migratedDataDir('kb-graph-merge-');
   const postgresUrl = (!process.env.ELASTICSEARCH_URL && process.env.DATABASE_URL) || undefined;
   ownDatabase = postgresUrl ? await createOwnDatabase(postgresUrl) : undefined;
   const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: ownDatabase?.url ?? '' });

@@ -1,6 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
@@ -10,6 +8,7 @@ import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
+import { migratedDataDir } from '../../../test/support/server.js';
 
 // The in-memory keyword side of the pgvector index following the change log through a merge into
 // the graph and through the log's cleanup, on the leg's store (the embedded one, or PostgreSQL on the pgvector leg).
@@ -21,7 +20,7 @@ const { workspaceWith, addDocuments, keywordTexts } = indexedDocuments(() => ({ 
 const openIndex = () => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-mirror-sync-'));
+  dataDir = await migratedDataDir('kb-mirror-sync-');
   const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
   index = (await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1 << 20, loadAhead: false })) as typeof index;

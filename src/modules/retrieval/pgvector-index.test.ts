@@ -1,6 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
@@ -11,6 +9,7 @@ import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dimensions, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
+import { migratedDataDir } from '../../../test/support/server.js';
 
 // What only pgvector does (the contract all indexes share is vector-index.test.ts): keyword
 // postings kept in memory and followed through the change log, and the merge of chunks written
@@ -25,7 +24,7 @@ const { addDocuments, workspaceWith, keywordTexts } = indexedDocuments(() => ({ 
 const openIndex = () => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024 });
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-pgvector-'));
+  dataDir = await migratedDataDir('kb-pgvector-');
   const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
   index = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });

@@ -1,6 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
@@ -10,6 +8,7 @@ import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
+import { migratedDataDir } from '../../../test/support/server.js';
 
 // The contract every index keeps, over each index this leg has: pgvector in the leg's store (the
 // embedded one, or PostgreSQL with pgvector; the Elasticsearch leg's PostgreSQL has none, so the
@@ -44,7 +43,7 @@ let db: Database;
 let userId: string;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'kb-index-'));
+  dataDir = await migratedDataDir('kb-index-');
   db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(elasticsearchUrl && { DATABASE_URL: '' }) }));
   userId = (await db.prisma.user.create({ data: { email: `index-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);
