@@ -155,11 +155,12 @@ export async function startTestServer(environment: Record<string, string> = {}):
     ...environment,
     ...(database && { DATABASE_URL: database.url }),
   });
-  const models = modelsFor(config);
-  const app = await startApp(config, { models: models && (await models) }).catch(async (error: unknown) => {
-    await database?.drop();
-    throw error;
-  });
+  const app = await Promise.resolve(modelsFor(config))
+    .then((models) => startApp(config, { models }))
+    .catch(async (error: unknown) => {
+      await database?.drop();
+      throw error;
+    });
 
   const request: TestServer['request'] = async (method, pathname, options = {}) => {
     const headers = new Headers(options.headers);
