@@ -106,6 +106,32 @@ describe('the pgvector index', () => {
       }
     });
 
+    // As a merge of another process holds rows it moves; on a loaded store for seconds.
+    it('writes a chunk again while another transaction holds its row for longer than 5 s', async () => {
+      const { workspaceId, documentIds } = await workspaceWith('held-row', [{ texts: ['moored barge'], vectors: [unit(90)] }]);
+      const chunk = await db.prisma.chunk.findFirstOrThrow({ where: { documentId: documentIds[0]! } });
+      const client = new pg.Client({ connectionString: postgresUrl });
+      await client.connect();
+      try {
+        await client.query('BEGIN');
+        const held = await client.query('SELECT 1 FROM chunk_index_fresh WHERE chunk_id = $1 FOR UPDATE', [chunk.id]);
+        expect(held.rowCount).toBe(1);
+        let settled = false;
+        const written = index.upsert([{ chunkId: chunk.id, documentId: chunk.documentId, workspaceId, embedding: unit(91), terms: analyze('moored barge') }]).finally(() => (settled = true));
+        written.catch(() => undefined);
+        await new Promise((resolve) => setTimeout(resolve, 6_000));
+        expect(settled).toBe(false);
+        await client.query('COMMIT');
+        await written;
+        const { vector } = await index.search({ workspaceIds: [workspaceId], vector: unit(91), terms: [], limit: 1, excludeDocumentIds: [] });
+        expect(vector[0]).toMatchObject({ chunkId: chunk.id });
+        expect(vector[0]!.score).toBeGreaterThan(0.999);
+      } finally {
+        await client.query('ROLLBACK').catch(() => undefined);
+        await client.end();
+      }
+    }, 30_000);
+
     // Only a server with concurrent connections can commit transactions out of the order of their ids.
     it('finds a chunk whose transaction began before, and committed after, a sync that saw a later one', async () => {
       const other = await openIndex();

@@ -12,6 +12,15 @@ import type { IndexedChunk, IndexModel, IndexSearch, VectorIndex } from './vecto
 /** Chunks written per transaction by `upsert`. */
 const upsertSliceRows = 100;
 
+/**
+ * How long one of the index's write transactions may last (Prisma's default is 5 s). Their
+ * statements are short, but they wait for a merge that holds the same rows, and on a store whose
+ * cores are taken by checkpoints, merges and other writers the time between statements alone
+ * passed 10 s in bench:search's million-chunk run. A transaction cut off there is rolled back and
+ * its embed job writes the whole document again, which adds to the load that made it slow.
+ */
+const writeTimeoutMs = 60_000;
+
 /** How often (at most) a process drops change-log rows no reader needs any more. */
 const logCleanupEveryMs = 10 * 60_000;
 
@@ -135,19 +144,22 @@ class PgvectorIndex implements VectorIndex {
     for (let first = 0; first < rows.length; first += upsertSliceRows) {
       const slice = rows.slice(first, first + upsertSliceRows);
       const ids = slice.map((row) => row.chunk_id);
-      await this.prisma.$transaction([
-        // The fresh row first: a merge moving it holds it, so this waits for the merge to commit
-        // and the next statement then finds (and replaces) the moved row.
-        this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE chunk_id = ANY(${ids}::uuid[])`,
-        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${ids}::uuid[])`,
-        // Chunks deleted meanwhile (their document was) are skipped rather than failing the batch.
-        this.prisma.$executeRaw`
-          INSERT INTO chunk_index_fresh (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
-          SELECT r.chunk_id, r.document_id, r.workspace_id, r.embedding::vector, r.terms, r.freqs, r.term_count
-            FROM jsonb_to_recordset(${JSON.stringify(slice)}::jsonb)
-                 AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
-           WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = r.chunk_id)`,
-      ]);
+      await this.prisma.$transaction(
+        [
+          // The fresh row first: a merge moving it holds it, so this waits for the merge to commit
+          // and the next statement then finds (and replaces) the moved row.
+          this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE chunk_id = ANY(${ids}::uuid[])`,
+          this.prisma.$executeRaw`DELETE FROM chunk_index WHERE chunk_id = ANY(${ids}::uuid[])`,
+          // Chunks deleted meanwhile (their document was) are skipped rather than failing the batch.
+          this.prisma.$executeRaw`
+            INSERT INTO chunk_index_fresh (chunk_id, document_id, workspace_id, embedding, terms, freqs, term_count)
+            SELECT r.chunk_id, r.document_id, r.workspace_id, r.embedding::vector, r.terms, r.freqs, r.term_count
+              FROM jsonb_to_recordset(${JSON.stringify(slice)}::jsonb)
+                   AS r(chunk_id uuid, document_id uuid, workspace_id uuid, embedding text, terms text[], freqs integer[], term_count integer)
+             WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = r.chunk_id)`,
+        ],
+        { timeout: writeTimeoutMs },
+      );
     }
     if (Date.now() - this.#logCleanedAt > logCleanupEveryMs) {
       // The rows are written; a cleanup that fails is tried again by a later write.
@@ -160,17 +172,23 @@ class PgvectorIndex implements VectorIndex {
 
   // Rows go with their chunks (ON DELETE CASCADE); these are for callers that keep the chunks.
   async deleteDocument(documentId: string) {
-    await this.prisma.$transaction([
-      this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE document_id = ${documentId}::uuid`,
-      this.prisma.$executeRaw`DELETE FROM chunk_index WHERE document_id = ${documentId}::uuid`,
-    ]);
+    await this.prisma.$transaction(
+      [
+        this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE document_id = ${documentId}::uuid`,
+        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE document_id = ${documentId}::uuid`,
+      ],
+      { timeout: writeTimeoutMs },
+    );
   }
 
   async deleteWorkspace(workspaceId: string) {
-    await this.prisma.$transaction([
-      this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid`,
-      this.prisma.$executeRaw`DELETE FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid`,
-    ]);
+    await this.prisma.$transaction(
+      [
+        this.prisma.$executeRaw`DELETE FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid`,
+        this.prisma.$executeRaw`DELETE FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid`,
+      ],
+      { timeout: writeTimeoutMs },
+    );
   }
 
   releaseMergedSpace() {
