@@ -206,9 +206,11 @@ describe('POST /v1/kb/query', () => {
         'query($input: SearchInput!) { search(input: $input) { documentId score } }',
         { input: { query: 'Which magnetometer does the Kestrel-4 probe carry?', workspaceIds: [workspaceId, second], topK: 100 } },
       );
-      expect(graphql.data!.search.map((result) => [result.documentId, result.score])).toEqual(
-        both.body.results.map((result: { document_id: string; score: number }) => [result.document_id, result.score]),
-      );
+      // The same chunks in the same order. The scores to within 0.005: on Elasticsearch a segment
+      // merge between the two searches changes the BM25 statistics (seen: 0.0800 and 0.0801).
+      const restResults = both.body.results as { document_id: string; score: number }[];
+      expect(graphql.data!.search.map((result) => result.documentId)).toEqual(restResults.map((result) => result.document_id));
+      graphql.data!.search.forEach((result, position) => expect(result.score).toBeCloseTo(restResults[position]!.score, 2));
 
       // One workspace the caller may not see refuses the whole search, naming it.
       const stranger = await server.createUser();
