@@ -20,8 +20,9 @@
  * Targets (issue 26): p50 < 50 ms and p95 < 150 ms in every minute of both timelines, and the
  * first search of the large workspace under 500 ms.
  *
- * `--store postgres` runs on DATABASE_URL (pgvector) instead of a new embedded store; the
- * workspaces it made are deleted at the end.
+ * `--store postgres` runs on DATABASE_URL (pgvector) instead of a new embedded store, and reports
+ * PostgreSQL's shared_buffers beside the size of the HNSW graph; the workspaces it made are
+ * deleted at the end.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -305,6 +306,15 @@ export async function timeline(argv: readonly string[]) {
     }
     await afterLoad.stop();
     const storeBytes = onPostgres ? null : await bytesUnder(embeddedStoreDirectory(storeDir));
+    // A graph larger than PostgreSQL's shared buffers is read page by page from outside them by every search (docs/deployment.md).
+    const postgresMemory = onPostgres
+      ? (
+          await app.db.prisma.$queryRaw<{ sharedBuffers: string; sharedBufferBytes: bigint; graphBytes: bigint }[]>`
+            SELECT current_setting('shared_buffers') AS "sharedBuffers",
+                   pg_size_bytes(current_setting('shared_buffers')) AS "sharedBufferBytes",
+                   pg_relation_size('chunk_index_embedding') AS "graphBytes"`
+        ).map((row) => ({ sharedBuffers: row.sharedBuffers, sharedBufferBytes: Number(row.sharedBufferBytes), graphBytes: Number(row.graphBytes) }))[0]
+      : undefined;
 
     let ingestResult: Awaited<ReturnType<typeof ingest>> | undefined;
     let ingesting: { from: number; to: number } | undefined;
@@ -348,6 +358,11 @@ export async function timeline(argv: readonly string[]) {
       ingestResult
         ? `Ingest: ${ingestResult.documents} SciFact abstracts (${ingestResult.chunks} chunks) ready in ${ingestResult.seconds.toFixed(0)} s through the API${ingestResult.mergeSeconds === null ? '' : `, merged into the graph ${ingestResult.mergeSeconds.toFixed(0)} s later`}; searches went on a minute after that.`
         : 'Ingest timeline: skipped (BENCH_SEARCH_TIMELINE_ABSTRACTS=0).',
+      ...(postgresMemory
+        ? [
+            `PostgreSQL's shared_buffers ${postgresMemory.sharedBuffers}; the HNSW graph (chunk_index_embedding) ${(postgresMemory.graphBytes / 2 ** 20).toFixed(0)} MB after the first timeline${postgresMemory.graphBytes > postgresMemory.sharedBufferBytes ? ': larger than the shared buffers, so searches read its pages from outside them' : ''}.`,
+          ]
+        : []),
       `Background work columns: seconds each task held the store in that minute (counted when a run ends, so a long run counts in the minute it ended); "merge slice ms": the mean time of a graph merge slice that ended in the minute (a search arriving meanwhile waits for the rest of it); "outside graph": chunks still waiting for the graph at the minute's last reading (every ${BACKLOG_EVERY_S} s).`,
       `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (auth: checking the API key; scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; keywords: the BM25 ranking; read: reading the results back; search: the whole search; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
       `Searches: POST /v1/kb/query, hybrid, top_k ${TOP_K}, one sent every second whether or not the one before had answered, each a different SciFact test query; client-side latency over loopback HTTP.`,
@@ -358,7 +373,7 @@ export async function timeline(argv: readonly string[]) {
     const suffix = onPostgres ? '-postgres' : '';
     await writeResults(
       `search-timeline${suffix}`,
-      { date, machine, store: storeLabel, plan, seeded: { chunks: seeded.chunks, seconds: seeded.seconds }, ingest: ingestResult ?? null, ingesting: ingesting ?? null, first: first ?? null, minutes: rows, searches, seconds, notes },
+      { date, machine, store: storeLabel, plan, seeded: { chunks: seeded.chunks, seconds: seeded.seconds }, ingest: ingestResult ?? null, ingesting: ingesting ?? null, postgres: postgresMemory ?? null, first: first ?? null, minutes: rows, searches, seconds, notes },
       resultPage({
         title: 'Search latency over time',
         heading: 'Search latency after a bulk load and during an ingest',
