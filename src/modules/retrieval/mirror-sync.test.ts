@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { unloaded } from './held-workspace.js';
+import { analyze } from './analyzer.js';
 import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
@@ -97,6 +98,45 @@ describe("the keyword side's sync through the change log: a merge's moves and th
     expect(held.postings.has(egret!.id)).toBe(false);
     expect(held.postings.chunkCount).toBe(12);
   });
+
+  it("ranks a large workspace's search by vectors alone while its catch-up outlasts the wait, finding the newest chunk by its vector", async () => {
+    const texts = Array.from({ length: 1_200 }, (_, i) => `granite quarry ledger ${i}`);
+    const { workspaceId } = await workspaceWith('catching-up', [{ texts, vectors: texts.map((_, i) => unit(120 + (i % 40), 0.001 * i)) }]);
+    const reader = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, loadAhead: false });
+    try {
+      // Held: a search by keywords alone waits for the load.
+      expect(await keywordTexts(reader, workspaceId, 'ledger 7')).toContain('granite quarry ledger 7');
+      const [basalt] = await addDocuments(workspaceId, [{ texts: ['granite and basalt ledger'], vectors: [unit(300)] }]);
+      // Another session holds the change log while the search begins: its catch-up cannot end within the wait.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const holding = db.prisma.$transaction(
+        async (tx) => {
+          await tx.$executeRawUnsafe('LOCK TABLE chunk_index_log IN ACCESS EXCLUSIVE MODE');
+          locked();
+          await released;
+        },
+        { timeout: 30_000 },
+      );
+      await lockTaken;
+      const search = reader.search({ workspaceIds: [workspaceId], vector: unit(300), terms: analyze('basalt ledger'), limit: 10, excludeDocumentIds: [] });
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      release();
+      await holding;
+      const caughtUpLater = await search;
+      expect(caughtUpLater.keyword).toEqual([]);
+      // The chunk outside the graph that the held side does not have yet is compared in the store.
+      const [nearest] = caughtUpLater.vector;
+      const chunk = await db.prisma.chunk.findUniqueOrThrow({ where: { id: nearest!.chunkId }, select: { documentId: true } });
+      expect(chunk.documentId).toBe(basalt);
+      // The catch-up went on without the search: the keyword side has the chunk once it ends.
+      expect(await keywordTexts(reader, workspaceId, 'basalt')).toEqual(['granite and basalt ledger']);
+    } finally {
+      await reader.close();
+    }
+  }, 60_000);
 
   it('drops change-log rows only behind a cleanup mark older than the retention, and a reader behind it reloads', async () => {
     const { workspaceId } = await workspaceWith('log-cleanup', [{ texts: ['lantern light'], vectors: [unit(90)] }]);
