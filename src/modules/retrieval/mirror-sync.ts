@@ -142,7 +142,10 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
   // Moved, but not held: a load that read the graph's table before the move and the waiting
   // chunks' after it saw the chunk in neither.
   const movedUnheld: string[] = [];
-  for (const row of rows) {
+  for (const [position, row] of rows.entries()) {
+    // Taking the rows in is JavaScript (about 0.1 ms a row): after a bulk write, thousands of them
+    // would hold the event loop, and the searches' timers, for hundreds of milliseconds.
+    if (position > 0 && position % loadSliceRows === 0) await nextTurn();
     if (row.logged === null) continue;
     if (row.moved) {
       if (held.postings.has(row.logged)) held.fresh.delete(row.logged);
