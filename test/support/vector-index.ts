@@ -24,6 +24,30 @@ export function seeded(seed: number) {
   };
 }
 
+/**
+ * Another session holds `table` locked (ACCESS EXCLUSIVE) until the function returned is called,
+ * which resolves once that session's transaction has ended.
+ */
+export async function holdTableLocked(db: Database, table: string): Promise<() => Promise<void>> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holding = db.prisma.$transaction(
+    async (tx) => {
+      await tx.$executeRawUnsafe(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+      locked();
+      await released;
+    },
+    { timeout: 30_000 },
+  );
+  await lockTaken;
+  return async () => {
+    release();
+    await holding;
+  };
+}
+
 export type DocumentTexts = { texts: string[]; vectors: Float32Array[] };
 
 /**

@@ -8,7 +8,7 @@ import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
-import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
+import { holdTableLocked, indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
 import { migratedDataDir } from '../../../test/support/server.js';
 
 // The in-memory keyword side of the pgvector index following the change log through a merge into
@@ -108,23 +108,10 @@ describe("the keyword side's sync through the change log: a merge's moves and th
       expect(await keywordTexts(reader, workspaceId, 'ledger 7')).toContain('granite quarry ledger 7');
       const [basalt] = await addDocuments(workspaceId, [{ texts: ['granite and basalt ledger'], vectors: [unit(300)] }]);
       // Another session holds the change log while the search begins: its catch-up cannot end within the wait.
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let locked!: () => void;
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-      const holding = db.prisma.$transaction(
-        async (tx) => {
-          await tx.$executeRawUnsafe('LOCK TABLE chunk_index_log IN ACCESS EXCLUSIVE MODE');
-          locked();
-          await released;
-        },
-        { timeout: 30_000 },
-      );
-      await lockTaken;
+      const release = await holdTableLocked(db, 'chunk_index_log');
       const search = reader.search({ workspaceIds: [workspaceId], vector: unit(300), terms: analyze('basalt ledger'), limit: 10, excludeDocumentIds: [] });
       await new Promise((resolve) => setTimeout(resolve, 600));
-      release();
-      await holding;
+      await release();
       const caughtUpLater = await search;
       expect(caughtUpLater.keyword).toEqual([]);
       // The chunk outside the graph that the held side does not have yet is compared in the store.

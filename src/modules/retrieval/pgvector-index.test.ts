@@ -8,7 +8,7 @@ import { analyze, termFrequencies } from './analyzer.js';
 import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
-import { dimensions, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
+import { dimensions, holdTableLocked, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
 import { migratedDataDir } from '../../../test/support/server.js';
 
 // What only pgvector does (the contract all indexes share is vector-index.test.ts): keyword
@@ -307,24 +307,11 @@ describe('the pgvector index', () => {
       loading.search({ workspaceIds: [workspaceId], vector, terms: analyze('granite ledger'), limit: 10, excludeDocumentIds: [] });
     try {
       // Another session holds the table while both searches begin: neither load can end within a search's wait.
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let locked!: () => void;
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-      const holding = db.prisma.$transaction(
-        async (tx) => {
-          await tx.$executeRawUnsafe('LOCK TABLE chunk_index IN ACCESS EXCLUSIVE MODE');
-          locked();
-          await released;
-        },
-        { timeout: 30_000 },
-      );
-      await lockTaken;
+      const release = await holdTableLocked(db, 'chunk_index');
       const largeSearch = search(large.workspaceId, unit(120));
       const smallSearch = search(small.workspaceId, unit(175));
       await new Promise((resolve) => setTimeout(resolve, 600));
-      release();
-      await holding;
+      await release();
       const [whileLoading, smallFirst] = await Promise.all([largeSearch, smallSearch]);
       expect(whileLoading.vector).toHaveLength(10);
       expect(whileLoading.keyword).toEqual([]);
