@@ -220,8 +220,8 @@ export class StoreIndexMirror {
     const late = new Promise<'late'>((resolve) => {
       timer = setTimeout(() => resolve('late'), Math.max(0, until - performance.now()));
     });
-    const known = loading ? workspace.loadSize.counted.then<HeldWorkspace | 'late'>((chunks) => (isLargeLoad(chunks) ? 'late' : settled)) : settled;
-    const first = await Promise.race([settled, late, known]).finally(() => clearTimeout(timer));
+    const known = loading ? [workspace.loadSize.counted.then<HeldWorkspace | 'late'>((chunks) => (isLargeLoad(chunks) ? 'late' : settled))] : [];
+    const first = await Promise.race([settled, late, ...known]).finally(() => clearTimeout(timer));
     if (first !== 'late') return first;
     // A catch-up of many changes (after a bulk write; its own and the follower's before it) is
     // not waited for past the deadline either: the held postings lack the newest chunks meanwhile.
