@@ -64,6 +64,26 @@ describe('XLSX', () => {
     expect(parsed.metadataTitle).toBe('Harbour accounts 2024');
   });
 
+  it("reads every sheet in the tabs' order, whatever order the archive holds its parts in", async () => {
+    const written = await workbookBytes((workbook) => {
+      for (const name of ['North', 'South', 'East', 'West', 'Centre']) workbook.addWorksheet(name).addRow([`${name} berths`, name.length]);
+    });
+    const parts = unzipSync(written);
+    const sheets = Object.keys(parts).filter((path) => path.startsWith('xl/worksheets/'));
+    const metadata = ['xl/_rels/workbook.xml.rels', 'xl/sharedStrings.xml', 'xl/styles.xml'];
+    const layouts = {
+      // As Excel writes it: the workbook first, the sheets streamed as they come, the document properties last.
+      'sheets before the end': ['[Content_Types].xml', '_rels/.rels', 'xl/workbook.xml', ...metadata, ...sheets, 'docProps/core.xml'],
+      'sheets last': ['[Content_Types].xml', '_rels/.rels', 'xl/workbook.xml', ...metadata, ...sheets],
+      // The shared strings before the sheets and the workbook after them.
+      'workbook last': ['[Content_Types].xml', '_rels/.rels', ...metadata, ...sheets, 'xl/workbook.xml'],
+    };
+    for (const [layout, order] of Object.entries(layouts)) {
+      const parsed = await parseDocument(zipSync(Object.fromEntries(order.map((path) => [path, parts[path]!]))), XLSX_TYPE);
+      expect(parsed.text, layout).toBe(['North', 'North berths | 5', 'South', 'South berths | 5', 'East', 'East berths | 4', 'West', 'West berths | 4', 'Centre', 'Centre berths | 6'].join('\n\n'));
+    }
+  });
+
   it('repeats the header row in every chunk of a long sheet, each chunk naming its rows', async () => {
     const bytes = await workbookBytes((workbook) => {
       const sheet = workbook.addWorksheet('Ledger');
