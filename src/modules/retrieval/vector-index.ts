@@ -122,7 +122,7 @@ export interface VectorIndex {
   /**
    * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
    * by one meanwhile, so they are found all the same. Exact while few wait, and always 0 when
-   * none does; when many wait, the store's estimate (see FreshRowsMerge.graphBacklog, pgvector-merge.ts).
+   * none does; when many wait, an estimate from a sample of the table's pages (see FreshRowsMerge.graphBacklog, pgvector-merge.ts).
    */
   graphBacklog?(): Promise<number>;
   /** pgvector: merges up to `maxRows` of those chunks into the graph; returns how many it merged. */
