@@ -20,6 +20,12 @@
  * resident set and heap in use) and the index on disk.
  *
  * Results after every step in bench/results/search-scale-<index>.{json,html}, with a chart.
+ *
+ * BENCH_SCALE_REUSE=1 measures again the store the last run left in those directories (with other
+ * settings, say), without writing: one step, the searched workspace as found. BENCH_SCALE_WARM
+ * (0 by default) runs that many backend searches before a step's queries, each with the vector
+ * of a SciFact abstract, not of a test query: an index whose pages are in memory, as a service
+ * searched all day has them, against one just written.
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -37,6 +43,8 @@ import { sideDepths } from '../src/modules/retrieval/service.js';
 import { escapeHtml, elapsedSeconds, htmlTable, indexKindFromArgs, intFromEnv, loadNow, log, machineDescription, mean, percentile, progressBar, resultPage, ServiceClient, sleep, textTable, writeResults } from './helpers.js';
 import { abstractVectors, chunkMaker, readAbstracts, readQueries, searchBars, syntheticDocument, writeDocuments, type SyntheticDocument } from './search-seed.js';
 import { adminCommands } from '../src/cli/admin-commands.js';
+import { allScopes } from '../src/auth/scopes.js';
+import { issueApiKey } from '../src/modules/apiKeys/service.js';
 
 const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '..');
@@ -49,6 +57,7 @@ const CHUNKS_PER_DOC = 10;
 const DOCS_PER_WRITE = 50;
 const childPort = 3710;
 const MAX_UPSERT_ATTEMPTS = 5;
+const MAIN_WORKSPACE = 'scale: main';
 /** The longest a step waits for the store's own work after the writes (storeQuiet). */
 const STORE_QUIET_LIMIT_S = 900;
 
@@ -61,6 +70,9 @@ type Step = {
   /** Then until the store's own work after the writes was done (storeQuiet). */
   storeQuietSeconds: number;
   firstSearchMs: number;
+  /** Backend searches run before the first search to bring the index into memory (BENCH_SCALE_WARM), and how long they took. */
+  warmSearches: number;
+  warmSeconds: number;
   /** Upserts that failed during the step's writes (each written again). */
   failedWrites: string[];
   latencyMs: Record<'api' | 'embedder' | 'backend', { p50: number; p95: number; mean: number }>;
@@ -150,6 +162,8 @@ export async function scale(argv: string[]) {
   const sizes = (process.env.BENCH_SCALE_SIZES ?? '100000,300000,1000000').split(',').map((size) => Number(size.trim()));
   if (sizes.some((size, n) => !Number.isInteger(size) || size <= 0 || (n > 0 && size <= sizes[n - 1]!))) throw new Error('BENCH_SCALE_SIZES: increasing positive integers, comma-separated');
   const queryCount = intFromEnv('BENCH_SCALE_QUERIES', 200);
+  const reuse = process.env.BENCH_SCALE_REUSE === '1';
+  const warmSearches = intFromEnv('BENCH_SCALE_WARM', 0);
   // Statements over 2 s and lock waits go to PostgreSQL's log (in KB_PGVECTOR_DIR): what a stalled write waited for.
   const pgSettings = process.env.BENCH_SCALE_PG_SETTINGS ?? '-c shared_buffers=4GB -c effective_cache_size=12GB -c maintenance_work_mem=1GB -c log_min_duration_statement=2000 -c log_lock_waits=on';
   const esHeap = process.env.BENCH_SCALE_ES_HEAP ?? '1g';
@@ -161,12 +175,13 @@ export async function scale(argv: string[]) {
 
   // A server already running keeps the settings it started with: start it anew.
   await script('stop-pgvector.sh', [], pgEnv);
-  const databaseUrl = await script('start-pgvector.sh', ['--fresh'], pgEnv);
+  const fresh = reuse ? [] : ['--fresh'];
+  const databaseUrl = await script('start-pgvector.sh', fresh, pgEnv);
   const postmasterPid = Number((await readFile(path.join(pgEnv.KB_PGVECTOR_DIR, 'data/postmaster.pid'), 'utf8')).split('\n')[0]);
   let esUrls = '';
   if (indexKind === 'elasticsearch') {
     await script('stop-elasticsearch-cluster.sh', [], esEnv);
-    esUrls = await script('start-elasticsearch-cluster.sh', ['--fresh'], esEnv);
+    esUrls = await script('start-elasticsearch-cluster.sh', fresh, esEnv);
   }
   const esNode = esUrls.split(',')[0]!;
   const esIndex = 'kb_scale';
@@ -196,17 +211,24 @@ export async function scale(argv: string[]) {
     const abstracts = await readAbstracts();
     const vectors = await abstractVectors(embedder, abstracts);
     const queries = (await readQueries()).slice(0, queryCount);
-    const created = await adminCommands['users.create'](app.db.prisma, { email: `bench-scale-${Date.now()}@example.com`, name: 'Scale benchmark', credits: 0, active: true });
-    const key = created.api_key.raw_key;
+    const reused = reuse ? await app.db.prisma.workspace.findFirst({ where: { name: MAIN_WORKSPACE }, orderBy: { createdAt: 'desc' } }) : null;
+    if (reuse && !reused) throw new Error(`BENCH_SCALE_REUSE: the store has no workspace "${MAIN_WORKSPACE}": run bench:search --scale once without it`);
+    const key = reused
+      ? (await issueApiKey(app.db.prisma, reused.userId, 'bench:search --scale, reused', allScopes)).rawKey
+      : (await adminCommands['users.create'](app.db.prisma, { email: `bench-scale-${Date.now()}@example.com`, name: 'Scale benchmark', credits: 0, active: true })).api_key.raw_key;
     const api = new ServiceClient(`http://127.0.0.1:${childPort}`, key);
     const workspace = async (name: string) => (await api.json<{ id: string }>('POST', '/v1/kb/workspaces', { name })).id;
-    const mainWorkspaceId = await workspace('scale: main');
+    const mainWorkspaceId = reused?.id ?? (await workspace(MAIN_WORKSPACE));
     const seen = new Set<string>();
     const others: { id: string; maker: () => ReturnType<ReturnType<typeof chunkMaker>> }[] = [];
-    for (let n = 0; n < OTHER_WORKSPACES; n++) others.push({ id: await workspace(`scale: other ${n + 1}`), maker: chunkMaker(abstracts, vectors, 100 + n, seen) });
+    if (!reused) for (let n = 0; n < OTHER_WORKSPACES; n++) others.push({ id: await workspace(`scale: other ${n + 1}`), maker: chunkMaker(abstracts, vectors, 100 + n, seen) });
     const mainMaker = chunkMaker(abstracts, vectors, 1, seen);
     let serial = 0;
-    let mainChunks = 0;
+    let mainChunks = reused ? await app.db.prisma.chunk.count({ where: { document: { workspaceId: reused.id } } }) : 0;
+    if (reused) {
+      sizes.splice(0, sizes.length, mainChunks);
+      log(`reusing the store: "${MAIN_WORKSPACE}" holds ${mainChunks.toLocaleString('en-US')} chunks; nothing is written`);
+    }
     /** Upserts that failed and were written again, as an embed job would after its backoff. */
     const failedWrites: string[] = [];
 
@@ -333,12 +355,13 @@ export async function scale(argv: string[]) {
     const names = Object.keys(paths) as (keyof typeof paths)[];
 
     const report = async () => {
-      const headers = ['chunks (searched workspace)', 'write s', 'settle s', 'store quiet s', 'first search ms', 'API p50', 'API p95', 'embedder p50', 'backend p50', 'ratio', 'failed', 'upserts failed'];
+      const headers = ['chunks (searched workspace)', 'write s', 'settle s', 'store quiet s', 'warm searches (s)', 'first search ms', 'API p50', 'API p95', 'embedder p50', 'backend p50', 'ratio', 'failed', 'upserts failed'];
       const rows = steps.map((step) => [
         step.chunks.toLocaleString('en-US'),
         step.writeSeconds.toFixed(0),
         step.settleSeconds.toFixed(0),
         step.storeQuietSeconds.toFixed(0),
+        step.warmSearches > 0 ? `${step.warmSearches} (${step.warmSeconds.toFixed(0)})` : '-',
         step.firstSearchMs.toFixed(0),
         step.latencyMs.api.p50.toFixed(1),
         step.latencyMs.api.p95.toFixed(1),
@@ -360,6 +383,8 @@ export async function scale(argv: string[]) {
         `${machine}; PostgreSQL 18 with pgvector 0.8.2, ${pgSettings}${indexKind === 'elasticsearch' ? `; Elasticsearch 8.19 (integ-test zip), three nodes of ${esHeap} heap, the service's default shards and replicas for a cluster` : ''}.`,
         `Beside the searched workspace, ${OTHER_WORKSPACES} workspaces of ${OTHER_CHUNKS.toLocaleString('en-US')} chunks (the same user), written first.`,
         `write s: documents, chunks and index.upsert for the step's new chunks; settle s: from the end of the writes until ${indexKind === 'elasticsearch' ? 'the index was refreshed, no merge ran and the cluster was green' : 'kb serve had merged every written chunk into the HNSW graph (it merges while the writes go on)'}; store quiet s: then until no autovacuum worker ran, a checkpoint was done and the one-minute load was under 1 (at most ${STORE_QUIET_LIMIT_S} s). first search: the first API search after the step (${indexKind === 'elasticsearch' ? 'nothing to load' : 'kb serve brings its keyword postings up to date from the change log'}).`,
+        ...(reuse ? ['The store a previous run left, measured again without writing (BENCH_SCALE_REUSE=1): one step; write s is 0.'] : []),
+        ...(warmSearches > 0 ? [`Before each step's first search, ${warmSearches} backend searches with the vectors of SciFact abstracts (not of test queries) brought the index into memory (BENCH_SCALE_WARM).`] : []),
         `${queryCount} SciFact test queries per step after ${WARMUP_QUERIES} warm-up queries, each through (a) the API of kb serve over HTTP, (b) the embedder alone, (c) index.search alone (in this process), the order rotating; ratio = API p50 / (embedder p50 + backend p50).`,
       ];
       const body = [
@@ -376,13 +401,13 @@ export async function scale(argv: string[]) {
         htmlTable(sizeHeaders, diskRows),
       ].join('\n');
       const date = new Date().toISOString().slice(0, 10);
-      await writeResults(`search-scale-${indexKind}`, { date, machine, index: indexKind, pgSettings, esHeap: indexKind === 'elasticsearch' ? esHeap : undefined, queries: queryCount, steps, notes }, resultPage({ title: 'Search at scale', heading: `Search latency as a workspace grows: ${label}`, meta: `${date} · ${machine}`, body, notes }));
+      await writeResults(`search-scale-${indexKind}${reuse ? '-reused' : ''}`, { date, machine, index: indexKind, reused: reuse, pgSettings, esHeap: indexKind === 'elasticsearch' ? esHeap : undefined, queries: queryCount, steps, notes }, resultPage({ title: 'Search at scale', heading: `Search latency as a workspace grows: ${label}`, meta: `${date} · ${machine}`, body, notes }));
     };
 
     const writeStarted = performance.now();
-    let written = 0;
-    const otherTotal = OTHER_WORKSPACES * OTHER_CHUNKS;
-    bar.start(otherTotal + sizes.at(-1)!, 0, { rate: '-' });
+    const otherTotal = reused ? (await app.db.prisma.chunk.count()) - mainChunks : OTHER_WORKSPACES * OTHER_CHUNKS;
+    let written = reused ? otherTotal + mainChunks : 0;
+    bar.start(otherTotal + sizes.at(-1)!, written, { rate: '-' });
     const onWritten = (chunks: number) => {
       written += chunks;
       bar.update(written, { rate: (written / elapsedSeconds(writeStarted)).toFixed(0) });
@@ -398,6 +423,12 @@ export async function scale(argv: string[]) {
       log(`settled in ${settleSeconds.toFixed(0)} s; load ${loadNow()}`);
       const storeQuietSeconds = await storeQuiet();
       log(`the store's own work done in ${storeQuietSeconds.toFixed(0)} s more; load ${loadNow()}`);
+      const warmStarted = performance.now();
+      for (let n = 0; n < warmSearches; n++) {
+        await index.search({ workspaceIds: [mainWorkspaceId], vector: vectors[n % vectors.length], terms: [], limit, readTop, excludeDocumentIds: [] });
+      }
+      const warmSeconds = elapsedSeconds(warmStarted);
+      if (warmSearches > 0) log(`${warmSearches} backend searches to bring the index into memory: ${warmSeconds.toFixed(0)} s; load ${loadNow()}`);
       const firstStarted = performance.now();
       await paths.api(0);
       const firstSearchMs = performance.now() - firstStarted;
@@ -423,6 +454,8 @@ export async function scale(argv: string[]) {
         settleSeconds,
         storeQuietSeconds,
         firstSearchMs,
+        warmSearches,
+        warmSeconds,
         failedWrites: failedWrites.splice(0),
         latencyMs,
         ratio: latencyMs.api.p50 / (latencyMs.embedder.p50 + latencyMs.backend.p50),
