@@ -8,11 +8,11 @@ const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 
 
 // pgvector's own workings: the Elasticsearch leg's PostgreSQL has no pgvector, and the embedded
 // leg runs them on the embedded store. (The contract all indexes share runs on every leg.)
-const pgvectorOnly = ['src/modules/retrieval/pgvector-index.test.ts', 'src/modules/retrieval/mirror-sync.test.ts'];
+const pgvectorOnly = ['src/modules/retrieval/pgvector-index.test.ts', 'src/modules/retrieval/mirror-sync.test.ts', 'src/modules/retrieval/pgvector-graph-read.test.ts'];
 
-// Files about a PostgreSQL server itself (an outage of it): on the embedded leg the store is inside
-// the process, so they are left out there rather than skipped.
-const postgresOnly = ['test/across-processes.test.ts', 'test/store-outage.test.ts'];
+// Files about a PostgreSQL server itself (an outage of it, its shared buffers): on the embedded leg
+// the store is inside the process, so they are left out there rather than skipped.
+const postgresOnly = ['test/across-processes.test.ts', 'test/store-outage.test.ts', 'src/modules/retrieval/pgvector-graph-read.test.ts'];
 
 // Files that use no store, or only an embedded store of their own whatever the leg: the
 // PostgreSQL legs would run them again exactly as the embedded leg does.

@@ -26,6 +26,7 @@ import { IdempotencyStore } from './modules/idempotency/store.js';
 import { createAnswerModel } from './modules/agent/select.js';
 import { defaultGraphMergeOptions, postgresGraphMergeOptions, startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { watchIndexModel } from './modules/retrieval/model-watch.js';
+import type { GraphRead } from './modules/retrieval/pgvector-graph-read.js';
 import { modelMismatch } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
 import { persistedOperations } from './rest/routes.js';
@@ -204,10 +205,27 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     // Searches should not wait for what can be prepared now (pgvector: keyword postings).
     const stopWarming = new AbortController();
     const warmed = { workspaces: 0, chunks: 0, started: performance.now() };
-    const warming = (index.warm?.(stopWarming.signal, (_workspaceId, chunks) => {
-      warmed.workspaces += 1;
-      warmed.chunks += chunks;
-    }) ?? Promise.resolve()).then(
+    const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
+    const onGraphRead = (outcome: GraphRead) => {
+      if (outcome.read) {
+        const seconds = (outcome.ms / 1000).toFixed(1);
+        log.info(`search: the HNSW graph and its table (${megabytes(outcome.bytes)}) read into PostgreSQL's shared buffers in ${seconds} s (${outcome.pages} pages, ${outcome.pagesFromOutside} from outside them)`);
+      } else if (outcome.reason === 'another process reads it') {
+        log.info("search: another process is reading the HNSW graph into PostgreSQL's shared buffers");
+      } else if (outcome.reason === 'too large') {
+        log.info(
+          `search: the HNSW graph and its table (${megabytes(outcome.bytes)}) are more than 3/4 of PostgreSQL's shared buffers (${megabytes(outcome.budgetBytes)} of them), so they are not read in ahead and searches read their pages from outside the buffers; see docs/deployment.md on sizing shared_buffers`,
+        );
+      }
+    };
+    const warming = (index.warm?.(
+      stopWarming.signal,
+      (_workspaceId, chunks) => {
+        warmed.workspaces += 1;
+        warmed.chunks += chunks;
+      },
+      onGraphRead,
+    ) ?? Promise.resolve()).then(
       () => {
         if (warmed.workspaces === 0) return;
         const seconds = ((performance.now() - warmed.started) / 1000).toFixed(1);

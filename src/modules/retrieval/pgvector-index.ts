@@ -4,6 +4,7 @@ import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
 import { StoreIndexMirror } from './pgvector-keywords.js';
+import { readGraphIntoBuffers, type GraphRead } from './pgvector-graph-read.js';
 import { FreshRowsMerge } from './pgvector-merge.js';
 import { dropIndexTables, migrateIndexTables } from './pgvector-schema.js';
 import { searchPgvector, vectorLiteral } from './pgvector-search.js';
@@ -31,6 +32,11 @@ export type PgvectorIndexOptions = {
   backgroundWork?: BackgroundWork;
   /** Whether workspaces that change are loaded or synced before a search asks (a serving process: yes; a tool's second view of the store: no). */
   loadAhead?: boolean;
+  /**
+   * Whether `warm` also reads the HNSW graph into PostgreSQL's shared buffers (readGraphIntoBuffers):
+   * a serving process on PostgreSQL, not the embedded store, whose one thread the walk would hold.
+   */
+  readGraphAhead?: boolean;
   /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
   migrate?: boolean;
   /** Where the index says what its waiting chunks will add to the store once merged (Database.expectTableGrowth). */
@@ -101,6 +107,7 @@ class PgvectorIndex implements VectorIndex {
   #builtWith: IndexModel;
   readonly #mirror: StoreIndexMirror;
   readonly #merge: FreshRowsMerge;
+  readonly #readGraphAhead: boolean;
   #logCleanedAt = 0;
 
   /**
@@ -115,6 +122,7 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = builtWith;
     this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
     this.#merge = new FreshRowsMerge(prisma);
+    this.#readGraphAhead = options.readGraphAhead ?? false;
     options.expectTableGrowth?.(() => this.#merge.pendingGraphBytes(this.#builtWith.dimensions));
   }
 
@@ -227,8 +235,9 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = model;
   }
 
-  warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
-    return this.#mirror.warm(signal, onLoaded);
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void, onGraphRead?: (outcome: GraphRead) => void) {
+    const graph = this.#readGraphAhead ? readGraphIntoBuffers(this.prisma, signal).then(onGraphRead) : undefined;
+    await Promise.all([this.#mirror.warm(signal, onLoaded), graph]);
   }
 
   async ping() {

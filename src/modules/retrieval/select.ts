@@ -24,6 +24,7 @@ export async function openVectorIndex(
     keywordMemoryBytes: config.keywordMemoryBytes,
     backgroundWork: db.backgroundWork,
     loadAhead: options.loadAhead,
+    readGraphAhead: db.kind === 'postgres' && options.loadAhead !== false,
     migrate: config.migrate,
     expectTableGrowth: db.expectTableGrowth,
   });

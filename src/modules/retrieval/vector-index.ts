@@ -1,3 +1,5 @@
+import type { GraphRead } from './pgvector-graph-read.js';
+
 /** A chunk as the index stores it: its vector and its analysed terms, with where it belongs. */
 export type IndexedChunk = {
   chunkId: string;
@@ -115,10 +117,11 @@ export interface VectorIndex {
   ping(): Promise<void>;
   /**
    * Prepares what searches would otherwise prepare on first use (pgvector: the keyword postings
-   * of the largest workspaces, within their memory budget). Called at start, not awaited; stops
-   * between workspaces once `signal` aborts.
+   * of the largest workspaces, within their memory budget; on PostgreSQL, the HNSW graph read into
+   * the shared buffers, said to `onGraphRead`). Called at start, not awaited; stops between
+   * workspaces, and cancels the graph's read, once `signal` aborts.
    */
-  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void): Promise<void>;
+  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void, onGraphRead?: (outcome: GraphRead) => void): Promise<void>;
   /**
    * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
    * by one meanwhile, so they are found all the same. Exact while few wait, and always 0 when
