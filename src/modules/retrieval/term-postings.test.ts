@@ -85,6 +85,38 @@ describe('in-memory BM25 postings', () => {
     }
   });
 
+  it("ranks as the formula does while reading only part of the common terms' lists once the rare ones settle the best", () => {
+    const random = generator(20261204);
+    const common = Array.from({ length: 5 }, (_, i) => `common${i}`);
+    const rare = Array.from({ length: 40 }, (_, i) => `rare${i}`);
+    // Each common word in most chunks; each rare word in about 75 of them.
+    const chunks = Array.from({ length: 20_000 }, (_, i) => {
+      const words = common.flatMap((word) => (random() < 0.6 ? Array.from({ length: 1 + Math.floor(random() * 3) }, () => word) : []));
+      if (random() < 0.15) words.push(rare[Math.floor(random() * rare.length)]!);
+      words.push(...Array.from({ length: Math.floor(random() * 20) }, () => `filler${Math.floor(random() * 500)}`));
+      return chunk(`c-${String(i).padStart(5, '0')}`, `doc-${i % 301}`, words);
+    });
+    const postings = new TermPostings();
+    for (const c of chunks) postings.add(c);
+    const excluded = new Set(['doc-7', 'doc-8']);
+    let read = 0;
+    let exhaustive = 0;
+    for (let trial = 0; trial < 40; trial++) {
+      const query = [rare[Math.floor(random() * rare.length)]!, rare[Math.floor(random() * rare.length)]!, ...common.filter(() => random() < 0.7)];
+      const limit = [1, 10, 30][trial % 3]!;
+      const filter = trial % 4 === 0 ? { excluded } : {};
+      const work = { postingsRead: 0 };
+      const ranked = rankBm25([postings], query, limit, parameters, filter, work);
+      const expected = naiveRanking(chunks, query, limit, (documentId) => !filter.excluded?.has(documentId));
+      expect(ranked.map((hit) => hit.chunkId)).toEqual(expected.map((hit) => hit.chunkId));
+      ranked.forEach((hit, rank) => expect(hit.score).toBeCloseTo(expected[rank]!.score, 9));
+      read += work.postingsRead;
+      exhaustive += [...new Set(query)].reduce((sum, term) => sum + chunks.filter((c) => c.terms.includes(term)).length, 0);
+    }
+    // Read whole, the common terms' lists are most of the postings the queries name.
+    expect(read).toBeLessThan(0.25 * exhaustive);
+  });
+
   it('replaces a chunk added twice, and answers nothing for an empty corpus or unknown terms', () => {
     const postings = new TermPostings();
     expect(rankBm25([postings], ['x'], 10, parameters)).toEqual([]);
