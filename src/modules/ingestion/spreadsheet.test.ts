@@ -82,6 +82,8 @@ describe('XLSX', () => {
       const parsed = await parseDocument(zipSync(Object.fromEntries(order.map((path) => [path, parts[path]!]))), XLSX_TYPE);
       expect(parsed.text, layout).toBe(['North', 'North berths | 5', 'South', 'South berths | 5', 'East', 'East berths | 4', 'West', 'West berths | 4', 'Centre', 'Centre berths | 6'].join('\n\n'));
     }
+    const unlisted = Object.fromEntries(Object.entries(parts).filter(([path]) => path !== 'xl/workbook.xml'));
+    expect((await parseError(parseDocument(zipSync(unlisted), XLSX_TYPE))).message).toBe('not a readable XLSX: it has no xl/workbook.xml, the part that lists its sheets');
   });
 
   it('repeats the header row in every chunk of a long sheet, each chunk naming its rows', async () => {

@@ -29,6 +29,10 @@ type SheetRows = { name: string; position: number; numbers: number[]; firstCell:
  */
 export async function parseXlsx(bytes: Uint8Array, limits: { maxUnpackedBytes: number; maxTextCharacters: number }): Promise<Omit<ParsedDocument, 'text'>> {
   await checkUnpackedSize(bytes, limits.maxUnpackedBytes, 'XLSX');
+  // The part that names the sheets: without it the reader fails on the first sheet it meets.
+  if ((await readArchivePart(bytes, 'xl/workbook.xml', limits.maxUnpackedBytes)) === null) {
+    throw new ParseError('not a readable XLSX: it has no xl/workbook.xml, the part that lists its sheets');
+  }
   const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)]), {
     worksheets: 'emit',
     sharedStrings: 'cache',
