@@ -232,7 +232,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
         log.info(`search: keyword postings of ${warmed.workspaces} workspaces (${warmed.chunks} chunks) loaded in ${seconds} s`);
       },
       (error: unknown) => {
-        if (!stopWarming.signal.aborted) log.error('search: loading keyword postings at start failed; searches will load them', error);
+        if (!stopWarming.signal.aborted) log.error('search: preparing at start failed (the keyword postings, or the graph read into the buffers); searches will load what they need', error);
       },
     );
     undo.push(() => {
