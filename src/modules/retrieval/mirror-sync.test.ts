@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
+import { BackgroundWork } from '../../observability/background-work.js';
 import { unloaded } from './held-workspace.js';
 import { analyze } from './analyzer.js';
 import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
@@ -150,4 +151,35 @@ describe("the keyword side's sync through the change log: a merge's moves and th
     await other.close();
     await early.close();
   });
+});
+
+describe('the keyword memory budget, against one workspace larger than all of it', () => {
+  it('keeps the workspace searched last, and drops at once one that the follower loaded ahead past the budget', async () => {
+    const big = await workspaceWith('budget-big', [{ texts: ['heron marsh reeds', 'heron nest'], vectors: [unit(190), unit(191)] }]);
+    const backgroundWork = new BackgroundWork();
+    // One byte: any workspace is over it. The follower reads the log every 100 ms.
+    const tight = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 1, backgroundWork, followLogEveryMs: 100 });
+    const loads = () => backgroundWork.states().find((state) => state.task === 'keyword_load')?.runs ?? 0;
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 600));
+    try {
+      expect((await keywordTexts(tight, big.workspaceId, 'heron')).sort()).toEqual(['heron marsh reeds', 'heron nest']);
+      expect(loads()).toBe(1);
+      // A write elsewhere makes the follower read the log, and a workspace it loads ahead is over the budget at once.
+      const other = await workspaceWith('budget-other', [{ texts: ['egret shallows'], vectors: [unit(192)] }]);
+      await settle();
+      const loadsAhead = loads() - 1;
+      expect(loadsAhead).toBeLessThanOrEqual(1);
+      await addDocuments(other.workspaceId, [{ texts: ['egret wading'], vectors: [unit(193)] }]);
+      await settle();
+      // The searched workspace was kept through the follower's readings; the other is not loaded again for its writes.
+      expect(await keywordTexts(tight, big.workspaceId, 'marsh')).toEqual(['heron marsh reeds']);
+      expect(loads()).toBe(1 + loadsAhead);
+      // Searched, the other is loaded and kept, and the first is dropped for it.
+      expect((await keywordTexts(tight, other.workspaceId, 'egret')).sort()).toEqual(['egret shallows', 'egret wading']);
+      expect(await keywordTexts(tight, big.workspaceId, 'nest')).toEqual(['heron nest']);
+      expect(loads()).toBe(3 + loadsAhead);
+    } finally {
+      await tight.close();
+    }
+  }, 60_000);
 });

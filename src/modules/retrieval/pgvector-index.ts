@@ -32,6 +32,8 @@ export type PgvectorIndexOptions = {
   backgroundWork?: BackgroundWork;
   /** Whether workspaces that change are loaded or synced before a search asks (a serving process: yes; a tool's second view of the store: no). */
   loadAhead?: boolean;
+  /** How often the change log is read for workspaces that changed, when loading ahead (5 s). */
+  followLogEveryMs?: number;
   /**
    * Whether `warm` also reads the HNSW graph into PostgreSQL's shared buffers (readGraphIntoBuffers):
    * a serving process on PostgreSQL, not the embedded store, whose one thread the walk would hold.
@@ -120,7 +122,11 @@ class PgvectorIndex implements VectorIndex {
     readonly appliedMigrations: readonly string[],
   ) {
     this.#builtWith = builtWith;
-    this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, { backgroundWork: options.backgroundWork, loadAhead: options.loadAhead ?? true });
+    this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, {
+      backgroundWork: options.backgroundWork,
+      loadAhead: options.loadAhead ?? true,
+      ...(options.followLogEveryMs !== undefined && { followLogEveryMs: options.followLogEveryMs }),
+    });
     this.#merge = new FreshRowsMerge(prisma);
     this.#readGraphAhead = options.readGraphAhead ?? false;
     options.expectTableGrowth?.(() => this.#merge.pendingGraphBytes(this.#builtWith.dimensions));

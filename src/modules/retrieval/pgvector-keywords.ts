@@ -38,6 +38,14 @@ const isLargeLoad = (chunks: number) => chunks > loadWaitedForChunks;
  */
 export class StoreIndexMirror {
   readonly #held = new Map<string, HeldWorkspace>();
+  /**
+   * The workspace held whatever the budget: the one searched last or, before any search, the
+   * largest loaded at start. A workspace larger than the whole budget is still held while it is
+   * the one searched; dropping it would mean reading every one of its chunks again at its next search.
+   */
+  #kept: string | undefined;
+  /** Workspaces the follower loaded and had to drop at once, over the budget: loaded again only when searched. */
+  readonly #tooLargeAhead = new Set<string>();
   readonly #refresher: NodeJS.Timeout;
   readonly #follower: NodeJS.Timeout;
   private readonly backgroundWork: BackgroundWork | undefined;
@@ -48,14 +56,14 @@ export class StoreIndexMirror {
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
-    options: { backgroundWork?: BackgroundWork; loadAhead: boolean },
+    options: { backgroundWork?: BackgroundWork; loadAhead: boolean; followLogEveryMs?: number },
   ) {
     this.backgroundWork = options.backgroundWork;
     // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
     // of it and its next search needs no reload.
     this.#refresher = setInterval(() => this.#refreshIdle(), refreshIdleAfterMs / 4);
     this.#refresher.unref();
-    this.#follower = setInterval(() => void (options.loadAhead && this.#followLog()), followLogEveryMs);
+    this.#follower = setInterval(() => void (options.loadAhead && this.#followLog()), options.followLogEveryMs ?? followLogEveryMs);
     this.#follower.unref();
   }
 
@@ -85,8 +93,9 @@ export class StoreIndexMirror {
       for (const { workspace_id: workspaceId, last } of changed) {
         if (BigInt(last) > BigInt(this.#followedSeq)) this.#followedSeq = last;
         let held = this.#held.get(workspaceId);
+        const loadingAhead = !held;
         if (!held) {
-          if (this.approximateBytes >= this.budgetBytes) continue;
+          if (this.approximateBytes >= this.budgetBytes || this.#tooLargeAhead.has(workspaceId)) continue;
           held = unloaded();
           this.#held.set(workspaceId, held);
         }
@@ -104,6 +113,11 @@ export class StoreIndexMirror {
           // Not loaded: a search loads it, as it would have without the follower.
           if (workspace.syncedAt === 0 && this.#held.get(workspaceId) === workspace) this.#held.delete(workspaceId);
         });
+        if (loadingAhead && this.approximateBytes > this.budgetBytes && this.#kept !== workspaceId && this.#held.get(workspaceId) === workspace) {
+          // Loaded for no search, it would push out the ones searched: dropped, and left to its first search.
+          this.#held.delete(workspaceId);
+          this.#tooLargeAhead.add(workspaceId);
+        }
       }
       this.#evictBeyondBudget(new Set());
     } catch {
@@ -160,6 +174,8 @@ export class StoreIndexMirror {
   /** Forgets everything held: the index was emptied in this process. */
   clear() {
     this.#held.clear();
+    this.#kept = undefined;
+    this.#tooLargeAhead.clear();
   }
 
   /** Bytes held across workspaces, roughly. */
@@ -184,6 +200,10 @@ export class StoreIndexMirror {
       held = unloaded();
     }
     this.#held.set(workspaceId, held);
+    if (!options.ahead) {
+      this.#kept = workspaceId;
+      this.#tooLargeAhead.delete(workspaceId);
+    }
     const workspace = held;
     if (options.until !== undefined && workspace.syncedAt === 0 && isLargeLoad(workspace.loadSize.chunks ?? 0)) {
       workspace.loadYields = true;
@@ -256,6 +276,7 @@ export class StoreIndexMirror {
     for (const { workspace_id: workspaceId, chunks } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
+      this.#kept ??= workspaceId;
       await this.#synced(workspaceId, { ahead: true });
       this.#evictBeyondBudget(new Set([workspaceId]));
       onLoaded?.(workspaceId, chunks, performance.now() - started);
@@ -270,7 +291,7 @@ export class StoreIndexMirror {
     let bytes = this.approximateBytes;
     for (const [workspaceId, held] of this.#held) {
       if (bytes <= this.budgetBytes) break;
-      if (inUse.has(workspaceId)) continue;
+      if (inUse.has(workspaceId) || workspaceId === this.#kept) continue;
       bytes -= heldBytes(held);
       this.#held.delete(workspaceId);
     }
