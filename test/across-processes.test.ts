@@ -81,6 +81,27 @@ describe('servers on one PostgreSQL', () => {
     expect(after).toBe(404);
   }, 60_000);
 
+  it('refuse a PUT of a token whose stream is open on another server, and keep routing to it', async () => {
+    const streamer = await first.createUser();
+    const stranger = await first.createUser();
+    const me = { query: '{ me { email } }' };
+    const token = await (await reserveStream(first.url, streamer.key)).text();
+    const stream = await openStream(second.url, streamer.key, token);
+    expect(stream.status).toBe(200);
+    // The reservation is the second server's now: reserving it again on the first is what
+    // graphql-sse answers a token reserved already (409), and a stranger is told it does not exist.
+    const again = await reserveStream(first.url, streamer.key, token);
+    expect(again.status).toBe(409);
+    const taken = await reserveStream(first.url, stranger.key, token);
+    expect(taken.status).toBe(404);
+    expect(await taken.json()).toMatchObject({ error: 'not_found' });
+    // Neither PUT took the stream from its holder: an operation sent to the first still reaches it.
+    const sent = await sendToStream(first.url, streamer.key, token, 'after-puts', me);
+    expect(sent.status).toBe(202);
+    const results = await readUntilComplete(stream, ['after-puts']);
+    expect(results.get('after-puts')).toEqual([{ data: { me: { email: streamer.email } } }]);
+  }, 60_000);
+
   it('stop an MCP ask when its cancellation reaches another server than the one running it', async () => {
     const asker = await first.createUser({ credits: 100 });
     const workspace = (await createWorkspace(first, asker.key, 'mcp across')).id;

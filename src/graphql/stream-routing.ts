@@ -112,13 +112,20 @@ export class StreamRouting {
     });
   }
 
-  /** A reservation made here; one its user makes again (a client reconnecting) is reset to unopened. */
-  async reserved(token: string, viewer: Viewer, unopenedSeconds: number) {
-    await this.#prisma.$executeRaw`
+  /**
+   * Records a reservation made here. The token is taken only when no live stream holds it: a new
+   * token, or one whose reservation expired unopened. `adopt` also takes the same user's unopened
+   * reservation from another process, for a stream reserved there and opened here. False when the
+   * token stays another's.
+   */
+  async reserved(token: string, viewer: Viewer, unopenedSeconds: number, { adopt }: { adopt: boolean }): Promise<boolean> {
+    const taken = await this.#prisma.$executeRaw`
       INSERT INTO graphql_streams (token, user_id, viewer, expires_at)
       VALUES (${token}::uuid, ${viewer.userId}::uuid, ${JSON.stringify(storedViewer(viewer))}::jsonb, now() + make_interval(secs => ${unopenedSeconds}))
-      ON CONFLICT (token) DO UPDATE SET viewer = EXCLUDED.viewer, holder = NULL, expires_at = EXCLUDED.expires_at
-        WHERE graphql_streams.user_id = EXCLUDED.user_id`;
+      ON CONFLICT (token) DO UPDATE SET user_id = EXCLUDED.user_id, viewer = EXCLUDED.viewer, holder = NULL, expires_at = EXCLUDED.expires_at
+        WHERE graphql_streams.holder IS NULL
+          AND (graphql_streams.expires_at <= now() OR (${adopt} AND graphql_streams.user_id = EXCLUDED.user_id))`;
+    return taken > 0;
   }
 
   /** The stream's credential and holder, if it is reserved anywhere and not expired unopened. */

@@ -63,6 +63,8 @@ export function graphqlSseStreams(
   const viewers = new WeakMap<Request, Viewer | undefined>();
   const reservations = new Map<string, Reservation>();
   const dropping = new WeakSet<Request>();
+  /** This process's own `PUT`s taking over a reservation made on another process, for a stream opened here. */
+  const adopting = new WeakSet<Request>();
   let yogaFetch: ((request: Request, context: GraphQLServerContext) => Promise<Response> | Response) | undefined;
 
   const refusal = (error: AppError): SseResponse => [
@@ -86,6 +88,12 @@ export function graphqlSseStreams(
   };
 
   const heldBy = new Map<string, number>();
+  /** Frees one of the user's places (see `reserve`). */
+  const release = (userId: string) => {
+    const held = (heldBy.get(userId) ?? 1) - 1;
+    if (held > 0) heldBy.set(userId, held);
+    else heldBy.delete(userId);
+  };
   const end = (reservation: Reservation) => {
     if (reservation.ended) return;
     reservation.ended = true;
@@ -93,10 +101,7 @@ export function graphqlSseStreams(
     reservation.lifetime.abort(new StreamEnded());
     reservations.delete(reservation.token);
     routing?.ended(reservation.token).catch(() => {});
-    const { userId } = reservation.viewer;
-    const held = (heldBy.get(userId) ?? 1) - 1;
-    if (held > 0) heldBy.set(userId, held);
-    else heldBy.delete(userId);
+    release(reservation.viewer.userId);
     wakeAll(reservation);
   };
 
@@ -144,7 +149,13 @@ export function graphqlSseStreams(
     return answered(await routing.forward(holder, token, { method: request.method, url: url.pathname + url.search, headers, body }, viewer, raw.signal));
   };
 
-  const reserve = async (viewer: Viewer, token: string): Promise<string | SseResponse> => {
+  /** What graphql-sse answers a `PUT` for a token reserved already, here or (the same answer) on another process. */
+  const alreadyRegistered = (): SseResponse => [
+    JSON.stringify({ errors: [{ message: 'Stream already registered' }] }),
+    { status: 409, statusText: 'Conflict', headers: { 'content-type': 'application/json; charset=utf-8' } },
+  ];
+
+  const reserve = async (viewer: Viewer, token: string, adopt: boolean): Promise<string | SseResponse> => {
     const held = heldBy.get(viewer.userId) ?? 0;
     if (held >= limits.streamsPerUser) {
       return refusal(
@@ -152,6 +163,21 @@ export function graphqlSseStreams(
           retryAfterSeconds: Math.ceil(limits.unopenedSeconds),
         }),
       );
+    }
+    // Counted before the store is asked, so that PUTs arriving meanwhile see the place taken.
+    heldBy.set(viewer.userId, held + 1);
+    let taken: boolean;
+    try {
+      taken = (await routing?.reserved(token, viewer, limits.unopenedSeconds, { adopt })) ?? true;
+    } catch (error) {
+      release(viewer.userId);
+      throw error;
+    }
+    if (!taken) {
+      // A live stream of another process holds the token: its owner is told it exists, anyone else that it does not.
+      release(viewer.userId);
+      const found = await routing!.find(token);
+      return found && sameCredential(found.viewer, viewer) ? alreadyRegistered() : noSuchStream();
     }
     const reservation: Reservation = {
       token,
@@ -167,8 +193,6 @@ export function graphqlSseStreams(
     reservation.expiry = setTimeout(() => void dropUnopened(reservation), limits.unopenedSeconds * 1000);
     reservation.expiry.unref();
     reservations.set(token, reservation);
-    heldBy.set(viewer.userId, held + 1);
-    await routing?.reserved(token, viewer, limits.unopenedSeconds);
     return token;
   };
 
@@ -241,11 +265,11 @@ export function graphqlSseStreams(
         const given = tokenOf(request);
         if (given && dropping.has(raw)) return given;
         let reservation = given ? reservations.get(given) : undefined;
-        // graphql-sse's client reserves again with the token it had when it reconnects: a token no
-        // live reservation holds may be reserved again, by anyone (it is theirs from then on).
+        // A token no live stream holds, on any process, may be reserved again, by anyone (it is
+        // theirs from then on): a client reconnecting with the token it had, say.
         if (request.method === 'PUT' && !reservation) {
           if (given !== null && !isUuid(given)) return refusal(badRequest(tokenHeader, 'must be a token this server gave (a UUID)'));
-          return reserve(viewer, given ?? randomUUID());
+          return reserve(viewer, given ?? randomUUID(), adopting.has(raw));
         }
         if (!given) return randomUUID();
         if (routing && isUuid(given) && (!reservation || !reservation.opened)) {
@@ -254,7 +278,9 @@ export function graphqlSseStreams(
             // Reserved on another process, opened here: reserved here too, then opened as usual.
             const found = await routing.find(given);
             if (found && !found.holder && sameCredential(found.viewer, viewer) && yogaFetch) {
-              const put = await yogaFetch(new Request(`http://localhost${graphqlStreamEndpoint}`, { method: 'PUT', headers: { [tokenHeader]: given } }), { viewer } as GraphQLServerContext);
+              const adoption = new Request(`http://localhost${graphqlStreamEndpoint}`, { method: 'PUT', headers: { [tokenHeader]: given } });
+              adopting.add(adoption);
+              const put = await yogaFetch(adoption, { viewer } as GraphQLServerContext);
               await put.body?.cancel();
               reservation = reservations.get(given);
             }

@@ -8,8 +8,9 @@ export const streamEndpoint = (serverUrl: string) => new URL('/graphql/stream', 
 
 const tokenHeader = 'x-graphql-event-stream-token';
 
-export function reserveStream(serverUrl: string, key: string) {
-  return fetch(streamEndpoint(serverUrl), { method: 'PUT', headers: { authorization: `Bearer ${key}` } });
+/** A `PUT` reserving a stream; with `token`, reserving that one again. */
+export function reserveStream(serverUrl: string, key: string, token?: string) {
+  return fetch(streamEndpoint(serverUrl), { method: 'PUT', headers: { authorization: `Bearer ${key}`, ...(token && { [tokenHeader]: token }) } });
 }
 
 export function sendToStream(serverUrl: string, key: string, token: string, operationId: string, body: { query: string; variables?: unknown }) {
