@@ -279,7 +279,7 @@ export class TermPostings {
       const { postings, idf } = lists[list]!;
       const { ordinals, counts, size } = postings;
       if (list > 0 && size > touchedCount) {
-        threshold = Math.max(best.worstScore(), rankingScore(scores, touched, touchedCount, best.limit));
+        threshold = Math.max(best.worstScore(), rankingScore(this.#chunkIds, scores, touched, touchedCount, best.limit));
         if (left[list]! < threshold) break;
       }
       if (work) work.postingsRead += size;
@@ -354,39 +354,10 @@ const thresholdSample = 8_192;
  * met): `limit` chunks reach it, so it is a threshold a chunk must reach to rank, whatever the
  * chunks after them score. The sample bounds its cost when common terms have met most chunks.
  */
-function rankingScore(scores: Float64Array, touched: Int32Array, touchedCount: number, limit: number): number {
-  touchedCount = Math.min(touchedCount, thresholdSample);
-  if (touchedCount < limit) return -Infinity;
-  // The best `limit` in a heap whose root is the worst of them.
-  const heap = new Float64Array(limit);
-  let size = 0;
-  for (let i = 0; i < touchedCount; i++) {
-    const score = scores[touched[i]!]!;
-    if (size < limit) {
-      let child = size++;
-      heap[child] = score;
-      while (child > 0) {
-        const parent = (child - 1) >> 1;
-        if (heap[parent]! <= heap[child]!) break;
-        [heap[parent], heap[child]] = [heap[child]!, heap[parent]!];
-        child = parent;
-      }
-    } else if (score > heap[0]!) {
-      heap[0] = score;
-      let parent = 0;
-      for (;;) {
-        const leftChild = parent * 2 + 1;
-        const rightChild = leftChild + 1;
-        let lowest = parent;
-        if (leftChild < limit && heap[leftChild]! < heap[lowest]!) lowest = leftChild;
-        if (rightChild < limit && heap[rightChild]! < heap[lowest]!) lowest = rightChild;
-        if (lowest === parent) break;
-        [heap[parent], heap[lowest]] = [heap[lowest]!, heap[parent]!];
-        parent = lowest;
-      }
-    }
-  }
-  return heap[0]!;
+function rankingScore(chunkIds: readonly string[], scores: Float64Array, touched: Int32Array, touchedCount: number, limit: number): number {
+  const sample = new BestHits(limit);
+  for (let i = 0; i < Math.min(touchedCount, thresholdSample); i++) sample.offer(chunkIds, touched[i]!, scores[touched[i]!]!);
+  return sample.worstScore();
 }
 
 /** Better first: higher score, then the smaller chunk id (a stable order for ties). */
