@@ -54,6 +54,7 @@ export const environmentSchema = z.object({
   KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
   KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),
+  KB_VECTORS_IN_MEMORY: optionalString.pipe(z.enum(['auto', 'on', 'off']).default('auto')),
   // PGlite's memory ends at 2 GB (32-bit WebAssembly): its page cache must leave room for the rest.
   KB_STORE_CACHE_MB: optionalString.pipe(
     z

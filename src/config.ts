@@ -82,6 +82,11 @@ export type Config = {
   /** Memory the pgvector index's keyword side may hold before it drops the least recently searched workspaces. */
   keywordMemoryBytes: number;
   /**
+   * Whether the pgvector index also keeps the vectors of the workspaces it holds in an HNSW graph
+   * in memory (within `keywordMemoryBytes`): `auto` does on the embedded store only.
+   */
+  vectorsInMemory: 'auto' | 'on' | 'off';
+  /**
    * The embedded store's page cache (PostgreSQL's shared_buffers) in MB; unset, it is sized from
    * the store's tables at each start. PostgreSQL's own is its administrator's.
    */
@@ -241,6 +246,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     },
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
+    vectorsInMemory: env.KB_VECTORS_IN_MEMORY,
     storeCacheMb: env.KB_STORE_CACHE_MB,
     storeCacheWarmPercent: env.KB_STORE_CACHE_WARM_PERCENT,
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,

@@ -1,9 +1,14 @@
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { FreshVectors } from './fresh-vectors.js';
 import { TermPostings } from './term-postings.js';
+import type { VectorGraph } from './vector-graph.js';
 
-/** What is held of a workspace: its keyword postings, and the vectors and sketches of its chunks outside the graph. */
-export type MirroredWorkspace = { postings: TermPostings; fresh: FreshVectors };
+/**
+ * What is held of a workspace: its keyword postings, the vectors and sketches of its chunks outside
+ * the store's HNSW graph and, where the index keeps one, every chunk's vector in a graph in memory
+ * (being filled until it is `complete`).
+ */
+export type MirroredWorkspace = { postings: TermPostings; fresh: FreshVectors; graph?: VectorGraph | undefined };
 
 export type HeldWorkspace = MirroredWorkspace & {
   /** Every transaction older than this had finished when the workspace was last synced. */
@@ -74,7 +79,7 @@ class Waiters {
 }
 
 /** Bytes a held workspace takes, roughly. */
-export const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes;
+export const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes + (held.graph?.approximateBytes ?? 0);
 
 export const unloaded = (): HeldWorkspace => {
   return {

@@ -3,12 +3,16 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { FreshVectors, parseVector } from './fresh-vectors.js';
 import type { HeldWorkspace } from './held-workspace.js';
+import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
-/** A chunk's row in either table, as the in-memory side reads it, with its vector (binary) when it waits outside the graph. */
-const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, NULL::bytea AS vector FROM chunk_index
-                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding)
+/**
+ * A chunk's row in either table, as the in-memory side reads it, with its vector (binary) and
+ * whether it waits outside the store's graph.
+ */
+const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding) AS vector, false AS outside_graph FROM chunk_index
+                               UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding), true
                                  FROM chunk_index_fresh)`;
 
 /**
@@ -25,7 +29,89 @@ const loadPageBlocks = 256;
  */
 const loadSliceRows = 200;
 
-type ChunkRow = { chunk_id: string; document_id: string | null; terms: string | null; freqs: string | null; term_count: number | null; vector?: Uint8Array | null };
+type ChunkRow = {
+  chunk_id: string;
+  document_id: string | null;
+  terms: string | null;
+  freqs: string | null;
+  term_count: number | null;
+  vector?: Uint8Array | null;
+  outside_graph?: boolean | null;
+};
+
+/** Vectors the graph's build reads per statement (about 1.5 kB each)... */
+const graphPageRows = 400;
+/** ...and in physical order, this many table blocks: about 400 chunks. */
+const graphPageBlocks = 64;
+/**
+ * ...and adds between two turns of the event loop: adding one takes about 0.3 ms here, so a search
+ * that arrives meanwhile waits at most a few milliseconds for the slice under way.
+ */
+const graphSliceRows = 12;
+
+type WorkspaceSize = { rows: number; total: number; blocks: number };
+
+/**
+ * The workspace's rows of `chunk_index` (the columns `columns` names), a page per statement so
+ * other work on the store runs between pages, `beforePage` awaited before each. A workspace
+ * holding a fifth of the table or more is read in physical order, a range of blocks at a time:
+ * through the index it would be one random read per chunk (measured at 100,000 chunks: 4 s in
+ * block ranges against over 20 s through the index). A smaller one is read through the index, in
+ * chunk id order. Rows written after `size` was read are not all seen: the log holds them.
+ */
+async function* graphTableRows<Row extends { chunk_id: string }>(
+  prisma: PrismaClient,
+  workspaceId: string,
+  size: WorkspaceSize,
+  columns: Prisma.Sql,
+  page: { rows: number; blocks: number },
+  beforePage: () => Promise<void>,
+): AsyncGenerator<Row[]> {
+  if (size.rows === 0) return;
+  if (size.rows >= 0.2 * size.total) {
+    for (let block = 0; block < size.blocks; block += page.blocks) {
+      await beforePage();
+      yield await prisma.$queryRaw<Row[]>`
+        SELECT ${columns} FROM chunk_index
+         WHERE ctid >= ${`(${block},0)`}::tid AND ctid < ${`(${block + page.blocks},0)`}::tid AND workspace_id = ${workspaceId}::uuid`;
+    }
+    return;
+  }
+  yield* freshTableRows<Row>(prisma, Prisma.sql`chunk_index`, workspaceId, columns, page.rows, beforePage);
+}
+
+/** The workspace's rows of `table` in chunk id order, `pageRows` per statement. */
+async function* freshTableRows<Row extends { chunk_id: string }>(
+  prisma: PrismaClient,
+  table: Prisma.Sql,
+  workspaceId: string,
+  columns: Prisma.Sql,
+  pageRows: number,
+  beforePage: () => Promise<void>,
+): AsyncGenerator<Row[]> {
+  for (let after = '00000000-0000-0000-0000-000000000000'; ; ) {
+    await beforePage();
+    const rows = await prisma.$queryRaw<Row[]>`
+      SELECT ${columns} FROM ${table} WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid ORDER BY chunk_id LIMIT ${pageRows}`;
+    yield rows;
+    if (rows.length < pageRows) return;
+    after = rows.at(-1)!.chunk_id;
+  }
+}
+
+/** The counts a workspace's reading is planned with. */
+async function workspaceSize(prisma: PrismaClient, workspaceId: string) {
+  const [mark] = await prisma.$queryRaw<(WorkspaceSize & { horizon: string; generation: string; fresh_rows: number })[]>`
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
+           (SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)::float8 AS rows,
+           (SELECT count(*) FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid)::float8 AS fresh_rows,
+           (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
+           (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
+  return mark!;
+}
+
+const termColumns = Prisma.sql`chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count`;
+const vectorColumns = Prisma.sql`chunk_id::text, document_id::text, vector_send(embedding) AS vector`;
 
 /** A chunk row as the in-memory side takes it; terms and counts come space-separated (analysed terms hold no spaces). */
 function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
@@ -40,11 +126,8 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
 }
 
 /**
- * Reads the workspace's chunks afresh, a page per statement so other work on the store runs
- * between pages. A workspace holding a fifth of the table or more is read in physical order,
- * a range of blocks at a time: through the index it would be one random read per chunk
- * (measured at 100,000 chunks: 4 s in block ranges against over 20 s through the index). A
- * smaller one is read through the index, in chunk id order.
+ * Reads the workspace's chunks afresh (their terms, and the vectors of those outside the store's
+ * graph), a page per statement so other work on the store runs between pages.
  */
 export async function loadWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
   // Loading ahead of searches, not for one: each page waits for the searches in progress. The
@@ -54,13 +137,8 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
     await nextTurn();
     await held.waiters.yieldUnlessAwaited(backgroundWork);
   };
-  const [mark] = await prisma.$queryRaw<{ horizon: string; generation: string; rows: number; fresh_rows: number; total: number; blocks: number }[]>`
-    SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
-           (SELECT count(*) FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid)::float8 AS rows,
-           (SELECT count(*) FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid)::float8 AS fresh_rows,
-           (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'chunk_index'::regclass)::float8 AS total,
-           (pg_relation_size('chunk_index') / current_setting('block_size')::int)::float8 AS blocks`;
-  held.loadSize.set(mark!.rows + mark!.fresh_rows);
+  const size = await workspaceSize(prisma, workspaceId);
+  held.loadSize.set(size.rows + size.fresh_rows);
   const postings = new TermPostings();
   const fresh = new FreshVectors();
   const take = async (rows: ChunkRow[]) => {
@@ -74,44 +152,72 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
       }
     }
   };
-  if (mark!.rows > 0 && mark!.rows >= 0.2 * mark!.total) {
-    // Rows written after the size was read are in the log above the horizon.
-    for (let block = 0; block < mark!.blocks; block += loadPageBlocks) {
-      await page();
-      await take(
-        await prisma.$queryRaw<ChunkRow[]>`
-          SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
-            FROM chunk_index
-           WHERE ctid >= ${`(${block},0)`}::tid AND ctid < ${`(${block + loadPageBlocks},0)`}::tid AND workspace_id = ${workspaceId}::uuid`,
-      );
-    }
-  } else if (mark!.rows > 0) {
-    let after = '00000000-0000-0000-0000-000000000000';
-    for (;;) {
-      await page();
-      const rows = await prisma.$queryRaw<ChunkRow[]>`
-        SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count
-          FROM chunk_index WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
-         ORDER BY chunk_id LIMIT ${loadPageSize}`;
-      await take(rows);
-      if (rows.length < loadPageSize) break;
-      after = rows.at(-1)!.chunk_id;
-    }
-  }
+  for await (const rows of graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, page)) await take(rows);
   // Chunks not merged into the graph yet: few, except after a bulk load, so a page at a time too.
-  for (let after = '00000000-0000-0000-0000-000000000000'; ; ) {
-    await page();
-    const rows = await prisma.$queryRaw<ChunkRow[]>`
-      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count,
-             vector_send(embedding) AS vector
-        FROM chunk_index_fresh WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid
-       ORDER BY chunk_id LIMIT ${loadPageSize}`;
-    await take(rows);
-    if (rows.length < loadPageSize) break;
-    after = rows.at(-1)!.chunk_id;
+  const freshColumns = Prisma.sql`${termColumns}, vector_send(embedding) AS vector`;
+  for await (const rows of freshTableRows<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page)) await take(rows);
+  // Changes made while the pages were read are in the log above the horizon: the next sync applies
+  // them. A graph in memory is built again from the store (`buildGraph`).
+  Object.assign(held, { postings, fresh, graph: undefined, horizon: size.horizon, generation: size.generation, syncedAt: Date.now(), loadYields: false });
+}
+
+/**
+ * Fills `graph` with every chunk vector of the workspace, in pages that wait for the searches in
+ * progress and slices between turns of the event loop, then marks it complete. Stops, leaving it
+ * incomplete, once `current` says the graph is no longer the workspace's.
+ */
+export async function buildGraph(
+  prisma: PrismaClient,
+  backgroundWork: BackgroundWork | undefined,
+  workspaceId: string,
+  held: HeldWorkspace,
+  graph: VectorGraph,
+  current: () => boolean,
+) {
+  const waitForSearches = async () => {
+    await nextTurn();
+    await held.waiters.yieldUnlessAwaited(backgroundWork);
+    if (!current()) throw new GraphBuildStopped();
+  };
+  const readIn = async (pages: AsyncGenerator<{ chunk_id: string; document_id: string; vector: Uint8Array }[]>) => {
+    let mark = graph.mark();
+    for await (const rows of pages) {
+      for (let start = 0; start < rows.length; start += graphSliceRows) {
+        if (start > 0) await waitForSearches();
+        for (const row of rows.slice(start, start + graphSliceRows)) graph.readIn(mark, row.chunk_id, row.document_id, parseVector(row.vector));
+      }
+      mark = graph.mark();
+    }
+  };
+  try {
+    // The chunks outside the store's graph first: a merge moves chunks from there into the graph's
+    // table, and a sync does not read a moved chunk again (its vector stays), so a chunk moved
+    // after its page was read here is in the graph already, and one moved before is read from the
+    // graph's table next. Read the other way round, a chunk moved in between was read in neither.
+    await readIn(freshTableRows(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, vectorColumns, graphPageRows, waitForSearches));
+    const size = await workspaceSize(prisma, workspaceId);
+    await readIn(graphTableRows(prisma, workspaceId, size, vectorColumns, { rows: graphPageRows, blocks: graphPageBlocks }, waitForSearches));
+  } catch (error) {
+    if (error instanceof GraphBuildStopped) return;
+    throw error;
   }
-  // Changes made while the pages were read are in the log above the horizon: the next sync applies them.
-  Object.assign(held, { postings, fresh, horizon: mark!.horizon, generation: mark!.generation, syncedAt: Date.now(), loadYields: false });
+  graph.finish();
+}
+
+class GraphBuildStopped extends Error {}
+
+/**
+ * Applies the changes syncs noted in `graph`, a slice at a time between turns of the event loop,
+ * each slice after the searches in progress, until none is left or `current` says the graph is no
+ * longer the workspace's.
+ */
+export async function applyGraphChanges(backgroundWork: BackgroundWork | undefined, held: HeldWorkspace, graph: VectorGraph, current: () => boolean) {
+  while (graph.pending > 0) {
+    await nextTurn();
+    await held.waiters.yieldUnlessAwaited(backgroundWork);
+    if (!current()) return;
+    graph.applyPending(graphSliceRows);
+  }
 }
 
 export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
@@ -128,7 +234,7 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
        WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8 GROUP BY chunk_id
     )
     SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, changed.moved, c.chunk_id::text, c.document_id::text,
-           array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector
+           array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector, c.outside_graph
       FROM mark LEFT JOIN changed ON true
       -- OFFSET 0 keeps the subquery whole, so NOT changed.moved gates its reads (a one-time
       -- filter before each lookup); flattened, it was a filter applied after them.
@@ -156,7 +262,7 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
   }
   if (movedUnheld.length > 0) {
     const read = await prisma.$queryRaw<ChunkRow[]>`
-      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector
+      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector, outside_graph
         FROM ${bothTables} AS b WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
     const byId = new Map(read.map((row) => [row.chunk_id, row]));
     for (const chunkId of movedUnheld) applyChange(held, chunkId, byId.get(chunkId));
@@ -172,10 +278,13 @@ function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undef
   // Written again with other terms (its document renamed): the new terms replace the old.
   if (chunk) {
     if (!held.postings.holds(chunk)) held.postings.add(chunk);
-    if (row!.vector) held.fresh.set(chunk.chunkId, chunk.documentId, parseVector(row!.vector));
+    const vector = row!.vector ? parseVector(row!.vector) : undefined;
+    if (vector && row!.outside_graph) held.fresh.set(chunk.chunkId, chunk.documentId, vector);
     else held.fresh.delete(chunk.chunkId);
+    held.graph?.applySync(chunk.chunkId, chunk.documentId, vector);
   } else {
     held.postings.remove(chunkId);
     held.fresh.delete(chunkId);
+    held.graph?.applySync(chunkId);
   }
 }

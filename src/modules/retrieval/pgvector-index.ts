@@ -39,6 +39,12 @@ export type PgvectorIndexOptions = {
    * a serving process on PostgreSQL, not the embedded store, whose one thread the walk would hold.
    */
   readGraphAhead?: boolean;
+  /**
+   * Whether each workspace held in memory also keeps its chunks' vectors in an HNSW graph there
+   * (VectorGraph), which searches use once it is complete instead of the store's graph: the
+   * embedded store, where the store's graph is walked in WebAssembly on one thread.
+   */
+  vectorsInMemory?: boolean;
   /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
   migrate?: boolean;
   /** Where the index says what its waiting chunks will add to the store once merged (Database.expectTableGrowth). */
@@ -126,6 +132,7 @@ class PgvectorIndex implements VectorIndex {
       backgroundWork: options.backgroundWork,
       loadAhead: options.loadAhead ?? true,
       ...(options.followLogEveryMs !== undefined && { followLogEveryMs: options.followLogEveryMs }),
+      ...(options.vectorsInMemory && { graphDimensions: () => this.#builtWith.dimensions }),
     });
     this.#merge = new FreshRowsMerge(prisma);
     this.#readGraphAhead = options.readGraphAhead ?? false;

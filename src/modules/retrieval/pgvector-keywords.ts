@@ -1,7 +1,8 @@
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { heldBytes, unloaded, type HeldWorkspace, type MirroredWorkspace } from './held-workspace.js';
-import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
+import { applyGraphChanges, buildGraph, catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
+import { VectorGraph } from './vector-graph.js';
 
 /** Workspaces held in memory and not searched for this long are synced in the background. */
 const refreshIdleAfterMs = 60 * 60_000;
@@ -52,13 +53,18 @@ export class StoreIndexMirror {
   /** The last log row read by `#followLog`; undefined until its first reading. */
   #followedSeq: string | undefined;
   #following = false;
+  /** Graphs whose noted changes are being applied (`#applyGraphChanges`). */
+  readonly #applying = new WeakSet<VectorGraph>();
+  /** The vectors' dimensions, when each held workspace also keeps its vectors in a graph in memory (VectorGraph); undefined otherwise. */
+  readonly #graphDimensions: (() => number) | undefined;
 
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
-    options: { backgroundWork?: BackgroundWork; loadAhead: boolean; followLogEveryMs?: number },
+    options: { backgroundWork?: BackgroundWork; loadAhead: boolean; followLogEveryMs?: number; graphDimensions?: (() => number) | undefined },
   ) {
     this.backgroundWork = options.backgroundWork;
+    this.#graphDimensions = options.graphDimensions;
     // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
     // of it and its next search needs no reload.
     this.#refresher = setInterval(() => this.#refreshIdle(), refreshIdleAfterMs / 4);
@@ -212,7 +218,9 @@ export class StoreIndexMirror {
     if (options.ahead && workspace.syncedAt === 0) workspace.loadYields = true;
     const leave = options.ahead ? undefined : workspace.waiters.enter();
     try {
-      return await this.#turnOf(workspaceId, workspace, options.until);
+      const synced = await this.#turnOf(workspaceId, workspace, options.until);
+      if (synced) this.#buildGraph(workspaceId, workspace);
+      return synced;
     } finally {
       leave?.();
     }
@@ -259,9 +267,45 @@ export class StoreIndexMirror {
     return row!.chunks;
   }
 
-  #timedLoad(workspaceId: string, held: HeldWorkspace) {
+  async #timedLoad(workspaceId: string, held: HeldWorkspace) {
     const load = () => loadWorkspace(this.prisma, this.backgroundWork, workspaceId, held);
-    return this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load();
+    await (this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load());
+    this.#buildGraph(workspaceId, held);
+  }
+
+  /**
+   * Starts filling a new graph of the workspace's vectors in the background, when the index keeps
+   * them in memory and the workspace has none being built: after its load (which drops the graph
+   * it held), or after a build that failed. Searches use the store's graph until it is complete.
+   */
+  #buildGraph(workspaceId: string, held: HeldWorkspace) {
+    if (this.#graphDimensions === undefined || held.graph) return;
+    const graph = new VectorGraph(this.#graphDimensions());
+    held.graph = graph;
+    const current = () => this.#held.get(workspaceId) === held && held.graph === graph;
+    const build = () => buildGraph(this.prisma, this.backgroundWork, workspaceId, held, graph, current);
+    (this.backgroundWork ? this.backgroundWork.time('vector_graph_build', build) : build()).then(
+      () => this.#applyGraphChanges(workspaceId, held),
+      () => {
+        // The next search of the workspace starts another.
+        if (held.graph === graph) held.graph = undefined;
+      },
+    );
+  }
+
+  /** Starts applying the changes syncs noted in the workspace's graph, unless that is under way already or none waits. */
+  #applyGraphChanges(workspaceId: string, held: HeldWorkspace) {
+    const graph = held.graph;
+    if (!graph || graph.pending === 0 || this.#applying.has(graph)) return;
+    this.#applying.add(graph);
+    const current = () => this.#held.get(workspaceId) === held && held.graph === graph;
+    const apply = () => applyGraphChanges(this.backgroundWork, held, graph, current);
+    (this.backgroundWork ? this.backgroundWork.time('vector_graph_build', apply) : apply())
+      .catch(() => {
+        // Built again at the workspace's next search.
+        if (held.graph === graph) held.graph = undefined;
+      })
+      .finally(() => this.#applying.delete(graph));
   }
 
   /**
@@ -283,8 +327,9 @@ export class StoreIndexMirror {
     }
   }
 
-  #catchUp(workspaceId: string, held: HeldWorkspace) {
-    return catchUpWorkspace(this.prisma, this.backgroundWork, workspaceId, held);
+  async #catchUp(workspaceId: string, held: HeldWorkspace) {
+    await catchUpWorkspace(this.prisma, this.backgroundWork, workspaceId, held);
+    this.#applyGraphChanges(workspaceId, held);
   }
 
   #evictBeyondBudget(inUse: ReadonlySet<string>) {

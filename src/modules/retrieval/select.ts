@@ -4,6 +4,9 @@ import type { Embedder } from '../embeddings/embedder.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 
+/** Whether the pgvector index keeps its held workspaces' vectors in graphs in memory (`KB_VECTORS_IN_MEMORY`; `auto`: on the embedded store). */
+export const keepsVectorsInMemory = (config: Config) => config.vectorsInMemory === 'on' || (config.vectorsInMemory === 'auto' && !config.databaseUrl);
+
 /**
  * The one place the index is chosen: Elasticsearch when ELASTICSEARCH_URL is set, otherwise
  * pgvector in the store. A new index records the configured model; an existing one keeps the
@@ -25,6 +28,7 @@ export async function openVectorIndex(
     backgroundWork: db.backgroundWork,
     loadAhead: options.loadAhead,
     readGraphAhead: db.kind === 'postgres' && options.loadAhead !== false,
+    vectorsInMemory: keepsVectorsInMemory(config),
     migrate: config.migrate,
     expectTableGrowth: db.expectTableGrowth,
   });

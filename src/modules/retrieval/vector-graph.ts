@@ -1,0 +1,165 @@
+import { createRequire } from 'node:module';
+import type UsearchModule from 'usearch';
+import type { DocumentFilter } from './term-postings.js';
+import type { IndexHit } from './vector-index.js';
+
+/**
+ * The graph's shape (USearch's HNSW): links per node, and the candidates kept while adding and
+ * while searching. Measured on bench:search's 100,000 SciFact-like chunks against an exact scan
+ * (docs/retrieval.md): 300 candidates found 98.9 % of the exact 10 nearest and 95.9 % of the 100
+ * nearest in about 1 ms (the store's graph, 200 candidates: 98.7 % and 93.7 %); 100 candidates
+ * found 95.7 % and 85.1 %. 128 candidates while adding gained less and doubled the build's time.
+ */
+const connectivity = 16;
+const expansionAdd = 64;
+const expansionSearch = 300;
+
+/** Bytes a node's links take, roughly: `connectivity` links each way on the base layer, 4 bytes each, and the upper layers' share. */
+const linkBytes = connectivity * 2 * 4 * 1.1;
+/** Bytes each chunk's ids take in the maps beside the graph, roughly. */
+const idBytes = 180;
+
+type Entry = { chunkId: string; documentId: string };
+
+// The package's CommonJS build: its ES module build finds its native code from the caller's stack
+// trace, which fails once the code is transformed (vitest, bundlers).
+const usearch = createRequire(import.meta.url)('usearch') as typeof UsearchModule;
+
+/**
+ * A workspace's chunk vectors in an HNSW graph in this process's memory (USearch, native code,
+ * single precision, cosine), beside its keyword postings. On the embedded store the graph's
+ * statement in PGlite (WebAssembly, one thread) took 9-13 ms of a search at 120,000 chunks; this
+ * graph answers the same question in well under a millisecond (docs/retrieval.md).
+ *
+ * It is filled from the store while searches go on (`readIn`, page by page) and follows the change
+ * log (`applySync`), like the postings. A sync only notes its changes: adding a vector takes about
+ * 0.3 ms, and a sync after a bulk write finds thousands, which would hold the event loop for
+ * seconds; they are applied a few at a time in the background (`applyPending`), and searches use
+ * the store's graph until none is left. A page is read before it is taken in, so a sync may have
+ * set a chunk anew in between: the graph counts the syncs' changes, and a page row is taken only
+ * when no sync touched its chunk after the page was read. A change after the page's read is in
+ * the log, so a later sync sets it in any case.
+ */
+export class VectorGraph {
+  readonly #index: InstanceType<typeof usearch.Index>;
+  readonly #dimensions: number;
+  readonly #keyOf = new Map<string, number>();
+  readonly #entries = new Map<number, Entry>();
+  readonly #documentChunks = new Map<string, number>();
+  #nextKey = 1;
+  #built = false;
+  /** Changes found by syncs and not applied yet: the chunk's document and vector, or null when it is gone. */
+  readonly #pending = new Map<string, { documentId: string; vector: Float32Array } | null>();
+  #changes = 0;
+  readonly #changedAt = new Map<string, number>();
+
+  constructor(dimensions: number) {
+    this.#dimensions = dimensions;
+    this.#index = new usearch.Index({
+      dimensions,
+      metric: usearch.MetricKind.Cos,
+      quantization: usearch.ScalarKind.F32,
+      connectivity,
+      expansion_add: expansionAdd,
+      expansion_search: expansionSearch,
+      multi: false,
+    });
+  }
+
+  /** Whether the graph holds the workspace as its last sync found it: searches use it then. */
+  get complete() {
+    return this.#built && this.#pending.size === 0;
+  }
+
+  /** Changes found by syncs and not applied yet. */
+  get pending() {
+    return this.#pending.size;
+  }
+
+  get size() {
+    return this.#entries.size;
+  }
+
+  /** Bytes held, roughly: the vectors and links of every slot reserved, and the ids beside them. */
+  get approximateBytes() {
+    return this.#index.capacity() * (this.#dimensions * 4 + linkBytes) + this.#entries.size * idBytes + this.#pending.size * (this.#dimensions * 4 + idBytes);
+  }
+
+  /** Where a page's reading begins: its rows are taken with `readIn(mark, ...)`. */
+  mark(): number {
+    return this.#changes;
+  }
+
+  /** A chunk read by the build after `mark`: taken unless a sync has set it since. */
+  readIn(mark: number, chunkId: string, documentId: string, vector: Float32Array) {
+    if ((this.#changedAt.get(chunkId) ?? 0) > mark) return;
+    this.#set(chunkId, documentId, vector);
+  }
+
+  /** The build has read every chunk. */
+  finish() {
+    this.#built = true;
+    this.#changedAt.clear();
+  }
+
+  /** Notes a chunk as a sync found it: present with its vector, or gone (no vector). `applyPending` applies it. */
+  applySync(chunkId: string, documentId?: string, vector?: Float32Array) {
+    if (!this.#built) this.#changedAt.set(chunkId, ++this.#changes);
+    this.#pending.set(chunkId, documentId !== undefined && vector ? { documentId, vector } : null);
+  }
+
+  /** Applies up to `count` of the changes syncs found, oldest first; returns how many are left. */
+  applyPending(count: number): number {
+    for (const [chunkId, change] of this.#pending) {
+      if (count <= 0) break;
+      count -= 1;
+      this.#pending.delete(chunkId);
+      if (change) this.#set(chunkId, change.documentId, change.vector);
+      else this.#delete(chunkId);
+    }
+    return this.#pending.size;
+  }
+
+  /**
+   * The `limit` nearest chunks, best first, leaving out the excluded documents' chunks (it asks
+   * the graph for as many more as those documents hold). Undefined for a search limited to some
+   * documents: the store's filtered scan answers it.
+   */
+  nearest(query: Float32Array, limit: number, filter: DocumentFilter): IndexHit[] | undefined {
+    if (filter.only) return undefined;
+    if (this.#entries.size === 0 || limit <= 0) return [];
+    let excludedChunks = 0;
+    for (const documentId of filter.excluded ?? []) excludedChunks += this.#documentChunks.get(documentId) ?? 0;
+    const matches = this.#index.search(query, Math.min(this.#entries.size, limit + excludedChunks), 1);
+    const hits: IndexHit[] = [];
+    for (let i = 0; i < matches.keys.length && hits.length < limit; i += 1) {
+      const entry = this.#entries.get(Number(matches.keys[i]));
+      if (!entry || filter.excluded?.has(entry.documentId)) continue;
+      hits.push({ chunkId: entry.chunkId, score: 1 - matches.distances[i]! });
+    }
+    return hits;
+  }
+
+  #set(chunkId: string, documentId: string, vector: Float32Array) {
+    if (vector.length !== this.#dimensions) throw new Error(`a ${vector.length}-dimensional vector cannot go into a graph of ${this.#dimensions} dimensions`);
+    this.#delete(chunkId);
+    // A new key each time: a key removed from the graph is not given out again.
+    const key = this.#nextKey++;
+    this.#index.add(BigInt(key), vector, 1);
+    this.#keyOf.set(chunkId, key);
+    this.#entries.set(key, { chunkId, documentId });
+    this.#documentChunks.set(documentId, (this.#documentChunks.get(documentId) ?? 0) + 1);
+  }
+
+  #delete(chunkId: string) {
+    const key = this.#keyOf.get(chunkId);
+    if (key === undefined) return;
+    const entry = this.#entries.get(key)!;
+    this.#index.remove(BigInt(key));
+    this.#keyOf.delete(chunkId);
+    this.#entries.delete(key);
+    const left = (this.#documentChunks.get(entry.documentId) ?? 1) - 1;
+    if (left > 0) this.#documentChunks.set(entry.documentId, left);
+    else this.#documentChunks.delete(entry.documentId);
+  }
+}
