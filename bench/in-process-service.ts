@@ -111,4 +111,16 @@ export async function waitForGraphMerge(app: RunningApp): Promise<number | null>
   return elapsedSeconds(start);
 }
 
+/**
+ * On the embedded store each held workspace's vectors also go into a graph in memory, built in
+ * the background after the workspace's keyword postings load; searches use the store's graph
+ * until then. Waits until no such build is in progress; seconds waited.
+ */
+export async function waitForVectorGraphs(app: RunningApp): Promise<number> {
+  const building = () => app.db.backgroundWork.states().find((state) => state.task === 'vector_graph_build')?.running ?? 0;
+  const start = performance.now();
+  while (building() > 0) await sleep(1_000);
+  return elapsedSeconds(start);
+}
+
 export type { TextFile };

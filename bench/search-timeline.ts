@@ -126,7 +126,7 @@ function startTimeline(
 }
 
 /** Parts shown for the slowest searches of a minute, in this order. */
-const shownParts = ['auth', 'scope', 'embed', 'sync', 'fresh', 'vector', 'keywords', 'read', 'search', 'total'] as const;
+const shownParts = ['auth', 'scope', 'embed', 'sync', 'fresh', 'vector', 'graph', 'keywords', 'read', 'search', 'total'] as const;
 
 /**
  * The median of each Server-Timing part over the searches of the minute at or above its p90,
@@ -181,7 +181,7 @@ function minutes(searches: readonly Search[], seconds: readonly Second[], phase:
   return rows;
 }
 
-const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1', cache_resize: '#76b7b2', cache_warm: '#9c755f' };
+const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1', vector_graph_build: '#4e79a7', cache_resize: '#76b7b2', cache_warm: '#9c755f' };
 
 /** Each search's latency over time (log scale), with a band per background task marking the seconds it held the store. */
 function timelineChart(searches: readonly Search[], seconds: readonly Second[], phase: Phase, ingesting?: { from: number; to: number }): string {
@@ -364,7 +364,7 @@ export async function timeline(argv: readonly string[]) {
           ]
         : []),
       `Background work columns: seconds each task held the store in that minute (counted when a run ends, so a long run counts in the minute it ended); "merge slice ms": the mean time of a graph merge slice that ended in the minute (a search arriving meanwhile waits for the rest of it); "outside graph": chunks still waiting for the graph at the minute's last reading (every ${BACKLOG_EVERY_S} s).`,
-      `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (auth: checking the API key; scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; keywords: the BM25 ranking; read: reading the results back; search: the whole search; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
+      `"Slowest tenth": over the minute's searches at or above its p90, the median milliseconds of each part the service reported in Server-Timing (auth: checking the API key; scope: the workspace check; embed: the query's embedding; sync: bringing the keyword side up to date; fresh: scoring the chunks outside the graph in memory; vector: the vector statement in the store; graph: the search of the vector graph held in memory; keywords: the BM25 ranking; read: reading the results back; search: the whole search; total: the request in the server), and "outside": how much longer the client waited than that total. Parts overlap: the sync and the workspace check run while the query is embedded.`,
       `Searches: POST /v1/kb/query, hybrid, top_k ${TOP_K}, one sent every second whether or not the one before had answered, each a different SciFact test query; client-side latency over loopback HTTP.`,
       `Load average at the end ${loadNow()}.`,
     ];

@@ -55,7 +55,7 @@ import { openVectorIndex } from '../src/modules/retrieval/select.js';
 import { searchLimits } from '../src/modules/retrieval/input.js';
 import { readBack, searchScope, sideDepths } from '../src/modules/retrieval/service.js';
 import type { IndexHit, VectorIndex } from '../src/modules/retrieval/vector-index.js';
-import { waitForGraphMerge } from './in-process-service.js';
+import { waitForGraphMerge, waitForVectorGraphs } from './in-process-service.js';
 import { abstractVectors, cacheDir, CHUNKS_PER_UPSERT, DOCS_PER_WRITE, GENERATOR_VERSION, NOISE_SIGMA, readAbstracts, readQueries, seed, type Plan, type Seeded } from './search-seed.js';
 import {
   escapeHtml,
@@ -299,6 +299,8 @@ async function main() {
     const memoryAfter = process.memoryUsage();
     const memoryGrowthMb = (memoryAfter.heapUsed + memoryAfter.arrayBuffers - memoryBefore.heapUsed - memoryBefore.arrayBuffers) / 2 ** 20;
     log(`first keyword search of the workspace: ${firstKeywordMs.toFixed(0)} ms, memory +${memoryGrowthMb.toFixed(0)} MB`);
+    // The service's index and this one each build their vector graphs in memory after a load.
+    log(`waited ${(await waitForVectorGraphs(app)).toFixed(1)} s for the vector graphs in memory to be built`);
 
     log(`warm-up: ${WARMUP_QUERIES} queries through every path`);
     for (let position = 0; position < Math.min(WARMUP_QUERIES, queries.length); position++) {
