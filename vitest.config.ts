@@ -8,7 +8,12 @@ const elasticsearchOnly = ['src/modules/retrieval/elasticsearch-index.test.ts', 
 
 // pgvector's own workings: the Elasticsearch leg's PostgreSQL has no pgvector, and the embedded
 // leg runs them on the embedded store. (The contract all indexes share runs on every leg.)
-const pgvectorOnly = ['src/modules/retrieval/pgvector-index.test.ts', 'src/modules/retrieval/mirror-sync.test.ts', 'src/modules/retrieval/pgvector-graph-read.test.ts'];
+const pgvectorOnly = [
+  'src/modules/retrieval/pgvector-index.test.ts',
+  'src/modules/retrieval/mirror-sync.test.ts',
+  'src/modules/retrieval/pgvector-graph-read.test.ts',
+  'src/modules/retrieval/pgvector-vector-graph.test.ts',
+];
 
 // Files about a PostgreSQL server itself (an outage of it, its shared buffers): on the embedded leg
 // the store is inside the process, so they are left out there rather than skipped.
@@ -18,6 +23,7 @@ const postgresOnly = ['test/across-processes.test.ts', 'test/store-outage.test.t
 // PostgreSQL legs would run them again exactly as the embedded leg does.
 const storeIndependent = [
   'src/config.test.ts',
+  'src/modules/retrieval/vector-graph.test.ts',
   'src/auth/api-key-cache.test.ts',
   'src/http/console.test.ts',
   'src/modules/agent/repetition.test.ts',

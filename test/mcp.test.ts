@@ -10,7 +10,7 @@ import { McpCalls } from '../src/mcp/cancellations.js';
 import { kbBin } from './support/cli.js';
 import { readBenchPdf, upload, waitForDocuments } from './support/documents.js';
 import { runStartedIn, settledJob } from './support/mcp.js';
-import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { startTestServer, vectorGraphsSettled, type TestServer, type TestUser } from './support/server.js';
 import { createWorkspace } from './support/fixtures.js';
 
 const run = promisify(execFile);
@@ -104,6 +104,9 @@ describe('MCP over Streamable HTTP', () => {
   it('searches a workspace: passages with document, file name, page, chunk index, score and text', async () => {
     const client = await connect(user.key);
     try {
+      // The workspace loaded, and its vector graph built, before the two searches compared below.
+      await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'reactor', workspace_id: workspaceId } });
+      await vectorGraphsSettled(server);
       const one = structured(await client.callTool({ name: 'search', arguments: { query: 'What coolant does the Zephyr-9 reactor use?', workspace_ids: [workspaceId], top_k: 3 } }));
       expect(one.results).toHaveLength(3);
       expect(one.results[0]).toMatchObject({ document_id: reactorId, filename: 'reactor.md', chunk_index: 0, page: null });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectProtocol, streamAgent } from './support/agent.js';
 import { upload, waitForDocuments } from './support/documents.js';
-import { startTestServer, type TestServer, type TestUser } from './support/server.js';
+import { startTestServer, vectorGraphsSettled, type TestServer, type TestUser } from './support/server.js';
 import { createWorkspace } from './support/fixtures.js';
 import { keepsVectorsInMemory } from '../src/modules/retrieval/select.js';
 
@@ -194,8 +194,7 @@ describe('Server-Timing', () => {
     // On the embedded store the workspace's vectors also go into a graph in memory after that load,
     // and searches use it once built (`graph`, in place of the store's `fresh` and `vector`).
     const graphInMemory = onStoreIndex && keepsVectorsInMemory(server.config);
-    const builds = () => server.app.db.backgroundWork.states().find((state) => state.task === 'vector_graph_build')!;
-    while (graphInMemory && (builds().runs === 0 || builds().running > 0)) await new Promise((resolve) => setTimeout(resolve, 20));
+    if (graphInMemory) await vectorGraphsSettled(server);
 
     const hybrid = await server.request('POST', '/v1/kb/query', { key: user.key, json: { query: 'what fuel fires the kiln', workspace_id: workspaceId } });
     expect(hybrid.status).toBe(200);

@@ -237,6 +237,19 @@ async function undeclaredStatuses(url: string, token: string | undefined): Promi
 }
 
 /** Asserts the documented error body and returns it. */
+/**
+ * Waits until the server builds no vector graph in memory and applies no change to one (the
+ * embedded store: docs/retrieval.md), so that two searches made after it take the same path: a
+ * search answered by the store's graph and one by the graph in memory differ in a score's last digits.
+ */
+export async function vectorGraphsSettled(server: TestServer) {
+  const running = () => server.app.db.backgroundWork.states().find((state) => state.task === 'vector_graph_build')!.running;
+  for (let waited = 0; running() > 0; waited += 20) {
+    if (waited > 60_000) throw new Error('a vector graph was still being built after 60 s');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 export function expectError(response: TestResponse, status: number, code: string) {
   if (response.status !== status || response.body?.error !== code || typeof response.body?.message !== 'string') {
     throw new Error(`expected ${status} ${code}, got ${response.status} ${response.text}`);

@@ -28,8 +28,8 @@ const usearch = createRequire(import.meta.url)('usearch') as typeof UsearchModul
 /**
  * A workspace's chunk vectors in an HNSW graph in this process's memory (USearch, native code,
  * single precision, cosine), beside its keyword postings. On the embedded store the graph's
- * statement in PGlite (WebAssembly, one thread) took 9-13 ms of a search at 120,000 chunks; this
- * graph answers the same question in well under a millisecond (docs/retrieval.md).
+ * statement in PGlite (WebAssembly, one thread) took 7-13 ms of a search at 120,000 chunks; this
+ * graph answers the same question in about 2 ms (docs/retrieval.md).
  *
  * It is filled from the store while searches go on (`readIn`, page by page) and follows the change
  * log (`applySync`), like the postings. A sync only notes its changes: adding a vector takes about
