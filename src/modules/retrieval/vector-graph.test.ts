@@ -81,6 +81,23 @@ describe('VectorGraph: the vectors of a workspace in an HNSW graph in memory', (
     for (let i = 0; i < 4; i += 1) expect(views.nearest(packed.subarray(i * dimensions, (i + 1) * dimensions), 1, {})![0]!.chunkId).toBe(`v${i}`);
   });
 
+  it('notes nothing for a chunk a sync finds as the graph holds it, and keeps searching the graph', () => {
+    const held = new VectorGraph(dimensions);
+    const [a, b] = [topical(), topical()];
+    held.readIn(held.mark(), 'x', 'd', a);
+    held.finish();
+    held.applySync('x', 'd', Float32Array.from(a));
+    held.applySync('gone');
+    expect([held.complete, held.pending]).toEqual([true, 0]);
+    held.applySync('x', 'd', b);
+    held.applySync('x', 'e', b);
+    expect([held.complete, held.pending]).toEqual([false, 1]);
+    held.applyPending(1);
+    held.applySync('x', 'e', Float32Array.from(b));
+    expect([held.complete, held.pending]).toEqual([true, 0]);
+    expect(held.nearest(b, 1, { excluded: new Set(['d']) })).toEqual([{ chunkId: 'x', score: expect.closeTo(1, 5) }]);
+  });
+
   it('leaves a search limited to some documents to the store', () => {
     expect(graph.nearest(randomVector(), 10, { only: new Set(['d1']) })).toBeUndefined();
   });
@@ -98,9 +115,9 @@ describe('VectorGraph: the vectors of a workspace in an HNSW graph in memory', (
     // A page read after the sync is newer than it.
     building.readIn(building.mark(), 'z', 'd', c);
     building.finish();
-    // The sync's changes are noted: the graph is not searched until they are applied.
-    expect([building.complete, building.pending]).toEqual([false, 2]);
-    expect(building.applyPending(1)).toBe(1);
+    // The sync's change is noted (the deletion of a chunk the graph does not hold needs none): the
+    // graph is not searched until it is applied.
+    expect([building.complete, building.pending]).toEqual([false, 1]);
     expect(building.applyPending(10)).toBe(0);
     expect(building.complete).toBe(true);
     expect(building.size).toBe(2);

@@ -19,7 +19,16 @@ const linkBytes = connectivity * 2 * 4 * 1.1;
 /** Bytes each chunk's ids take in the maps beside the graph, roughly. */
 const idBytes = 180;
 
-type Entry = { chunkId: string; documentId: string };
+type Entry = { chunkId: string; documentId: string; fingerprint: number };
+type Change = { documentId: string; vector: Float32Array; fingerprint: number } | null;
+
+/** FNV-1a over a vector's bytes: tells a sync that reads a chunk again unchanged (a horizon behind its write) from a new vector. */
+function fingerprintOf(vector: Float32Array): number {
+  const words = new Uint32Array(vector.buffer, vector.byteOffset, vector.length);
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < words.length; i += 1) hash = Math.imul(hash ^ words[i]!, 0x01000193);
+  return hash >>> 0;
+}
 
 // The package's CommonJS build: its ES module build finds its native code from the caller's stack
 // trace, which fails once the code is transformed (vitest, bundlers).
@@ -49,7 +58,7 @@ export class VectorGraph {
   #nextKey = 1;
   #built = false;
   /** Changes found by syncs and not applied yet: the chunk's document and vector, or null when it is gone. */
-  readonly #pending = new Map<string, { documentId: string; vector: Float32Array } | null>();
+  readonly #pending = new Map<string, Change>();
   #changes = 0;
   readonly #changedAt = new Map<string, number>();
 
@@ -102,10 +111,28 @@ export class VectorGraph {
     this.#changedAt.clear();
   }
 
-  /** Notes a chunk as a sync found it: present with its vector, or gone (no vector). `applyPending` applies it. */
+  /**
+   * Notes a chunk as a sync found it: present with its vector, or gone (no vector). `applyPending`
+   * applies it. A chunk the graph holds as found is not noted: a sync reads again the changes of
+   * transactions that may not have been finished at the previous one (on PostgreSQL, any that
+   * another session's open transaction keeps above the horizon), and each note keeps searches off
+   * the graph until it is applied.
+   */
   applySync(chunkId: string, documentId?: string, vector?: Float32Array) {
+    const change: Change = documentId !== undefined && vector ? { documentId, vector, fingerprint: fingerprintOf(vector) } : null;
+    // Counted even when nothing is noted: a page read before this sync may hold an older state.
     if (!this.#built) this.#changedAt.set(chunkId, ++this.#changes);
-    this.#pending.set(chunkId, documentId !== undefined && vector ? { documentId, vector } : null);
+    if (this.#holds(chunkId, change)) return;
+    this.#pending.set(chunkId, change);
+  }
+
+  /** Whether the graph holds the chunk as `change` has it, with no note about it waiting. */
+  #holds(chunkId: string, change: Change): boolean {
+    if (this.#pending.has(chunkId)) return false;
+    const key = this.#keyOf.get(chunkId);
+    if (change === null || key === undefined) return change === null && key === undefined;
+    const entry = this.#entries.get(key)!;
+    return entry.documentId === change.documentId && entry.fingerprint === change.fingerprint;
   }
 
   /** Applies up to `count` of the changes syncs found, oldest first; returns how many are left. */
@@ -147,7 +174,7 @@ export class VectorGraph {
     const key = this.#nextKey++;
     this.#index.add(BigInt(key), vector, 1);
     this.#keyOf.set(chunkId, key);
-    this.#entries.set(key, { chunkId, documentId });
+    this.#entries.set(key, { chunkId, documentId, fingerprint: fingerprintOf(vector) });
     this.#documentChunks.set(documentId, (this.#documentChunks.get(documentId) ?? 0) + 1);
   }
 
