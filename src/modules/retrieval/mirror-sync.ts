@@ -8,10 +8,12 @@ import { retention } from './pgvector-change-log.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
- * A chunk's row in either table, as the in-memory side reads it, with its vector (binary) and
- * whether it waits outside the store's graph.
+ * A chunk's row in either table, as the in-memory side reads it, with whether it waits outside the
+ * store's graph, and its vector (binary) where it does or where `graphVectors` asks for every
+ * chunk's (a graph in memory is held).
  */
-const bothTables = Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding) AS vector, false AS outside_graph FROM chunk_index
+const bothTables = (graphVectors: boolean) => Prisma.sql`(SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count,
+                                      ${graphVectors ? Prisma.sql`vector_send(embedding)` : Prisma.sql`NULL::bytea`} AS vector, false AS outside_graph FROM chunk_index
                                UNION ALL SELECT chunk_id, document_id, workspace_id, terms, freqs, term_count, vector_send(embedding), true
                                  FROM chunk_index_fresh)`;
 
@@ -77,11 +79,11 @@ async function* graphTableRows<Row extends { chunk_id: string }>(
     }
     return;
   }
-  yield* freshTableRows<Row>(prisma, Prisma.sql`chunk_index`, workspaceId, columns, page.rows, beforePage);
+  yield* rowsInIdOrder<Row>(prisma, Prisma.sql`chunk_index`, workspaceId, columns, page.rows, beforePage);
 }
 
 /** The workspace's rows of `table` in chunk id order, `pageRows` per statement. */
-async function* freshTableRows<Row extends { chunk_id: string }>(
+async function* rowsInIdOrder<Row extends { chunk_id: string }>(
   prisma: PrismaClient,
   table: Prisma.Sql,
   workspaceId: string,
@@ -155,7 +157,7 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
   for await (const rows of graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, page)) await take(rows);
   // Chunks not merged into the graph yet: few, except after a bulk load, so a page at a time too.
   const freshColumns = Prisma.sql`${termColumns}, vector_send(embedding) AS vector`;
-  for await (const rows of freshTableRows<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page)) await take(rows);
+  for await (const rows of rowsInIdOrder<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page)) await take(rows);
   // Changes made while the pages were read are in the log above the horizon: the next sync applies
   // them. A graph in memory is built again from the store (`buildGraph`).
   Object.assign(held, { postings, fresh, graph: undefined, horizon: size.horizon, generation: size.generation, syncedAt: Date.now(), loadYields: false });
@@ -194,7 +196,7 @@ export async function buildGraph(
     // table, and a sync does not read a moved chunk again (its vector stays), so a chunk moved
     // after its page was read here is in the graph already, and one moved before is read from the
     // graph's table next. Read the other way round, a chunk moved in between was read in neither.
-    await readIn(freshTableRows(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, vectorColumns, graphPageRows, waitForSearches));
+    await readIn(rowsInIdOrder(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, vectorColumns, graphPageRows, waitForSearches));
     const size = await workspaceSize(prisma, workspaceId);
     await readIn(graphTableRows(prisma, workspaceId, size, vectorColumns, { rows: graphPageRows, blocks: graphPageBlocks }, waitForSearches));
   } catch (error) {
@@ -221,6 +223,9 @@ export async function applyGraphChanges(backgroundWork: BackgroundWork | undefin
 }
 
 export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
+  // The graph's vectors are read only for a graph held when the statements are made: one whose build
+  // starts later reads the chunks itself.
+  const graphVectors = held.graph !== undefined;
   // `stale`: the log's cleanup may have dropped rows this sync needs (see cleanChangeLog); the
   // workspace is read afresh then, as after a reindex (a new `generation`). A chunk whose every
   // logged change since the horizon is a merge's move is not read: it kept its terms.
@@ -238,7 +243,7 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
       FROM mark LEFT JOIN changed ON true
       -- OFFSET 0 keeps the subquery whole, so NOT changed.moved gates its reads (a one-time
       -- filter before each lookup); flattened, it was a filter applied after them.
-      LEFT JOIN LATERAL (SELECT * FROM ${bothTables} AS b WHERE b.chunk_id = changed.chunk_id AND NOT changed.moved OFFSET 0) c ON true`;
+      LEFT JOIN LATERAL (SELECT * FROM ${bothTables(graphVectors)} AS b WHERE b.chunk_id = changed.chunk_id AND NOT changed.moved OFFSET 0) c ON true`;
   const [first] = rows;
   if (!first) throw new Error('the keyword sync read no horizon');
   if (first.generation !== held.generation || first.stale) {
@@ -258,21 +263,22 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
       else movedUnheld.push(row.logged);
       continue;
     }
-    applyChange(held, row.logged, row);
+    applyChange(held, row.logged, row, graphVectors);
   }
   if (movedUnheld.length > 0) {
     const read = await prisma.$queryRaw<ChunkRow[]>`
       SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector, outside_graph
-        FROM ${bothTables} AS b WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
+        FROM ${bothTables(graphVectors)} AS b WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
     const byId = new Map(read.map((row) => [row.chunk_id, row]));
-    for (const chunkId of movedUnheld) applyChange(held, chunkId, byId.get(chunkId));
+    for (const chunkId of movedUnheld) applyChange(held, chunkId, byId.get(chunkId), graphVectors);
   }
   held.horizon = first.horizon;
   held.syncedAt = Date.now();
 }
 
 /** A logged chunk as the tables hold it now (`row`), or gone from both (undefined, or a row of nulls). */
-function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undefined) {
+function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undefined, graphVectors: boolean) {
+  const graph = graphVectors ? held.graph : undefined;
   const chunk = row ? chunkTerms(row) : undefined;
   // Held already with these terms: moved by a merge, or read by the load as well as logged.
   // Written again with other terms (its document renamed): the new terms replace the old.
@@ -281,10 +287,10 @@ function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undef
     const vector = row!.vector ? parseVector(row!.vector) : undefined;
     if (vector && row!.outside_graph) held.fresh.set(chunk.chunkId, chunk.documentId, vector);
     else held.fresh.delete(chunk.chunkId);
-    held.graph?.applySync(chunk.chunkId, chunk.documentId, vector);
+    graph?.applySync(chunk.chunkId, chunk.documentId, vector);
   } else {
     held.postings.remove(chunkId);
     held.fresh.delete(chunkId);
-    held.graph?.applySync(chunkId);
+    graph?.applySync(chunkId);
   }
 }
