@@ -10,9 +10,13 @@ export const errorCatalogue = {
   method_not_allowed: 405,
   not_acceptable: 406,
   conflict: 409,
+  /** A request whose headers or body did not arrive within the server's time limits (docs/api.md, Server limits). */
+  request_timeout: 408,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  /** A request whose header section is over the HTTP server's limit (16 KiB). */
+  headers_too_large: 431,
   internal_error: 500,
   service_unavailable: 503,
   /** An Idempotency-Key whose first request is still being answered (docs/api.md, Idempotency). */

@@ -184,6 +184,51 @@ describe('the request target and the Host header', () => {
   });
 });
 
+describe('requests the HTTP parser refuses', () => {
+  /** The status, the headers (lower case) and the parsed body of a raw answer. */
+  const parsed = (answer: string) => {
+    const split = answer.indexOf('\r\n\r\n');
+    const headers = answer.slice(0, split).toLowerCase();
+    return { status: statusOf(answer), headers, body: JSON.parse(answer.slice(split + 4)) as { error: string; message: string } };
+  };
+
+  it('answers a header section over 16 KiB with 431 and the error body, and closes the connection', async () => {
+    const answer = parsed(await exchange(`GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: ${'a'.repeat(20_000)}\r\n\r\n`));
+    expect(answer.status).toBe(431);
+    expect(answer.body).toEqual({ error: 'headers_too_large', message: "the request's header section is over 16 KiB, the server's limit: send fewer or shorter headers" });
+    expect(answer.headers).toMatch(/^content-type: application\/json$/m);
+    expect(answer.headers).toMatch(/^x-request-id: [0-9a-f-]{36}$/m);
+    expect(answer.headers).toMatch(/^connection: close$/m);
+  });
+
+  it('answers malformed HTTP with 400 naming the fault, after the answers to the requests before it on the connection', async () => {
+    const malformed = parsed(await exchange('GET /healthz HTTP/1.1\r\nHost: localhost\r\nBad Header: x\r\n\r\n'));
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error).toBe('bad_request');
+    expect(malformed.body.message).toMatch(/^the request is not valid HTTP\/1\.1: .+ \(HPE_[A-Z_]+\)$/);
+
+    // A good request, then a broken one on the same connection: the first answer arrives whole.
+    const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\nGET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n');
+    const second = answer.indexOf('HTTP/1.1', 1);
+    expect(statusOf(answer)).toBe(200);
+    expect(answer.slice(0, second)).toContain('{"status":"ok"}');
+    expect(parsed(answer.slice(second)).status).toBe(400);
+    expect(parsed(answer.slice(second)).body.error).toBe('bad_request');
+  });
+
+  it(`answers headers that do not arrive within ${headersTimeoutSeconds} s with 408 and the error body`, async () => {
+    const raw = await rawSocket();
+    raw.socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n');
+    const seconds = await Promise.race([raw.closed, new Promise<number>((resolve) => setTimeout(() => resolve(Infinity), 15_000))]);
+    raw.socket.destroy();
+    expect(seconds).toBeLessThan(headersTimeoutSeconds + 3);
+    const answer = parsed(raw.received());
+    expect(answer.status).toBe(408);
+    expect(answer.body.error).toBe('request_timeout');
+    expect(answer.body.message).toContain(`within ${headersTimeoutSeconds} s (KB_HEADERS_TIMEOUT_SECONDS)`);
+  }, 30_000);
+});
+
 describe('slow and idle clients', () => {
   it(`closes a connection whose headers do not arrive within ${headersTimeoutSeconds} s, byte by byte or not at all`, async () => {
     const trickle = await rawSocket();

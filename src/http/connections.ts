@@ -1,7 +1,10 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIPv6, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { createServerAdapter } from '@whatwg-node/server';
 import type { Config } from '../config.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 export type ServerLimits = Config['server'];
@@ -28,6 +31,9 @@ export type ServerContext = { refusal?: RequestRefusal };
  */
 export function createHttpServer(handler: (request: Request, context: ServerContext) => Promise<Response>, limits: ServerLimits, log: Pick<Logger, 'info'>): Server {
   const adapter = createServerAdapter<ServerContext>(handler);
+  // The answer each connection is sending or sent last: a request the parser cannot read is
+  // answered only when no answer is under way on its connection.
+  const answering = new WeakMap<Duplex, ServerResponse>();
   const headersTimeout = limits.headersTimeoutSeconds * 1000;
   const server = createServer(
     {
@@ -40,10 +46,12 @@ export function createHttpServer(handler: (request: Request, context: ServerCont
       requireHostHeader: false,
     },
     (request, response) => {
+      answering.set(request.socket, response);
       const refusal = checkRequestTarget(request);
       void adapter(request, response, refusal ? { refusal } : {});
     },
   );
+  server.on('clientError', (error: Error & { code?: string; reason?: string }, socket: Duplex) => answerUnreadableRequest(error, socket, answering.get(socket), limits));
   server.maxConnections = limits.maxConnections;
   watchConnections(server, limits, log);
   return server;
@@ -80,6 +88,53 @@ function refuseTarget(request: IncomingMessage, target: string, message: string)
   request.url = '/';
   delete request.headers.host;
   return { message, target };
+}
+
+/**
+ * A request that Node's HTTP parser refuses (malformed, headers over its limit, or not arrived
+ * within the headers or request timeout) never reaches the handler. It gets the service's error
+ * body here, where Node would send a bare status line, and the connection is closed: the parser
+ * cannot tell where the next request would start. An answer to an earlier request on the
+ * connection (pipelined) that is still under way is sent first, whole; the refusal follows it.
+ */
+function answerUnreadableRequest(error: Error & { code?: string; reason?: string }, socket: Duplex, inFlight: ServerResponse | undefined, limits: ServerLimits) {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  if (inFlight && !inFlight.writableFinished) {
+    inFlight.once('finish', () => answerUnreadableRequest(error, socket, undefined, limits));
+    inFlight.once('close', () => {
+      if (!inFlight.writableFinished) socket.destroy();
+    });
+    return;
+  }
+  const refusal = unreadableRequestError(error, limits);
+  const body = JSON.stringify(refusal.toBody());
+  const head = [
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}`,
+    'content-type: application/json',
+    `content-length: ${Buffer.byteLength(body)}`,
+    `x-request-id: ${randomUUID()}`,
+    'connection: close',
+  ];
+  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy());
+}
+
+function unreadableRequestError(error: Error & { code?: string; reason?: string }, limits: ServerLimits): AppError {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return new AppError('headers_too_large', `the request's header section is over ${maxHeaderSize / 1024} KiB, the server's limit: send fewer or shorter headers`);
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new AppError('payload_too_large', 'the chunk extensions of the request body are too large');
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new AppError(
+        'request_timeout',
+        `the request did not arrive in time: its headers must arrive within ${limits.headersTimeoutSeconds} s (KB_HEADERS_TIMEOUT_SECONDS), and all of it within ${limits.requestTimeoutSeconds} s (KB_REQUEST_TIMEOUT_SECONDS)`,
+      );
+    default:
+      return new AppError('bad_request', `the request is not valid HTTP/1.1: ${error.reason ?? error.message}${error.code ? ` (${error.code})` : ''}`);
+  }
 }
 
 // A DNS name or IPv4 address (RFC 3986 reg-name, less its rarely used characters), or an IPv6

@@ -450,7 +450,7 @@ export type components = {
              * @description A stable machine code.
              * @enum {string}
              */
-            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused" | "document_not_failed" | "document_busy";
+            error: "bad_request" | "unauthorized" | "payment_required" | "forbidden" | "not_found" | "method_not_allowed" | "not_acceptable" | "conflict" | "request_timeout" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal_error" | "service_unavailable" | "idempotency_key_in_use" | "idempotency_key_reused" | "document_not_failed" | "document_busy";
             /** @description What went wrong, in words. */
             message: string;
         };
