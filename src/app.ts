@@ -110,6 +110,14 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
         .catch((error: unknown) => log.error('stopping: a step of the shutdown failed', error));
     }
   };
+  // Before anything addresses this process by its name (stream routing forgets what a previous
+  // life of the name held as it starts).
+  try {
+    await db.claimInstance?.(config.instance);
+  } catch (error) {
+    await undoAll();
+    throw error;
+  }
   try {
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);

@@ -35,6 +35,26 @@ describe('servers on one PostgreSQL', () => {
     await first?.close();
   });
 
+  it('refuse a process named as one that is running (KB_INSTANCE), and take the name once that one has stopped', async () => {
+    const secondName = `${first.config.instance}-second`;
+    await expect(startApp({ ...first.config, port: 0, instance: secondName })).rejects.toThrow(
+      `another process on this database is named KB_INSTANCE=${secondName}: give each process a name of its own (docs/deployment.md)`,
+    );
+    // Refused before it touched anything: a stream open on the second is still routed to it.
+    const streamer = await first.createUser();
+    const token = await (await reserveStream(second.url, streamer.key)).text();
+    const stream = await openStream(second.url, streamer.key, token);
+    expect(stream.status).toBe(200);
+    expect((await sendToStream(first.url, streamer.key, token, 'me', { query: '{ me { email } }' })).status).toBe(202);
+    expect((await readUntilComplete(stream, ['me'])).get('me')).toEqual([{ data: { me: { email: streamer.email } } }]);
+
+    const thirdName = `${first.config.instance}-third`;
+    const third = await startApp({ ...first.config, port: 0, instance: thirdName });
+    await third.close();
+    const again = await startApp({ ...first.config, port: 0, instance: thirdName });
+    await again.close();
+  }, 60_000);
+
   it("start an upload at once on another server's workers when the server that took it has none", async () => {
     await first.app.ingestion.stop();
     const workspace = (await createWorkspace(first, user.key, 'signalled')).id;
@@ -175,7 +195,7 @@ describe('an api process and a worker process on one PostgreSQL', () => {
   beforeAll(async () => {
     // Only a signal can start a job within this test (see above).
     api = await startTestServer({ KB_ROLE: 'api', KB_INGEST_POLL_SECONDS: '600' });
-    worker = await startApp({ ...api.config, role: 'worker', port: 0 });
+    worker = await startApp({ ...api.config, role: 'worker', port: 0, instance: `${api.config.instance}-worker` });
     user = await api.createUser();
   }, 60_000);
 

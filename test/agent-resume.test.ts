@@ -697,7 +697,7 @@ describe('a hostile client', () => {
 const acrossServers = process.env.DATABASE_URL ? describe : () => undefined;
 acrossServers('across servers', () => {
   it('a run of one server is resumed on another, kept going from there past the grace period, and charged once', async () => {
-    const second = await startApp({ ...server.config, port: 0 });
+    const second = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-second` });
     try {
       // Held before its answer: nothing of it has been taken when the first client leaves, so
       // only the reader on the other server keeps it going.
@@ -727,7 +727,7 @@ acrossServers('across servers', () => {
   }, 120_000);
 
   it('a run of one server nobody resumes, on any server, is cancelled there after the grace period', async () => {
-    const second = await startApp({ ...server.config, port: 0 });
+    const second = await startApp({ ...server.config, port: 0, instance: `${server.config.instance}-second` });
     try {
       // Held before its answer, so that no reader takes any of it (that would have it charged).
       hold(0);

@@ -409,7 +409,7 @@ const acrossServers = process.env.DATABASE_URL ? describe : () => undefined;
 acrossServers('rate limits across servers', () => {
   it("counts a user's searches and API-key calls on every server against one budget", async () => {
     const first = await startTestServer({ KB_SEARCH_RATE_PER_MINUTE: '5' });
-    const second = await startApp({ ...first.config, port: 0 });
+    const second = await startApp({ ...first.config, port: 0, instance: `${first.config.instance}-second` });
     try {
       const caller = await first.createUser();
       const on = (url: string, method: string, pathname: string, json?: unknown) =>

@@ -34,6 +34,12 @@ export interface Database {
    * was queued". Undefined on the embedded store, which one process holds.
    */
   readonly signals?: StoreSignals;
+  /**
+   * Holds `instance` (KB_INSTANCE) as this process's name on a store several processes share
+   * (PostgreSQL), for as long as the store is open; rejects with StoreOpenError when a live
+   * process holds it already. Undefined on the embedded store, which one process holds.
+   */
+  readonly claimInstance?: (instance: string) => Promise<void>;
   /** The migrations this opening applied, oldest first (none when the database was up to date, or not migrated: KB_MIGRATE=off). */
   readonly appliedMigrations: string[];
   /** Answers when the store can run a query; used by /readyz. */

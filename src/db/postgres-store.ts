@@ -6,6 +6,11 @@ import type { Database, StoreSignals } from './database.js';
 import { StoreOpenError, storeUnavailable } from './store-errors.js';
 import { openWithPool } from './store-pool.js';
 
+/** The advisory lock class of process names (with the name's hashtext as the second key). */
+const instanceLockClass = 0x6b62_696e;
+/** How often a process whose name's connection was lost tries to hold its name again. */
+const instanceReclaimMs = 5_000;
+
 export async function openPostgres(url: string, logger: Logger | undefined, migrate: boolean): Promise<Database> {
   // A server that does not answer (a host gone, a network partition) fails a connection attempt
   // after 5 s, and the request answers 503, rather than after the system's TCP timeout of minutes.
@@ -50,8 +55,10 @@ export async function openPostgres(url: string, logger: Logger | undefined, migr
       afterReconnect.add(() => onSignal(undefined));
     },
   };
+  const instanceHold = holdInstance(url, logger);
   const database = await openWithPool('postgres', pool, { migrate }, async () => {
     closed = true;
+    await instanceHold.release();
     if (listening) await subscriber.close().catch(() => {});
   }).catch((error: unknown) => {
     // No such database, refused credentials, no server: the operator's to fix, said in a line.
@@ -61,5 +68,68 @@ export async function openPostgres(url: string, logger: Logger | undefined, migr
     }
     throw error;
   });
-  return { ...database, signals };
+  return { ...database, signals, claimInstance: instanceHold.claim };
+}
+
+/**
+ * A process's name (KB_INSTANCE) held on a connection of its own by a session advisory lock:
+ * two processes of one name would take each other's graphql-sse streams (stream-routing.ts). The
+ * lock goes with the connection, so a process that dies, even by `kill -9`, frees its name
+ * as soon as PostgreSQL sees the connection close. A connection lost while the process lives is
+ * opened again and the name taken again; the log says if another process took it meanwhile.
+ */
+function holdInstance(url: string, logger: Logger | undefined) {
+  let client: pg.Client | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  let released = false;
+  let reportedTaken = false;
+  const connect = async (instance: string): Promise<boolean> => {
+    const connection = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+    connection.on('error', () => undefined);
+    await connection.connect();
+    const { rows } = await connection.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1::int4, hashtext($2)) AS held', [instanceLockClass, instance]);
+    if (!rows[0]?.held || released) {
+      await connection.end().catch(() => {});
+      return false;
+    }
+    client = connection;
+    connection.once('end', () => {
+      if (client !== connection || released) return;
+      client = undefined;
+      logger?.info(`PostgreSQL: the connection holding this process's name (KB_INSTANCE=${instance}) was lost; taking it again`);
+      reclaim(instance);
+    });
+    return true;
+  };
+  const reclaim = (instance: string) => {
+    retry = setTimeout(() => {
+      connect(instance).then(
+        (held) => {
+          if (held) {
+            reportedTaken = false;
+            logger?.info(`PostgreSQL: this process holds its name (KB_INSTANCE=${instance}) again`);
+          } else if (!released) {
+            if (!reportedTaken) logger?.info(`PostgreSQL: another process now holds KB_INSTANCE=${instance}; graphql-sse streams cannot be routed to this one until it is restarted with a name of its own`);
+            reportedTaken = true;
+            reclaim(instance);
+          }
+        },
+        () => reclaim(instance),
+      );
+    }, instanceReclaimMs);
+    retry.unref();
+  };
+  return {
+    async claim(instance: string) {
+      if (!(await connect(instance))) {
+        throw new StoreOpenError(`another process on this database is named KB_INSTANCE=${instance}: give each process a name of its own (docs/deployment.md)`);
+      }
+    },
+    async release() {
+      released = true;
+      clearTimeout(retry);
+      await client?.end().catch(() => {});
+      client = undefined;
+    },
+  };
 }
