@@ -188,7 +188,7 @@ function timelineChart(searches: readonly Search[], seconds: readonly Second[], 
   const mine = searches.filter((search) => search.phase === phase);
   const ticks = seconds.filter((second) => second.phase === phase);
   const width = 900;
-  const left = 95;
+  const left = 115;
   const right = 20;
   const top = 30;
   const plotHeight = 260;
