@@ -31,8 +31,8 @@ export type ServerContext = { refusal?: RequestRefusal };
  */
 export function createHttpServer(handler: (request: Request, context: ServerContext) => Promise<Response>, limits: ServerLimits, log: Pick<Logger, 'info'>): Server {
   const adapter = createServerAdapter<ServerContext>(handler);
-  // The answer each connection is sending or sent last: a request the parser cannot read is
-  // answered only when no answer is under way on its connection.
+  // The answer each connection is sending or sent last: the refusal of a request the parser
+  // cannot read waits for that answer to end (see answerUnreadableRequest).
   const answering = new WeakMap<Duplex, ServerResponse>();
   const headersTimeout = limits.headersTimeoutSeconds * 1000;
   const server = createServer(
