@@ -13,6 +13,7 @@ import { loadConfig } from '../src/config.js';
 import { createOwnDatabase, expectError, startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { indexMigrations } from '../src/modules/retrieval/pgvector-schema.js';
 import { createWorkspace } from './support/fixtures.js';
+import { serve, stop, type ServerProcess } from './support/cli.js';
 
 // Two server processes' worth of services on one PostgreSQL (vitest.config.ts runs this file on
 // the legs with a PostgreSQL server only).
@@ -272,6 +273,45 @@ describe('processes told not to migrate', () => {
         await app.close();
       }
     } finally {
+      await database.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+});
+
+// A process's name (KB_INSTANCE) is held for its life by a lock on a connection of its own.
+describe("a process's name on one PostgreSQL", () => {
+  it('is free at once after its process is killed, and within 30 s after it stops answering (a frozen process, a lost host)', async () => {
+    const database = await createOwnDatabase(process.env.DATABASE_URL!);
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-names-'));
+    const environment = { ...process.env, DATABASE_URL: database.url, KB_DATA_DIR: dataDir, KB_LOG_LEVEL: 'error' };
+    const startNamed = (name: string) => startApp(loadConfig({ ...environment, PORT: '0', KB_INSTANCE: name }));
+    const children: ServerProcess[] = [];
+    try {
+      const killed = await serve({ ...environment, KB_INSTANCE: 'killed' });
+      children.push(killed);
+      await expect(startNamed('killed')).rejects.toThrow('another process on this database is named KB_INSTANCE=killed');
+      await stop(killed.child, 'SIGKILL');
+      await (await startNamed('killed')).close();
+
+      const frozen = await serve({ ...environment, KB_INSTANCE: 'frozen' });
+      children.push(frozen);
+      frozen.child.kill('SIGSTOP');
+      const stoppedAt = performance.now();
+      await expect(startNamed('frozen')).rejects.toThrow('another process on this database is named KB_INSTANCE=frozen');
+      let taken: RunningApp | undefined;
+      while (!taken && performance.now() - stoppedAt < 60_000) {
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        taken = await startNamed('frozen').catch(() => undefined);
+      }
+      const seconds = (performance.now() - stoppedAt) / 1000;
+      expect(taken, `the name was still held ${seconds.toFixed(0)} s after its process froze`).toBeDefined();
+      // Not before PostgreSQL's idle session timeout (30 s) has ended the frozen process's session.
+      expect(seconds).toBeGreaterThan(29);
+      await taken!.close();
+      frozen.child.kill('SIGCONT');
+    } finally {
+      for (const child of children) await stop(child.child, 'SIGKILL');
       await database.drop();
       await rm(dataDir, { recursive: true, force: true });
     }

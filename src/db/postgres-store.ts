@@ -10,6 +10,13 @@ import { openWithPool } from './store-pool.js';
 const instanceLockClass = 0x6b62_696e;
 /** How often a process whose name's connection was lost tries to hold its name again. */
 const instanceReclaimMs = 5_000;
+/**
+ * The name's connection says it is alive this often, and PostgreSQL ends it after this long
+ * without a word (`idle_session_timeout`): a process on a host that died, whose connection
+ * PostgreSQL would otherwise keep open for hours, frees its name within the timeout.
+ */
+const instanceHeartbeatMs = 10_000;
+const instanceIdleTimeout = '30s';
 
 export async function openPostgres(url: string, logger: Logger | undefined, migrate: boolean): Promise<Database> {
   // A server that does not answer (a host gone, a network partition) fails a connection attempt
@@ -75,16 +82,18 @@ export async function openPostgres(url: string, logger: Logger | undefined, migr
  * A process's name (KB_INSTANCE) held on a connection of its own by a session advisory lock:
  * two processes of one name would take each other's graphql-sse streams (stream-routing.ts). The
  * lock goes with the connection, so a process that dies, even by `kill -9`, frees its name
- * as soon as PostgreSQL sees the connection close. A connection lost while the process lives is
+ * as soon as PostgreSQL sees the connection close, and one that stops answering (a host lost, a
+ * process frozen) within `instanceIdleTimeout`. A connection lost while the process lives is
  * opened again and the name taken again; the log says if another process took it meanwhile.
  */
 function holdInstance(url: string, logger: Logger | undefined) {
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
   let released = false;
   let reportedTaken = false;
   const connect = async (instance: string): Promise<boolean> => {
-    const connection = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+    const connection = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, keepAlive: true });
     connection.on('error', () => undefined);
     await connection.connect();
     const { rows } = await connection.query<{ held: boolean }>('SELECT pg_try_advisory_lock($1::int4, hashtext($2)) AS held', [instanceLockClass, instance]);
@@ -92,10 +101,16 @@ function holdInstance(url: string, logger: Logger | undefined) {
       await connection.end().catch(() => {});
       return false;
     }
+    // PostgreSQL 14 and later; an older server keeps a lost process's name until its TCP keepalive ends the connection.
+    await connection.query(`SET idle_session_timeout = '${instanceIdleTimeout}'`).catch(() => undefined);
     client = connection;
+    clearInterval(heartbeat);
+    heartbeat = setInterval(() => connection.query('SELECT 1').catch(() => undefined), instanceHeartbeatMs);
+    heartbeat.unref();
     connection.once('end', () => {
       if (client !== connection || released) return;
       client = undefined;
+      clearInterval(heartbeat);
       logger?.info(`PostgreSQL: the connection holding this process's name (KB_INSTANCE=${instance}) was lost; taking it again`);
       reclaim(instance);
     });
@@ -128,6 +143,7 @@ function holdInstance(url: string, logger: Logger | undefined) {
     async release() {
       released = true;
       clearTimeout(retry);
+      clearInterval(heartbeat);
       await client?.end().catch(() => {});
       client = undefined;
     },
