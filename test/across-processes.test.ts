@@ -306,8 +306,9 @@ describe("a process's name on one PostgreSQL", () => {
       }
       const seconds = (performance.now() - stoppedAt) / 1000;
       expect(taken, `the name was still held ${seconds.toFixed(0)} s after its process froze`).toBeDefined();
-      // Not before PostgreSQL's idle session timeout (30 s) has ended the frozen process's session.
-      expect(seconds).toBeGreaterThan(29);
+      // Not before PostgreSQL's idle session timeout (30 s) ended the frozen process's session,
+      // counted from its last heartbeat, up to 10 s before it froze.
+      expect(seconds).toBeGreaterThan(20);
       await taken!.close();
       frozen.child.kill('SIGCONT');
     } finally {
