@@ -9,6 +9,7 @@ import { loadModels, type Models } from '../../src/backends.js';
 import { adminCommands } from '../../src/cli/admin-commands.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { embeddedStoreDirectory } from '../../src/db/embedded-store.js';
+import type { BackgroundWork } from '../../src/observability/background-work.js';
 
 export type TestUser = { id: string; email: string; key: string };
 
@@ -236,20 +237,28 @@ async function undeclaredStatuses(url: string, token: string | undefined): Promi
     .filter((line) => line.startsWith('kb_http_undeclared_status_total{') && Number(line.slice(line.lastIndexOf(' ') + 1)) > 0);
 }
 
-/** Asserts the documented error body and returns it. */
+/**
+ * Waits until `backgroundWork` has ended at least `runs` runs of its vector graph task (builds,
+ * and applications of noted changes) and has none under way, for at most `limitMs`.
+ */
+export async function vectorGraphWorkDone(backgroundWork: BackgroundWork, { runs = 0, limitMs }: { runs?: number; limitMs: number }) {
+  const state = () => backgroundWork.states().find((task) => task.task === 'vector_graph_build')!;
+  for (let waited = 0; state().runs < runs || state().running > 0; waited += 20) {
+    if (waited > limitMs) throw new Error(`the vector graph work was not done within ${limitMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /**
  * Waits until the server builds no vector graph in memory and applies no change to one (the
  * embedded store: docs/retrieval.md), so that two searches made after it take the same path: a
  * search answered by the store's graph and one by the graph in memory differ in a score's last digits.
  */
-export async function vectorGraphsSettled(server: TestServer) {
-  const running = () => server.app.db.backgroundWork.states().find((state) => state.task === 'vector_graph_build')!.running;
-  for (let waited = 0; running() > 0; waited += 20) {
-    if (waited > 60_000) throw new Error('a vector graph was still being built after 60 s');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+export function vectorGraphsSettled(server: TestServer) {
+  return vectorGraphWorkDone(server.app.db.backgroundWork, { limitMs: 60_000 });
 }
 
+/** Asserts the documented error body and returns it. */
 export function expectError(response: TestResponse, status: number, code: string) {
   if (response.status !== status || response.body?.error !== code || typeof response.body?.message !== 'string') {
     throw new Error(`expected ${status} ${code}, got ${response.status} ${response.text}`);

@@ -10,7 +10,7 @@ import { openPgvectorIndex } from './pgvector-index.js';
 import { VectorGraph } from './vector-graph.js';
 import type { IndexSearch, VectorIndex } from './vector-index.js';
 import { dimensions, indexedDocuments, model, seeded } from '../../../test/support/vector-index.js';
-import { migratedDataDir } from '../../../test/support/server.js';
+import { migratedDataDir, vectorGraphWorkDone } from '../../../test/support/server.js';
 
 const random = seeded(27);
 const randomVector = () => {
@@ -46,19 +46,9 @@ describe('the pgvector index with its vectors in memory', () => {
   });
 
   const builds = () => backgroundWork.states().find((state) => state.task === 'vector_graph_build')!;
-  const graphsBuilt = async (runs: number) => {
-    for (let waited = 0; builds().runs < runs || builds().running > 0; waited += 20) {
-      if (waited > 30_000) throw new Error('the graph was not built within 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  };
+  const graphsBuilt = (runs: number) => vectorGraphWorkDone(backgroundWork, { runs, limitMs: 30_000 });
   /** Until no build or application of noted changes is under way. */
-  const graphsSettled = async () => {
-    for (let waited = 0; builds().running > 0; waited += 20) {
-      if (waited > 30_000) throw new Error('the graph did not settle within 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  };
+  const graphsSettled = () => vectorGraphWorkDone(backgroundWork, { limitMs: 30_000 });
   /** The search's hits, and the Server-Timing parts it recorded. */
   const searched = async (index: VectorIndex, request: IndexSearch) => {
     const timings = new ServerTimings();
