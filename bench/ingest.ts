@@ -286,7 +286,7 @@ async function main() {
     `${verdict}: ${PDF_LABEL} (${pdfEnd.units} pages) ready ${pdfEnd.seconds.toFixed(2)} s after upload; required under ${PDF_LIMIT_SECONDS} s on 2 cores (${coreNote}).`,
     `${corpusLabel}: all ${corpusSize.toLocaleString('en-US')} uploaded in ${uploadSeconds.toFixed(2)} s (${batchFiles} files per request, ${parallelUploads} requests at once); end-to-end time runs from the first upload until every document is ready.`,
     `${failed.length} of the corpus documents failed to ingest.`,
-    `Peak RSS is the whole process: benchmark, HTTP server, embedded store and parse worker threads. Whole run: ${Math.round(process.resourceUsage().maxRSS / 1024)} MB.`,
+    `Peak RSS is the whole process (benchmark, HTTP server, embedded store) and its parsing processes. Whole run, this process alone: ${Math.round(process.resourceUsage().maxRSS / 1024)} MB.`,
   ];
   const report: Report = { date: new Date().toISOString().slice(0, 10), machine, chunkOptions, measurements, notes };
 

@@ -578,7 +578,7 @@ async function main() {
           ? ` Until the last chunk was also merged into the HNSW graph (${merge.seconds.toFixed(1)} s after the last document was ready; searches compare unmerged chunks one by one, so they are found meanwhile): ${(withMerge.chunksPerSecond / raw.chunksPerSecond).toFixed(3)}.`
           : ''),
       fairness,
-      `Ingest: ${files.length} files uploaded ${batchFiles} per request, ${parallelUploads} requests at once, all sent after ${uploadSeconds.toFixed(2)} s; readiness polled with a count of ready documents on the store every 500 ms (p50 ${percentile(pollMs, 50).toFixed(1)} ms a poll), chunk counts read from GET /v1/kb/workspaces/{id}/stats afterwards. Peak RSS of the whole process while ingesting: ${Math.round(ingestPeakRss / 2 ** 20)} MB.`,
+      `Ingest: ${files.length} files uploaded ${batchFiles} per request, ${parallelUploads} requests at once, all sent after ${uploadSeconds.toFixed(2)} s; readiness polled with a count of ready documents on the store every 500 ms (p50 ${percentile(pollMs, 50).toFixed(1)} ms a poll), chunk counts read from GET /v1/kb/workspaces/{id}/stats afterwards. Peak RSS of the whole process and its parsing processes while ingesting: ${Math.round(ingestPeakRss / 2 ** 20)} MB.`,
       `Jobs running while others waited (sampled with each poll, ${busySlots.samples} samples), on average: parse ${busySlots.parse.toFixed(2)}, embed ${busySlots.embed.toFixed(2)} (KB_INGEST_CONCURRENCY ${lanes} workers; an embed claim takes waiting documents together, up to ${2 * batchSize} chunks).`,
       batchFiles === 1
         ? 'Metadata: each document was uploaded alone with {"scifact_id": _id}; results are mapped to SciFact ids by file name (<_id>.txt).'
