@@ -67,9 +67,9 @@ export async function ensureFirstAdmin(db: Database) {
   }
 }
 
-/** The models a server loads: a parsing thread per ingestion worker, started at once where it ingests. */
+/** The models a server loads: a parsing process per ingestion worker, started at once where it ingests. */
 export function serverModelOptions(config: Config): ModelOptions {
-  return { parseThreads: config.ingestion.concurrency, warmParsers: config.role !== 'api' };
+  return { parseProcesses: config.ingestion.concurrency, warmParsers: config.role !== 'api' };
 }
 
 export type StartOptions = {
@@ -87,7 +87,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
   const concurrency = config.ingestion.concurrency;
   // Ingestion and maintenance: everywhere but in a process of the `api` role.
   const works = config.role !== 'api';
-  // The model and the parsing threads load while the store opens: neither needs it.
+  // The model and the parsing processes load while the store opens: neither needs it.
   const models = options.models ? Promise.resolve(lentModels(options.models)) : loadModels(config, serverModelOptions(config));
   // Awaited by openBackends below; a failure meanwhile must not count as unhandled.
   models.catch(() => undefined);
@@ -122,7 +122,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     // Model and index first: a start that fails on them must not have used up the admin's one showing of its key.
     const metrics = createMetrics(db.prisma, db.backgroundWork, config.instance);
     const backends = await openBackends(config, db, models, { wrapEmbedder: (model) => meteredEmbedder(model, metrics) });
-    // From here the backends close the models, the index between the parsing threads and the model.
+    // From here the backends close the models, the index between the parsing processes and the model.
     undo.splice(undo.indexOf(closeModels), 1, () => backends.close());
     const { embedder, index, parsePool } = backends;
     if (index.graphBacklog) metrics.watchGraphBacklog(index.graphBacklog.bind(index));

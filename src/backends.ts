@@ -12,17 +12,17 @@ import type { VectorIndex } from './modules/retrieval/vector-index.js';
 
 /**
  * What every process that ingests or searches opens beside its store: the embedding model, the
- * index and the parsing threads. The server (app.ts) and `kb reindex` both compose them here.
+ * index and the parsing processes. The server (app.ts) and `kb reindex` both compose them here.
  */
 export type Backends = {
   embedder: Embedder;
   index: VectorIndex;
   parsePool: ParsePool;
-  /** Closes the three, the parsing threads first (a parse may still embed nothing after). */
+  /** Closes the three, the parsing processes first (a parse may still embed nothing after). */
   close(): Promise<void>;
 };
 
-/** What needs no store: the parsing threads and the embedding model. */
+/** What needs no store: the parsing processes and the embedding model. */
 export type Models = {
   embedder: Embedder;
   parsePool: ParsePool;
@@ -31,20 +31,20 @@ export type Models = {
 };
 
 export type ModelOptions = {
-  parseThreads: number;
-  /** Starts the parsing threads now, so that the first upload is parsed at once. */
+  parseProcesses: number;
+  /** Starts the parsing processes now, so that the first upload is parsed at once. */
   warmParsers: boolean;
 };
 
 /**
- * Starts the parsing threads and loads the embedding model. Neither needs the store, so a process
+ * Starts the parsing processes and loads the embedding model. Neither needs the store, so a process
  * starts them before it opens the store, and they load while it opens (about 2 s each here).
  */
 export async function loadModels(config: Config, options: ModelOptions): Promise<Models> {
-  // Its threads load the parsers while the model loads.
-  const parsePool = createParsePool(options.parseThreads, {
+  // Its processes load the parsers while the model loads.
+  const parsePool = createParsePool(options.parseProcesses, {
     memoryMb: config.ingestion.parseMemoryMb,
-    idleSeconds: config.ingestion.parseThreadIdleSeconds,
+    idleSeconds: config.ingestion.parseIdleSeconds,
     warm: options.warmParsers,
   });
   try {
@@ -75,8 +75,8 @@ export function lentModels({ embedder, parsePool }: Models): Models {
     embedder: { modelId: embedder.modelId, dimensions: embedder.dimensions, embed: (texts, purpose, signal) => embedder.embed(texts, purpose, signal), close: leftOpen },
     parsePool: {
       parse: (task, signal, onProgress) => parsePool.parse(task, signal, onProgress),
-      get threads() {
-        return parsePool.threads;
+      get processes() {
+        return parsePool.processes;
       },
       warmed: parsePool.warmed,
       close: leftOpen,

@@ -151,9 +151,9 @@ export type Config = {
     embedMaxAttempts: number;
     /** Longest wait between two of those attempts; the waits double from 1 s up to it. */
     embedMaxBackoffSeconds: number;
-    /** Heap of each parsing worker thread; a parse that needs more fails its document. */
+    /** Heap of each parsing process; a parse that needs more fails its document. */
     parseMemoryMb: number;
-    parseThreadIdleSeconds: number;
+    parseIdleSeconds: number;
     /** A parse may take `base + perMegabyte × size in MiB` seconds before it fails its document. */
     parseTimeoutSeconds: { base: number; perMegabyte: number };
     /** Largest total the parsed parts of an archive (a DOCX's XML) may unpack to. */
@@ -289,7 +289,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
       embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,
-      parseThreadIdleSeconds: env.KB_PARSE_THREAD_IDLE_SECONDS,
+      parseIdleSeconds: env.KB_PARSE_THREAD_IDLE_SECONDS,
       parseTimeoutSeconds: { base: env.KB_PARSE_TIMEOUT_SECONDS, perMegabyte: env.KB_PARSE_TIMEOUT_SECONDS_PER_MB },
       maxUnpackedBytes: env.KB_MAX_UNPACKED_BYTES,
       maxTextCharacters: env.KB_MAX_TEXT_CHARACTERS,

@@ -1,10 +1,10 @@
-// What a worker thread started from the TypeScript sources (vitest, tsx scripts) runs: such a
-// thread does not inherit the loader registered in the main thread. When dist/ was built from the
-// sources as they are now (npm test builds it first), the thread loads the module's compiled twin
-// there; otherwise it registers tsx and loads the source. Every import of a thread that loads
-// through tsx goes through tsx's loader: the parsing threads took 3.3 s to start that way here,
-// 0.7 s compiled, and the model's threads 1.9 s against 0.6 s. The compiled service (dist/) never
-// comes here: it starts its threads on their own modules.
+// What a worker thread or a child process started from the TypeScript sources (vitest, tsx
+// scripts) runs: neither inherits the loader registered in the main thread. When dist/ was built
+// from the sources as they are now (npm test builds it first), it loads the module's compiled twin
+// there; otherwise it registers tsx and loads the source. Every import of a thread or process that
+// loads through tsx goes through tsx's loader: the parsing threads took 3.3 s to start that way
+// here, 0.7 s compiled, and the model's threads 1.9 s against 0.6 s. The compiled service (dist/)
+// never comes here: it starts its threads and processes on their own modules.
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { builtFrom, serviceSourcesFingerprint } from '../scripts/source-stamp.mjs';

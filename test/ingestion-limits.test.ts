@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeZipBombDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { makeRepeatedScan, makeZipBombDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from './support/documents.js';
+import { parsingProcessesOf } from './support/processes.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { createWorkspace } from './support/fixtures.js';
 
@@ -182,6 +183,37 @@ describe('limits on a parse', () => {
       expect(failed!.status).toBe('failed');
       expect(failed!.error).toBe('parsing needed more than the memory limit of 128 MB');
       const next = await uploadOne(server, user, workspaceId, 'next.txt', 'The worker came back for the next document.');
+      const [ready] = await waitForDocuments(server, user.key, [next.id]);
+      expect(ready!.status).toBe('ready');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('fails a file whose parser crashes, after its attempts, and serves on: the crash ends a parsing process, not the server', { timeout: 180_000 }, async () => {
+    const server = await startTestServer();
+    try {
+      const user = await server.createUser();
+      const workspaceId = await newWorkspace(server, user);
+      const document = await uploadOne(server, user, workspaceId, 'scan.pdf', await makeRepeatedScan(4));
+      // A fault in native code, as a hostile file could cause in PDF rendering or OCR: each time
+      // the scan is being read, its parsing process (a child of this test process, where the
+      // server runs) is sent SIGSEGV.
+      let crashes = 0;
+      let status: DocumentBody | undefined;
+      for (const deadline = Date.now() + 150_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
+        status = (await server.request('GET', `/v1/kb/documents/${document.id}`, { key: user.key })).body as DocumentBody;
+        if (status.status === 'failed' || status.status === 'ready') break;
+        if (status.stage === 'ocr') {
+          for (const pid of parsingProcessesOf(process.pid)) process.kill(pid, 'SIGSEGV');
+          crashes += 1;
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      }
+      expect(status).toMatchObject({ status: 'failed' });
+      expect(status!.error).toMatch(/^parse failed after 3 attempts: the parsing process ended (while it read the file|before it was ready) \(signal SIGSEGV\)/);
+      expect(crashes).toBeGreaterThanOrEqual(3);
+      const next = await uploadOne(server, user, workspaceId, 'next.txt', 'The parser came back for the next document.');
       const [ready] = await waitForDocuments(server, user.key, [next.id]);
       expect(ready!.status).toBe('ready');
     } finally {

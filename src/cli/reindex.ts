@@ -44,7 +44,7 @@ export async function reindex(
   onProgress: (progress: ReindexProgress) => void,
 ): Promise<ReindexSummary> {
   const started = Date.now();
-  const backends = await openBackends(config, db, loadModels(config, { parseThreads: 1, warmParsers: false }), { loadAhead: false });
+  const backends = await openBackends(config, db, loadModels(config, { parseProcesses: 1, warmParsers: false }), { loadAhead: false });
   const { embedder, index } = backends;
   let queue: JobQueue | undefined;
   try {

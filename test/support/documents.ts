@@ -17,7 +17,7 @@ export type DocumentBody = {
   size_bytes: number;
   sha256: string;
   status: 'queued' | 'processing' | 'ready' | 'failed';
-  stage: 'queued' | 'parsing' | 'embedding' | 'ready' | 'failed';
+  stage: 'queued' | 'parsing' | 'ocr' | 'embedding' | 'ready' | 'failed';
   error: string | null;
   page_count: number | null;
   chunk_count: number;

@@ -125,8 +125,8 @@ const sharedModels = new Map<string, Promise<Models>>();
 
 function modelsFor(config: Config): Promise<Models> | undefined {
   if (config.openai.baseUrl) return undefined;
-  const { concurrency, parseMemoryMb, parseThreadIdleSeconds } = config.ingestion;
-  const key = JSON.stringify({ embeddings: config.embeddings, parse: { concurrency, parseMemoryMb, parseThreadIdleSeconds }, options: serverModelOptions(config) });
+  const { concurrency, parseMemoryMb, parseIdleSeconds } = config.ingestion;
+  const key = JSON.stringify({ embeddings: config.embeddings, parse: { concurrency, parseMemoryMb, parseIdleSeconds }, options: serverModelOptions(config) });
   let models = sharedModels.get(key);
   if (!models) {
     models = loadModels(config, serverModelOptions(config));

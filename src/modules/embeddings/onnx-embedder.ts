@@ -1,6 +1,7 @@
 import { Piscina } from 'piscina';
-// Loaded by the main thread as well as the embedding threads, so that the native library is never
-// unloaded while one of its threads runs (see parse-pool.ts).
+// Loaded by the main thread as well as the embedding threads: a native addon loaded by worker
+// threads alone is unloaded when the last of them ends, and code of it still running (its own
+// helper threads) then crashes the whole process, with no message. Loaded here, it stays.
 import 'onnxruntime-node';
 import { modelPaths, verifyModel, type ModelName } from '../../../scripts/models.mjs';
 import { EmbedderError, ModelUnavailableError, type Embedder, type EmbeddingPurpose } from './embedder.js';

@@ -45,7 +45,7 @@ export async function parseImage(bytes: Uint8Array, what: string, ocr: OcrSettin
 export async function parseTiff(bytes: Uint8Array, ocr: OcrSettings, maxOcrPages: number, onOcrPage?: OnOcrPage): Promise<Omit<ParsedDocument, 'text'>> {
   if (!ocr) throw ocrOff('TIFF');
   const sharp = (await import('sharp')).default;
-  // One page at a time, nothing kept between them: the parse thread's memory is what is left.
+  // One page at a time, nothing kept between them: the parsing process's memory is what is left.
   sharp.cache(false);
   sharp.concurrency(1);
   const input = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -24,7 +24,7 @@ function languageData(language: string): string {
 
 /**
  * A Tesseract engine for one document's pages, started on first use and ended by `close`. Its
- * work runs in a thread of its own (tesseract.js), started from the parse worker's thread.
+ * work runs in a thread of its own (tesseract.js), started from the parsing process.
  */
 export class PageReader {
   #worker: Promise<Worker> | undefined;
@@ -36,7 +36,7 @@ export class PageReader {
       gzip: true,
       cacheMethod: 'none',
       // The job's promise rejects with the error. Without a handler tesseract.js also throws it,
-      // uncaught, in this thread: an image it cannot decode would end the parse thread.
+      // uncaught, in this thread: an image it cannot decode would end the parsing process.
       errorHandler: () => undefined,
     });
     const worker = await this.#worker;

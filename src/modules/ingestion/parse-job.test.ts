@@ -11,12 +11,12 @@ import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
 import { ingestionSettings } from './handlers.js';
 import { parseJob } from './parse-job.js';
-import { createParsePool, type ParsePool } from './parse-pool.js';
+import { createParsePool, ParserCrashError, type ParsePool } from './parse-pool.js';
 import { openVectorIndex } from '../retrieval/select.js';
 import type { VectorIndex } from '../retrieval/vector-index.js';
 import { migratedDataDir } from '../../../test/support/server.js';
 
-// The parse stage on its own, against a real store and real parser threads, with no queue
+// The parse stage on its own, against a real store and real parsing processes, with no queue
 // around it: which jobs a claim takes together, and what running them together writes.
 let dataDir: string;
 let config: Config;
@@ -32,7 +32,7 @@ beforeAll(async () => {
   dataDir = await migratedDataDir('kb-parse-job-');
   config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
   db = await openDatabase(config);
-  parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseThreadIdleSeconds });
+  parsePool = createParsePool(2, { memoryMb: config.ingestion.parseMemoryMb, idleSeconds: config.ingestion.parseIdleSeconds });
   index = await openVectorIndex(config, db, { modelId: 'bge-small-en-v1.5-q', dimensions: 384 });
   handler = parseJob({ prisma: db.prisma, parsePool, index, wake: () => (wakes += 1) }, ingestionSettings(config));
   const { user } = await createUser(db.prisma, { email: `parse-${Date.now()}@example.com`, name: 'Parse', credits: 0 });
@@ -148,13 +148,13 @@ describe('the parse stage', () => {
   }, 60_000);
 
   it('runs each document of a batch alone when the batch fails in a way no document can be blamed for', async () => {
-    // The real parser threads, except that a document holding "crash" loses its thread, as an
-    // out-of-process failure would.
+    // The real parsing processes, except that a document holding "crash" fails as one whose
+    // process ended mid-parse does.
     const crashing = parseJob(
       {
         prisma: db.prisma,
         index,
-        parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new Error('the parser thread exited')) : parsePool.parse(task, signal)), threads: 2, warmed: Promise.resolve(), close: async () => {} },
+        parsePool: { parse: (task, signal) => (new TextDecoder().decode(task.bytes).includes('crash') ? Promise.reject(new ParserCrashError('the parsing process ended while it read the file (signal SIGSEGV)')) : parsePool.parse(task, signal)), processes: 2, warmed: Promise.resolve(), close: async () => {} },
         wake: () => undefined,
       },
       ingestionSettings(config),
@@ -166,12 +166,12 @@ describe('the parse stage', () => {
     const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
     const together = crashing.run(await hold(jobs), { signal: new AbortController().signal });
     await expect(together).rejects.toBeInstanceOf(PermanentJobError);
-    await expect(together).rejects.toThrow('parsing 2 documents together failed; each runs again alone: the parser thread exited');
+    await expect(together).rejects.toThrow('parsing 2 documents together failed; each runs again alone: the parsing process ended while it read the file (signal SIGSEGV)');
     // Alone, the calm one is parsed; the other fails as itself, an ordinary error to retry.
     await crashing.run(await hold([jobs[0]!]), { signal: new AbortController().signal });
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
     const alone = crashing.run([jobs[1]!], { signal: new AbortController().signal });
-    await expect(alone).rejects.toThrow('the parser thread exited');
+    await expect(alone).rejects.toThrow('the parsing process ended while it read the file (signal SIGSEGV)');
     await expect(alone).rejects.not.toBeInstanceOf(PermanentJobError);
   }, 60_000);
 });

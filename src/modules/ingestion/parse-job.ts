@@ -17,7 +17,7 @@ type ClaimedJob = AnyClaimedJob<'parse'>;
 type ParseOutcome = { job: ClaimedJob; failure: string } | (Extract<ParseTaskResult, { ok: true }> & { job: ClaimedJob });
 
 /**
- * Stage one: parse and chunk each document in a worker thread and store its chunks; the same job
+ * Stage one: parse and chunk each document in a parsing process and store its chunks; the same job
  * row then becomes the document's `embed` job (attempts counted afresh). Small documents are
  * parsed together: the queue claims up to PARSE_CLAIM_JOBS of them at once, so a bulk upload of
  * short texts pays one read, one chunk write and one state change per claim, not ten statements
@@ -117,7 +117,7 @@ export function parseJob(dependencies: Pick<IngestionDependencies, 'prisma' | 'p
       try {
         await parseAndStore(present, sourceOf, signal);
       } catch (error) {
-        // A failure that cannot be pinned on one document of the batch (a parser thread that
+        // A failure that cannot be pinned on one document of the batch (a parsing process that
         // died, a write the store refused): each runs again alone, this attempt not counted, so
         // one bad document cannot fail the others with it.
         if (present.length > 1 && !signal.aborted) {

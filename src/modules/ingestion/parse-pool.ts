@@ -1,25 +1,19 @@
-import { Piscina } from 'piscina';
-// The native addons the parsing threads use, loaded once by the main thread too: an addon loaded
-// by worker threads alone is unloaded when the last of them ends, and code of it still running
-// (a thread ended mid-render, the addon's own helper threads) then crashes the whole process at
-// random, with no message. Loaded here, the library stays for the process's life. Both projects
-// document this for worker threads; it costs about 60 ms once at start.
-import '@napi-rs/canvas';
-import 'sharp';
-import { MessageChannel } from 'node:worker_threads';
+import { fork, type ChildProcess } from 'node:child_process';
+import type { ParseReply, ParseRequest } from './parse-process.js';
 import type { ParseProgress, ParseTask, ParseTaskResult } from './parse-task.js';
 
 export type ParsePool = {
   /**
-   * Parses and chunks in a worker thread. Rejects with ParseLimitError when the parse needs more
-   * memory than the pool allows (the thread is ended and its memory returned), and with the
-   * signal's reason when `signal` aborts (the thread is ended at once). `onProgress` hears what
-   * the parse reports as it goes (a page about to be read by OCR).
+   * Parses and chunks in a parsing process. Rejects with ParseLimitError when the parse needs
+   * more memory than the pool allows, with the signal's reason when `signal` aborts (the process
+   * is ended at once), and with ParserCrashError when the process ends any other way: a fault in
+   * a parser's native code ends that process, never the server. `onProgress` hears what the
+   * parse reports as it goes (a page about to be read by OCR).
    */
-  parse(task: Omit<ParseTask, 'progress'>, signal?: AbortSignal, onProgress?: (progress: ParseProgress) => void): Promise<ParseTaskResult>;
-  /** Threads running now (started, not yet ended). */
-  readonly threads: number;
-  /** Settles when the threads a warm pool starts have loaded the parsers (at once for a pool that does not warm). */
+  parse(task: ParseTask, signal?: AbortSignal, onProgress?: (progress: ParseProgress) => void): Promise<ParseTaskResult>;
+  /** Parsing processes running now (started, not yet ended). */
+  readonly processes: number;
+  /** Settles when the processes a warm pool starts have loaded the parsers (at once for a pool that does not warm). */
   readonly warmed: Promise<void>;
   close(): Promise<void>;
 };
@@ -29,60 +23,238 @@ export class ParseLimitError extends Error {
   override name = 'ParseLimitError';
 }
 
+/** The parsing process ended during a parse (a crash in a parser): the parse may be tried again. */
+export class ParserCrashError extends Error {
+  override name = 'ParserCrashError';
+}
+
 export type ParsePoolOptions = {
-  /** Heap limit of each thread. */
+  /** Heap limit of each process. */
   memoryMb: number;
   /**
-   * How long a thread with nothing to do is kept (KB_PARSE_THREAD_IDLE_SECONDS, 300 by default).
-   * Starting one (loading the parsers) took 0.3 s alone and up to 2.2 s beside a bulk upload; a
+   * How long a process with nothing to do is kept (KB_PARSE_THREAD_IDLE_SECONDS, 300 by default).
+   * Starting one (loading the parsers) takes about a second, and more beside a bulk upload; a
    * client uploading in rounds should not pay it every round.
    */
   idleSeconds: number;
   /**
-   * Starts every thread now rather than on the first document, so a server's first upload is
-   * parsed at once; unused, they end after `idleSeconds` like any idle thread.
+   * Starts every process now rather than on the first document, so a server's first upload is
+   * parsed at once; unused, they end after `idleSeconds` like any idle process.
    */
   warm?: boolean;
 };
 
-/** Worker threads for parsing and chunking, so no document ever blocks the HTTP event loop. */
-export function createParsePool(threads: number, { memoryMb, idleSeconds, warm = false }: ParsePoolOptions): ParsePool {
-  const pool = new Piscina({
-    // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
-    filename: new URL(import.meta.url.endsWith('.ts') ? './parse-worker.mjs' : './parse-task.js', import.meta.url).href,
-    minThreads: 0,
-    maxThreads: threads,
-    idleTimeout: idleSeconds * 1000,
-    resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.min(64, Math.max(16, memoryMb / 16)) },
-  });
-  // One task per thread, all at once: the pool starts a thread for each. A thread that fails to
-  // start is started again by the first parse, which then reports the failure.
+type Waiting = {
+  task: ParseTask;
+  signal?: AbortSignal;
+  onProgress?: (progress: ParseProgress) => void;
+  resolve: (result: ParseTaskResult) => void;
+  reject: (error: unknown) => void;
+  /** The process parsing it, once it has one. */
+  parser?: Parser;
+  onAbort?: () => void;
+};
+
+type Parser = {
+  child: ChildProcess;
+  /** Settles when the process has loaded the parsers; rejects when it ends first. */
+  ready: Promise<void>;
+  current: Waiting | undefined;
+  idleTimer: NodeJS.Timeout | undefined;
+  /** The end of what the process wrote to stderr: V8 says there why it stopped (out of memory). */
+  stderrTail: string;
+  exited: Promise<void>;
+};
+
+const STDERR_TAIL_CHARS = 4096;
+
+/**
+ * Processes for parsing and chunking, so that no document ever blocks the HTTP event loop, and a
+ * parser that crashes on a file (PDF rendering and image decoding run native code) takes its own
+ * process down, not the server. Each process parses one document at a time.
+ */
+export function createParsePool(size: number, { memoryMb, idleSeconds, warm = false }: ParsePoolOptions): ParsePool {
+  // Compiled (dist/): the process module itself. Sources run by tsx or vitest: a shim that registers tsx in the process.
+  const entry = new URL(import.meta.url.endsWith('.ts') ? './parse-process.mjs' : './parse-process.js', import.meta.url);
+  const parsers = new Set<Parser>();
+  const queue: Waiting[] = [];
+  let closed = false;
+
+  function start(): Parser {
+    const child = fork(entry, [], {
+      // The process's own flags, not the server's (a test runner's loaders, an inspector).
+      execArgv: [`--max-old-space-size=${memoryMb}`],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    });
+    let markReady!: () => void;
+    let markFailed!: (error: Error) => void;
+    const parser: Parser = {
+      child,
+      ready: new Promise<void>((resolve, reject) => {
+        markReady = resolve;
+        markFailed = reject;
+      }),
+      current: undefined,
+      idleTimer: undefined,
+      stderrTail: '',
+      exited: new Promise<void>((resolve) => child.once('close', () => resolve())),
+    };
+    parser.ready.catch(() => {});
+    parsers.add(parser);
+    let isReady = false;
+    child.stderr!.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      parser.stderrTail = (parser.stderrTail + chunk.toString()).slice(-STDERR_TAIL_CHARS);
+    });
+    child.on('message', (message: ParseReply) => {
+      if (message.kind === 'ready') {
+        isReady = true;
+        return markReady();
+      }
+      const waiting = parser.current;
+      if (!waiting) return;
+      if (message.kind === 'progress') return waiting.onProgress?.(message.progress);
+      release(waiting);
+      if (message.kind === 'result') waiting.resolve(message.result);
+      else waiting.reject(new Error(message.message));
+      idle(parser);
+    });
+    const ended = (how: string) => {
+      if (!parsers.delete(parser)) return;
+      clearTimeout(parser.idleTimer);
+      const lastWords = parser.stderrTail.trim().split('\n').at(-1) ?? '';
+      markFailed(new ParserCrashError(`the parsing process ended before it was ready (${how})${lastWords ? `: ${lastWords}` : ''}`));
+      const waiting = parser.current;
+      if (waiting) {
+        release(waiting);
+        if (/heap out of memory|Reached heap limit/.test(parser.stderrTail)) {
+          waiting.reject(new ParseLimitError(`parsing needed more than the memory limit of ${memoryMb} MB`));
+        } else if (!isReady) {
+          waiting.reject(new ParserCrashError(`the parsing process ended before it was ready (${how})${lastWords ? `: ${lastWords}` : ''}`));
+        } else {
+          waiting.reject(new ParserCrashError(`the parsing process ended while it read the file (${how})`));
+        }
+      }
+      dispatch();
+    };
+    // 'close' comes after the process's stderr has been read to its end, so the tail is whole.
+    child.once('close', (code, signal) => ended(signal ? `signal ${signal}` : `exit code ${code}`));
+    // A process that could not be started at all has no close event. (A message sent to one that
+    // has just ended fails in send's callback, and its close event says why.)
+    child.on('error', (error) => {
+      if (child.pid === undefined) ended(`it could not be started: ${error.message}`);
+    });
+    return parser;
+  }
+
+  /** The parse no longer has a process; its abort listener goes. */
+  function release(waiting: Waiting) {
+    if (waiting.parser) waiting.parser.current = undefined;
+    waiting.parser = undefined;
+    if (waiting.onAbort) waiting.signal?.removeEventListener('abort', waiting.onAbort);
+  }
+
+  /** Ends a process, which takes no parse from here on (its exit is awaited by no one). */
+  function retire(parser: Parser) {
+    parsers.delete(parser);
+    clearTimeout(parser.idleTimer);
+    parser.child.kill('SIGKILL');
+  }
+
+  /** Nothing to do: the process is kept for `idleSeconds`, and does not keep the server from exiting. */
+  function idle(parser: Parser) {
+    parser.child.channel?.unref();
+    parser.child.unref();
+    parser.idleTimer = setTimeout(() => retire(parser), idleSeconds * 1000);
+    parser.idleTimer.unref();
+    dispatch();
+  }
+
+  function assign(parser: Parser, waiting: Waiting) {
+    clearTimeout(parser.idleTimer);
+    parser.child.ref();
+    parser.child.channel?.ref();
+    parser.current = waiting;
+    waiting.parser = parser;
+    parser.ready.then(
+      () => {
+        if (parser.current === waiting) parser.child.send({ task: waiting.task } satisfies ParseRequest, () => {});
+      },
+      // The process ended first, and the parse was rejected with the reason.
+      () => {},
+    );
+  }
+
+  function dispatch() {
+    while (!closed && queue.length > 0) {
+      const free = [...parsers].find((parser) => parser.current === undefined);
+      if (!free && parsers.size >= size) return;
+      assign(free ?? start(), queue.shift()!);
+    }
+  }
+
   const warmed = warm
-    ? Promise.all(Array.from({ length: threads }, () => pool.run(undefined, { name: 'warm' }))).then(
+    ? Promise.all(
+        Array.from({ length: size }, () => {
+          const parser = start();
+          idle(parser);
+          return parser.ready;
+        }),
+      ).then(
         () => undefined,
+        // A process that fails to start is started again by the first parse, which then reports the failure.
         () => undefined,
       )
     : Promise.resolve();
+
   return {
     warmed,
-    async parse(task, signal, onProgress) {
-      const channel = onProgress ? new MessageChannel() : undefined;
-      channel?.port1.on('message', (message: ParseProgress) => onProgress!(message));
-      try {
-        return (await pool.run(channel ? { ...task, progress: channel.port2 } : task, { signal, ...(channel && { transferList: [channel.port2] }) })) as ParseTaskResult;
-      } catch (error) {
-        if (signal?.aborted) throw signal.reason;
-        if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-          throw new ParseLimitError(`parsing needed more than the memory limit of ${memoryMb} MB`);
-        }
-        throw error;
-      } finally {
-        channel?.port1.close();
+    parse(task, signal, onProgress) {
+      if (closed) return Promise.reject(new Error('the parse pool is closed'));
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      return new Promise<ParseTaskResult>((resolve, reject) => {
+        const waiting: Waiting = { task, signal, onProgress, resolve, reject };
+        // A waiting parse leaves the queue; a running one is dropped at once, and its process, mid-file, ended.
+        waiting.onAbort = () => {
+          const queued = queue.indexOf(waiting);
+          if (queued !== -1) queue.splice(queued, 1);
+          const parser = waiting.parser;
+          release(waiting);
+          reject(signal!.reason);
+          if (parser) {
+            retire(parser);
+            dispatch();
+          }
+        };
+        signal?.addEventListener('abort', waiting.onAbort, { once: true });
+        queue.push(waiting);
+        dispatch();
+      });
+    },
+    get processes() {
+      return parsers.size;
+    },
+    async close() {
+      closed = true;
+      const closedError = new Error('the parse pool is closed');
+      for (const waiting of queue.splice(0)) {
+        release(waiting);
+        waiting.reject(closedError);
       }
+      const running = [...parsers];
+      for (const parser of running) {
+        if (parser.current) {
+          const waiting = parser.current;
+          release(waiting);
+          waiting.reject(closedError);
+        }
+        // Held while it ends: an idle process does not keep the event loop alive, and a server
+        // closing after a failed start would otherwise exit, silently, before its error is said.
+        parser.child.ref();
+        parser.child.kill('SIGKILL');
+      }
+      await Promise.all(running.map((parser) => parser.exited));
     },
-    get threads() {
-      return pool.threads.length;
-    },
-    close: () => pool.destroy(),
   };
 }

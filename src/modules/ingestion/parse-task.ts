@@ -9,8 +9,6 @@ export type ParseTask = {
   filename: string;
   chunkOptions: { chunkTokens: number; overlapTokens: number };
   limits: ParseLimits;
-  /** Where the parse reports its progress: before each page read by OCR (ParseProgress). */
-  progress?: MessagePort;
 };
 
 /** The page about to be read by OCR, and the document's page count. */
@@ -20,20 +18,15 @@ export type ParseTaskResult =
   | { ok: true; text: string; pageCount: number | null; title: string; nameWords: string; context: string; chunks: ReturnType<typeof chunkDocument> }
   | { ok: false; error: string };
 
-/** Does nothing: run once per thread when the pool starts, it makes the thread load this module and the parsers. */
-export function warm() {
-  return true;
-}
-
 /**
- * Runs in a worker thread. A document that cannot be parsed is an answer (`ok: false`), not a
- * crash: it will fail the same way on every attempt, so it is not retried.
+ * Runs in a parsing process (parse-process.ts). A document that cannot be parsed is an answer
+ * (`ok: false`), not a crash: it will fail the same way on every attempt, so it is not retried.
+ * `onProgress` hears of each page before OCR reads it.
  */
-export default async function runParseTask(task: ParseTask): Promise<ParseTaskResult> {
+export async function runParseTask(task: ParseTask, onProgress?: (progress: ParseProgress) => void): Promise<ParseTaskResult> {
   try {
-    const report = task.progress;
     const parsed = await parseDocument(task.bytes, task.type, task.limits, {
-      onOcrPage: report ? (page, pageCount) => report.postMessage({ ocrPage: page, pageCount } satisfies ParseProgress) : undefined,
+      onOcrPage: onProgress ? (page, pageCount) => onProgress({ ocrPage: page, pageCount }) : undefined,
     });
     const fileNameWords = nameWords(task.filename, parsed.text);
     const title = documentTitle(parsed, fileNameWords);

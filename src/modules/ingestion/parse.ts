@@ -26,7 +26,7 @@ import {
 
 /**
  * The types read with officeparser (office.ts). Its module, ExcelJS's, and OCR's are loaded by
- * the first document that needs them: a parse thread that reads only text and PDFs keeps its
+ * the first document that needs them: a parsing process that reads only text and PDFs keeps its
  * heap for them (KB_PARSE_MEMORY_MB).
  */
 const officeFormats: Partial<Record<DocumentType, OfficeFormat>> = { [PPTX_TYPE]: 'pptx', [EPUB_TYPE]: 'epub', [ODT_TYPE]: 'odt', [ODP_TYPE]: 'odp', [ODS_TYPE]: 'ods' };

@@ -1,0 +1,28 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** The processes `parent` started whose command line holds `command` (Linux: read from /proc). */
+export function childProcessesOf(parent: number, command: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const parentPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        return parentPid === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(command);
+      } catch {
+        return false; // it ended meanwhile
+      }
+    })
+    .map(Number);
+}
+
+/** The parsing processes (src/modules/ingestion/parse-pool.ts) of server process `parent`. */
+export const parsingProcessesOf = (parent: number) => childProcessesOf(parent, 'parse-process');
+
+/** Polls `condition` every 50 ms until it holds or `timeoutMs` passes; says whether it held. */
+export async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (condition()) return true;
+  }
+  return condition();
+}
