@@ -10,7 +10,7 @@
  *     the other user uploads the same kind of small note. /healthz is probed every 50 ms until
  *     every document has settled.
  * The server's resident memory (VmRSS) is read before the first round and after the last, each
- * time when it is idle and its parse threads have ended (the server is started with
+ * time when it is idle and its parsing processes have ended (the server is started with
  * KB_PARSE_THREAD_IDLE_SECONDS=30, so they end 30 s after their last task).
  *
  * Then the connection attacks (bench/connection-attacks.ts), each measured from its own baseline:
@@ -112,7 +112,7 @@ function healthProbe(url: string) {
 }
 
 async function idleResidentBytes(pid: number, url: string) {
-  // The parse threads end 30 s after their last task; then memory is what the server keeps.
+  // The parsing processes end 30 s after their last task; then memory is what the server keeps.
   await sleep(32_000);
   await fetch(new URL('/healthz', url));
   const readings = [];
@@ -166,7 +166,7 @@ async function main() {
     const hostile = await newUser('hostile@example.com');
     const victim = await newUser('victim@example.com');
 
-    // Warm-up: the parse thread and its modules loaded once, as on any server that has served.
+    // Warm-up: a parsing process and its modules loaded once, as on any server that has served.
     const warm = await victim.json<{ id: string }>('POST', '/v1/kb/workspaces', { name: 'Warm-up' });
     await victim.settled((await victim.upload(warm.id, [{ name: 'warm.txt', bytes: 'Warm-up note.' }])).map((d) => d.id));
     log('reading the idle baseline (32 s)...');
