@@ -103,9 +103,20 @@ export function createParsePool(size: number, { memoryMb, idleSeconds, warm = fa
     parser.ready.catch(() => {});
     parsers.add(parser);
     let isReady = false;
+    // What a parser writes to stderr is passed on a line at a time, each naming its process: a
+    // parse that ran out of memory is reported as its document's failure, and V8's own account
+    // of it must not read as the server's.
+    let partialLine = '';
+    const passOn = (line: string) => process.stderr.write(`parsing process ${child.pid}: ${line}\n`);
     child.stderr!.on('data', (chunk: Buffer) => {
-      process.stderr.write(chunk);
-      parser.stderrTail = (parser.stderrTail + chunk.toString()).slice(-STDERR_TAIL_CHARS);
+      const text = chunk.toString();
+      parser.stderrTail = (parser.stderrTail + text).slice(-STDERR_TAIL_CHARS);
+      const lines = (partialLine + text).split('\n');
+      partialLine = lines.pop()!;
+      for (const line of lines) passOn(line);
+    });
+    child.stderr!.on('end', () => {
+      if (partialLine) passOn(partialLine);
     });
     child.on('message', (message: ParseReply) => {
       if (message.kind === 'ready') {
