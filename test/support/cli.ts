@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { procStatFields } from './processes.js';
 import { fileURLToPath } from 'node:url';
 
 export const kbBin = fileURLToPath(new URL('../../bin/kb.mjs', import.meta.url));
@@ -133,8 +133,7 @@ export function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM') {
  */
 export function isRunning(pid: number) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+    return procStatFields(pid)[0] !== 'Z';
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     if (process.platform === 'linux') return false;

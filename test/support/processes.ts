@@ -1,14 +1,22 @@
 import { readdirSync, readFileSync } from 'node:fs';
 
+/**
+ * The fields of `/proc/<pid>/stat` after the command name (state first, then the parent's pid):
+ * the name is in parentheses and may itself hold spaces and parentheses. Throws when there is no
+ * such process (ENOENT).
+ */
+export function procStatFields(pid: number | string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** The processes `parent` started whose command line holds `command` (Linux: read from /proc). */
 export function childProcessesOf(parent: number, command: string): number[] {
   return readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .filter((pid) => {
       try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const parentPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        return parentPid === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(command);
+        return Number(procStatFields(pid)[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(command);
       } catch {
         return false; // it ended meanwhile
       }

@@ -135,14 +135,15 @@ export function createParsePool(size: number, { memoryMb, idleSeconds, warm = fa
       if (!parsers.delete(parser)) return;
       clearTimeout(parser.idleTimer);
       const lastWords = parser.stderrTail.trim().split('\n').at(-1) ?? '';
-      markFailed(new ParserCrashError(`the parsing process ended before it was ready (${how})${lastWords ? `: ${lastWords}` : ''}`));
+      const notStarted = new ParserCrashError(`the parsing process ended before it was ready (${how})${lastWords ? `: ${lastWords}` : ''}`);
+      markFailed(notStarted);
       const waiting = parser.current;
       if (waiting) {
         release(waiting);
         if (/heap out of memory|Reached heap limit/.test(parser.stderrTail)) {
           waiting.reject(new ParseLimitError(`parsing needed more than the memory limit of ${memoryMb} MB`));
         } else if (!isReady) {
-          waiting.reject(new ParserCrashError(`the parsing process ended before it was ready (${how})${lastWords ? `: ${lastWords}` : ''}`));
+          waiting.reject(notStarted);
         } else {
           waiting.reject(new ParserCrashError(`the parsing process ended while it read the file (${how})`));
         }
