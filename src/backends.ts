@@ -123,13 +123,13 @@ export function startIngestionQueue(
   config: Config,
   db: Database,
   backends: Pick<Backends, 'embedder' | 'index' | 'parsePool'>,
-  options: Omit<JobQueueOptions, 'leaseMs'> & { wrapHandlers?: (handlers: JobHandlers) => JobHandlers },
+  options: Omit<JobQueueOptions, 'leaseMs' | 'turnMs'> & { wrapHandlers?: (handlers: JobHandlers) => JobHandlers },
   log: Logger,
 ): JobQueue {
   const { wrapHandlers, ...queueOptions } = options;
   let queue: JobQueue | undefined;
   const { embedder, index, parsePool } = backends;
   const handlers = ingestionHandlers({ prisma: db.prisma, parsePool, embedder, index, wake: () => queue?.wake() }, ingestionSettings(config));
-  queue = startJobQueue(db.prisma, wrapHandlers ? wrapHandlers(handlers) : handlers, { ...queueOptions, leaseMs: config.ingestion.leaseSeconds * 1000 }, log);
+  queue = startJobQueue(db.prisma, wrapHandlers ? wrapHandlers(handlers) : handlers, { ...queueOptions, leaseMs: config.ingestion.leaseSeconds * 1000, turnMs: config.ingestion.turnSeconds * 1000 }, log);
   return queue;
 }

@@ -81,6 +81,7 @@ export const environmentSchema = z.object({
   KB_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
   KB_INGEST_LEASE_SECONDS: z.coerce.number().int().min(1).max(3600).optional(),
   KB_INGEST_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).optional(),
+  KB_INGEST_TURN_SECONDS: z.coerce.number().min(0.05).max(3600).default(1),
   KB_EMBED_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(1000).default(12),
   KB_EMBED_MAX_BACKOFF_SECONDS: z.coerce.number().min(0.01).max(86400).default(300),
   KB_PARSE_MEMORY_MB: z.coerce.number().int().min(128).max(65536).default(1024),

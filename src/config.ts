@@ -147,6 +147,8 @@ export type Config = {
     leaseSeconds: number;
     /** How often idle workers look for due jobs nobody signalled (retries whose wait ended, claims whose lease ran out); by default 5 s on the embedded store, 1 s on PostgreSQL. */
     pollSeconds: number;
+    /** How long an embed job runs before it gives way to another user's waiting jobs, keeping what it embedded. */
+    turnSeconds: number;
     /** Attempts of a document's embedding stage (the embedder may be down) before it fails. */
     embedMaxAttempts: number;
     /** Longest wait between two of those attempts; the waits double from 1 s up to it. */
@@ -286,6 +288,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       // embedded store has no other process, and releases a dead one's claims when it starts.
       leaseSeconds: env.KB_INGEST_LEASE_SECONDS ?? (env.DATABASE_URL ? 15 : 60),
       pollSeconds: env.KB_INGEST_POLL_SECONDS ?? (env.DATABASE_URL ? 1 : 5),
+      turnSeconds: env.KB_INGEST_TURN_SECONDS,
       embedMaxAttempts: env.KB_EMBED_MAX_ATTEMPTS,
       embedMaxBackoffSeconds: env.KB_EMBED_MAX_BACKOFF_SECONDS,
       parseMemoryMb: env.KB_PARSE_MEMORY_MB,

@@ -141,6 +141,68 @@ describe('users take turns on the ingestion worker', () => {
   });
 });
 
+describe('long documents give way to other users between batches', () => {
+  /** A text of `sentences` distinct sentences, about 20 tokens each. */
+  const ledger = (name: string, sentences: number) =>
+    Array.from({ length: sentences }, (_, index) => `Entry ${index} of ledger ${name}: ${(index * 7) % 97} crates reached depot ${index % 13} on day ${index % 365}.`).join(' ');
+
+  it("readies another user's note while one user's two long documents are still being embedded, and counts no attempt for it", { timeout: 300_000 }, async () => {
+    // Short chunks, so that each document has many batches to embed; both ingestion workers (the
+    // default two) take one of them.
+    const server = await startTestServer({ KB_CHUNK_TOKENS: '64', KB_CHUNK_OVERLAP_TOKENS: '0', KB_INGEST_TURN_SECONDS: '0.5' });
+    try {
+      const busy = await server.createUser();
+      const other = await server.createUser();
+      const busyWorkspace = await newWorkspace(server, busy, 'Ledgers');
+      const otherWorkspace = await newWorkspace(server, other, 'Notes');
+      const long = await upload(server, busy.key, busyWorkspace, [
+        { name: 'ledger-a.txt', bytes: ledger('A', 4500) },
+        { name: 'ledger-b.txt', bytes: ledger('B', 4500) },
+      ]);
+      expect(long.status).toBe(202);
+      const longIds: string[] = long.body.map((document: DocumentBody) => document.id);
+      const read = async (user: TestUser, id: string) => (await server.request('GET', `/v1/kb/documents/${id}`, { key: user.key })).body as DocumentBody;
+      // Both are being embedded, each by a worker of its own: without turns, the note could not
+      // even be parsed before one of them was ready.
+      for (const deadline = Date.now() + 120_000; ; ) {
+        const documents = await Promise.all(longIds.map((id) => read(busy, id)));
+        if (documents.every((document) => document.stage === 'embedding' && document.embedded_chunks > 0)) break;
+        if (Date.now() > deadline) throw new Error(`the long documents did not start embedding: ${JSON.stringify(documents.map(({ stage, embedded_chunks }) => ({ stage, embedded_chunks })))}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+
+      const note = await uploadOne(server, other, otherWorkspace, 'note.txt', 'One short note from another user.');
+      await waitForStatus(server, other, note.id, 'ready', 120_000);
+      const whenNoteReady = await Promise.all(longIds.map((id) => read(busy, id)));
+      for (const document of whenNoteReady) {
+        expect(document.status, `${document.filename} was ${document.status} when the note was ready`).toBe('processing');
+        expect(document.embedded_chunks).toBeLessThan(document.chunk_count);
+      }
+
+      // Each goes on from where it gave way, and becomes ready whole.
+      const done = await waitForDocuments(server, busy.key, longIds, 240_000);
+      for (const document of done) {
+        expect(document.status, document.error ?? '').toBe('ready');
+        expect(document.chunk_count).toBeGreaterThan(500);
+        expect(document.embedded_chunks).toBe(document.chunk_count);
+      }
+      // A turn given up is not an attempt: each long document took one.
+      const jobs = await server.app.db.prisma.$queryRaw<{ attempts: number }[]>`SELECT attempts FROM jobs WHERE document_id = ANY(${longIds}::uuid[])`;
+      expect(jobs.map((job) => job.attempts)).toEqual([1, 1]);
+      // The metrics count the turns given up.
+      const metrics = (await server.request('GET', '/metrics')).text;
+      const yielded = /^kb_ingestion_stage_duration_seconds_count\{[^}]*stage="embed",outcome="yielded"\} (\d+)$/m.exec(metrics);
+      expect(Number(yielded?.[1])).toBeGreaterThanOrEqual(1);
+      // Both are found whole: a passage from the end of each.
+      const found = await server.request('POST', '/v1/kb/query', { key: busy.key, json: { workspace_id: busyWorkspace, query: 'Entry 4499 of ledger B', mode: 'keyword', top_k: 1 } });
+      expect(found.status).toBe(200);
+      expect(found.body.results[0].content).toContain('Entry 4499 of ledger B');
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('limits on a parse', () => {
   it('fails a document whose text is longer than the limit', { timeout: 60_000 }, async () => {
     const server = await startTestServer({ KB_MAX_TEXT_CHARACTERS: '5000' });

@@ -164,8 +164,9 @@ export function meteredHandlers<Kind extends string>(handlers: Record<Kind, JobH
         run: async (...args: Parameters<JobHandler['run']>) => {
           const end = metrics.ingestionStageDuration.startTimer({ stage });
           try {
-            await handler.run(...args);
-            end({ outcome: 'ok' });
+            const outcome = await handler.run(...args);
+            end({ outcome: outcome === 'yielded' ? 'yielded' : 'ok' });
+            return outcome;
           } catch (error) {
             end({ outcome: 'error' });
             throw error;

@@ -68,7 +68,8 @@ export const indexedChunk = (chunk: ChunkToIndex, embedding: Float32Array): Inde
  * of abstracts pays for a claim, an index write and a state change per batch, not per document.
  * The next batch is embedded while the last one is written, so the embedder does not wait on the
  * store. An embedder that is down delays the documents (retries with backoff) rather than
- * failing them at once.
+ * failing them at once. A document whose turn is over while other users wait (JobContext.turnOver)
+ * is given back between two batches and goes on at its next claim.
  */
 export function embedJob(dependencies: IngestionDependencies, settings: IngestionSettings): JobHandler<'embed'> {
   const { prisma, embedder, index } = dependencies;
@@ -94,7 +95,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
         WHERE running_total + (SELECT chunks FROM first) <= ${claimChunks}`;
       return rows.map((row) => row.id);
     },
-    async run(jobs, { signal }) {
+    async run(jobs, { signal, turnOver }) {
       const documentIds = jobs.map((job) => job.document_id!);
       const pending = await chunksToIndex(prisma, documentIds, { unembeddedOnly: true });
       const embedBatch = async (batch: typeof pending) => {
@@ -115,34 +116,44 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
       next?.catch(() => {});
       for (let position = 0; next; position += 1) {
         const embedded = await next;
-        next = position + 1 < work.length ? embedBatch(work[position + 1]!) : undefined;
+        const more = position + 1 < work.length;
+        // A long document gives way to other users between batches (claims together are small:
+        // at most EMBED_CLAIM_BATCHES). The next batch is not started then, so nothing is wasted.
+        const yielding = more && jobs.length === 1 && (await turnOver());
+        next = more && !yielding ? embedBatch(work[position + 1]!) : undefined;
         next?.catch(() => {});
         const batch = embedded.batch.filter((chunk) => !deleted.has(chunk.document_id));
-        if (batch.length === 0) continue;
-        const vectorOf = new Map(embedded.batch.map((chunk, offset) => [chunk.id, embedded.vectors[offset]!]));
-        await index.upsert(
-          batch.map((chunk) => indexedChunk(chunk, vectorOf.get(chunk.id)!)),
-          signal,
-        );
-        const chunkIds = batch.map((chunk) => chunk.id);
-        const batchDocumentIds = [...new Set(batch.map((chunk) => chunk.document_id))];
-        const [marked] = await prisma.$transaction([
-          prisma.$queryRaw<{ document_id: string }[]>`
-            UPDATE chunks SET embedded_at = now() WHERE id = ANY(${chunkIds}::uuid[]) RETURNING document_id`,
-          prisma.$executeRaw`
-            UPDATE documents d SET embedded_chunks = (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.embedded_at IS NOT NULL)
-             WHERE d.id = ANY(${batchDocumentIds}::uuid[])`,
-        ]);
-        const alive = new Set(marked.map((row) => row.document_id));
-        for (const documentId of batchDocumentIds) {
-          if (alive.has(documentId)) continue;
-          // Deleted while this batch was embedded (its chunks went with it): its index_delete job
-          // may already have run, so take back what was just written (an external index is not
-          // cleaned by the cascade).
-          deleted.add(documentId);
-          await index.deleteDocument(documentId);
+        if (batch.length > 0) {
+          const vectorOf = new Map(embedded.batch.map((chunk, offset) => [chunk.id, embedded.vectors[offset]!]));
+          await index.upsert(
+            batch.map((chunk) => indexedChunk(chunk, vectorOf.get(chunk.id)!)),
+            signal,
+          );
+          const chunkIds = batch.map((chunk) => chunk.id);
+          const batchDocumentIds = [...new Set(batch.map((chunk) => chunk.document_id))];
+          const [marked] = await prisma.$transaction([
+            prisma.$queryRaw<{ document_id: string }[]>`
+              UPDATE chunks SET embedded_at = now() WHERE id = ANY(${chunkIds}::uuid[]) RETURNING document_id`,
+            prisma.$executeRaw`
+              UPDATE documents d SET embedded_chunks = (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.embedded_at IS NOT NULL)
+               WHERE d.id = ANY(${batchDocumentIds}::uuid[])`,
+          ]);
+          const alive = new Set(marked.map((row) => row.document_id));
+          for (const documentId of batchDocumentIds) {
+            if (alive.has(documentId)) continue;
+            // Deleted while this batch was embedded (its chunks went with it): its index_delete job
+            // may already have run, so take back what was just written (an external index is not
+            // cleaned by the cascade).
+            deleted.add(documentId);
+            await index.deleteDocument(documentId);
+          }
+          if (deleted.size === documentIds.length) throw new DocumentDeletedError();
         }
-        if (deleted.size === documentIds.length) throw new DocumentDeletedError();
+        if (yielding) {
+          // What is embedded stays embedded: the next claim goes on from the first chunk without a vector.
+          await advance(prisma, jobs, { step: 'release' });
+          return 'yielded';
+        }
       }
       await prisma.$transaction([
         prisma.$executeRaw`
@@ -150,6 +161,7 @@ export function embedJob(dependencies: IngestionDependencies, settings: Ingestio
            WHERE id = ANY(${documentIds}::uuid[]) AND embedded_chunks = chunk_count`,
         advance(prisma, jobs, { step: 'done' }),
       ]);
+      return undefined;
     },
   };
 }

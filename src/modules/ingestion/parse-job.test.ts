@@ -5,7 +5,7 @@ import { readBenchPdf } from '../../../test/support/documents.js';
 import { loadConfig, type Config } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
 import { uploadDocuments } from '../documents/upload.js';
-import { PermanentJobError, type ClaimedJob, type JobHandler } from '../jobs/job-handler.js';
+import { PermanentJobError, type ClaimedJob, type JobContext, type JobHandler } from '../jobs/job-handler.js';
 import { jobPayloads } from '../jobs/payloads.js';
 import { createUser } from '../user/service.js';
 import { createWorkspace } from '../workspaces/service.js';
@@ -46,6 +46,9 @@ afterAll(async () => {
   await db?.close();
   await rm(dataDir, { recursive: true, force: true });
 });
+
+/** A run's context as the queue gives it, with no other user ever waiting. */
+const runContext = (): JobContext => ({ signal: new AbortController().signal, turnOver: async () => false });
 
 const upload = (files: { name: string; bytes: Uint8Array | string }[]) =>
   uploadDocuments(
@@ -88,7 +91,7 @@ describe('the parse stage', () => {
     expect(new Set(await handler.companions!(first!))).toEqual(new Set(others.map((job) => job.id)));
     expect(await handler.companions!(largeJob)).toEqual([]);
 
-    await handler.run(await hold([first!, ...others]), { signal: new AbortController().signal });
+    await handler.run(await hold([first!, ...others]), runContext());
     const documents = await db.prisma.document.findMany({ where: { id: { in: small.map((document) => document.id) } }, include: { job: true } });
     for (const document of documents) {
       if (document.filename === 'truncated.pdf') {
@@ -111,7 +114,7 @@ describe('the parse stage', () => {
     expect(wakes).toBeGreaterThan(0);
 
     // The large one alone, as before.
-    await handler.run(await hold([largeJob]), { signal: new AbortController().signal });
+    await handler.run(await hold([largeJob]), runContext());
     const parsedLarge = await db.prisma.document.findUniqueOrThrow({ where: { id: large!.id } });
     expect(parsedLarge.status).toBe('processing');
     expect(parsedLarge.chunkCount).toBeGreaterThan(100);
@@ -125,9 +128,9 @@ describe('the parse stage', () => {
     ]);
     const jobs = await hold(await Promise.all(documents.map((document) => jobOf(document.id))));
     await db.prisma.document.delete({ where: { id: documents[1]!.id } });
-    await handler.run(jobs, { signal: new AbortController().signal });
+    await handler.run(jobs, runContext());
     // A retry after a failure later in the attempt writes the chunks again, not twice.
-    await handler.run(await hold([{ ...jobs[0]!, claim: randomUUID() }]), { signal: new AbortController().signal });
+    await handler.run(await hold([{ ...jobs[0]!, claim: randomUUID() }]), runContext());
     expect(await db.prisma.chunk.count({ where: { documentId: documents[0]!.id } })).toBe(1);
     expect(await db.prisma.chunk.count({ where: { documentId: documents[1]!.id } })).toBe(0);
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
@@ -139,7 +142,7 @@ describe('the parse stage', () => {
     // Another worker claimed it after this one's lease ran out.
     await db.prisma.job.update({ where: { id: stale!.id }, data: { claim: randomUUID(), attempts: 2 } });
     const before = await db.prisma.document.findUniqueOrThrow({ where: { id: document!.id }, include: { job: true } });
-    await handler.run([stale!], { signal: new AbortController().signal });
+    await handler.run([stale!], runContext());
     expect(await db.prisma.document.findUniqueOrThrow({ where: { id: document!.id }, include: { job: true } })).toEqual(before);
     expect(await db.prisma.chunk.count({ where: { documentId: document!.id } })).toBe(0);
     // Failing it is refused the same way.
@@ -164,13 +167,13 @@ describe('the parse stage', () => {
       { name: 'crash.txt', bytes: 'This one will crash the parser.' },
     ]);
     const jobs = await Promise.all(documents.map((document) => jobOf(document.id)));
-    const together = crashing.run(await hold(jobs), { signal: new AbortController().signal });
+    const together = crashing.run(await hold(jobs), runContext());
     await expect(together).rejects.toBeInstanceOf(PermanentJobError);
     await expect(together).rejects.toThrow('parsing 2 documents together failed; each runs again alone: the parsing process ended while it read the file (signal SIGSEGV)');
     // Alone, the calm one is parsed; the other fails as itself, an ordinary error to retry.
-    await crashing.run(await hold([jobs[0]!]), { signal: new AbortController().signal });
+    await crashing.run(await hold([jobs[0]!]), runContext());
     expect(await db.prisma.document.findUnique({ where: { id: documents[0]!.id } })).toMatchObject({ status: 'processing', chunkCount: 1 });
-    const alone = crashing.run([jobs[1]!], { signal: new AbortController().signal });
+    const alone = crashing.run([jobs[1]!], runContext());
     await expect(alone).rejects.toThrow('the parsing process ended while it read the file (signal SIGSEGV)');
     await expect(alone).rejects.not.toBeInstanceOf(PermanentJobError);
   }, 60_000);

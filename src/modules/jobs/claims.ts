@@ -20,6 +20,8 @@ export type JobClaims = {
   rescan(): void;
   /** Kinds this process may claim from now on; the next claim looks at every user's jobs. */
   setClaimable(kinds: readonly JobKind[]): void;
+  /** Whether a job this process may claim, of a user other than these, is waiting for a worker. */
+  anotherUserWaiting(userIds: readonly (string | null)[]): Promise<boolean>;
 };
 
 /**
@@ -151,8 +153,19 @@ export function jobClaims(
     return [];
   }
 
+  async function anotherUserWaiting(userIds: readonly (string | null)[]): Promise<boolean> {
+    const users = userIds.filter((user): user is string => user !== null);
+    const [row] = await prisma.$queryRaw<{ waiting: boolean }[]>`
+      SELECT EXISTS (
+        SELECT 1 FROM jobs j
+         WHERE j.status IN ('queued', 'running') AND ${claimable()} AND (j.user_id IS NULL OR j.user_id <> ALL(${users}::uuid[]))
+      ) AS waiting`;
+    return row?.waiting === true;
+  }
+
   return {
     claim,
+    anotherUserWaiting,
     rescan() {
       nextScanAt = 0;
     },

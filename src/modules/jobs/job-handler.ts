@@ -51,7 +51,18 @@ export type JobContext = {
    * their documents deleted, or their leases taken over by another worker.
    */
   signal: AbortSignal;
+  /**
+   * Whether these jobs have had their turn: they have run for the queue's turn length
+   * (`KB_INGEST_TURN_SECONDS`) and another user's job is waiting to be claimed. A handler whose
+   * work comes in pieces asks between them; when it is over, the handler keeps what it did,
+   * releases its jobs (`release`: the attempt not counted) and resolves to `'yielded'`.
+   * Asks the store at most once per turn length.
+   */
+  turnOver(): Promise<boolean>;
 };
+
+/** How a handler's run ended when it did not throw: its jobs settled (`undefined`), or given back unfinished to let another user's jobs go first. */
+export type RunOutcome = void | 'yielded';
 
 /** What a kind of job does and how its failures are treated. */
 export type JobHandler<Kind extends JobKind = JobKind> = {
@@ -68,9 +79,10 @@ export type JobHandler<Kind extends JobKind = JobKind> = {
   companions?(first: ClaimedJob<Kind>): Promise<string[]>;
   /**
    * Does the work of the jobs claimed together (one, unless the kind has companions) and
-   * settles each itself (done, or moved on to its next kind). A throw is the failure of all.
+   * settles each itself (done, moved on to its next kind, or released when its turn is over).
+   * A throw is the failure of all.
    */
-  run(jobs: ClaimedJob<Kind>[], context: JobContext): Promise<void>;
+  run(jobs: ClaimedJob<Kind>[], context: JobContext): Promise<RunOutcome>;
   /** Records a failure for good: the job, and its document when it has one. */
   fail(job: ClaimedJob<Kind>, reason: string): Promise<void>;
 };

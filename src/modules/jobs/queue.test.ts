@@ -34,7 +34,7 @@ afterAll(async () => {
 
 /** A queue of one worker that runs `handler` for every kind of job. */
 const queueRunning = (handler: JobHandler, leaseMs = 30_000) =>
-  startJobQueue(db.prisma, { parse: handler, embed: handler, index_delete: handler }, { concurrency: 1, leaseMs, pollMs: 50, releaseStaleClaims: false }, createLogger('error'));
+  startJobQueue(db.prisma, { parse: handler, embed: handler, index_delete: handler }, { concurrency: 1, leaseMs, turnMs: 1_000, pollMs: 50, releaseStaleClaims: false }, createLogger('error'));
 
 describe('job leases', () => {
   it('stops a worker whose lease another worker took over, and lets it write nothing more', async () => {

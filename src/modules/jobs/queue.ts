@@ -11,6 +11,8 @@ export type JobQueueOptions = {
   concurrency: number;
   /** How long a claimed job stays claimed without its worker renewing the claim. */
   leaseMs: number;
+  /** How long a job whose work comes in pieces runs before it gives way to another user's waiting jobs (JobContext.turnOver). */
+  turnMs: number;
   /** How often idle workers look for jobs (other processes may have queued some). */
   pollMs: number;
   /** In a single-process store, claims left by a killed process are released at start. */
@@ -68,7 +70,12 @@ export function startJobQueue(
   /** Jobs being run by this process's workers, by kind. */
   const runningKinds = new Map<JobKind, number>();
   const claims = jobClaims(prisma, handlers, { leaseEnd, runningKinds }, log);
-  const runner = claimedJobRunner(prisma, handlers, { leaseMs: options.leaseMs, leaseEnd, stopSignal: stopController.signal }, log);
+  const runner = claimedJobRunner(
+    prisma,
+    handlers,
+    { leaseMs: options.leaseMs, leaseEnd, stopSignal: stopController.signal, turnMs: options.turnMs, anotherUserWaiting: claims.anotherUserWaiting },
+    log,
+  );
 
   /**
    * Wakes idle workers here and in the other processes. `queued`: a new job, so the next claim
@@ -94,7 +101,8 @@ export function startJobQueue(
   /** Runs jobs that `claim` counted in `runningKinds`. */
   async function processJobs(claimed: ClaimedJob[]) {
     try {
-      await runner.processClaimed(claimed);
+      // Given back for another user's turn: the next claim looks at every user's jobs.
+      if ((await runner.processClaimed(claimed)) === 'yielded') claims.rescan();
     } finally {
       runningKinds.set(claimed[0]!.kind, runningKinds.get(claimed[0]!.kind)! - 1);
       lastJobEndedAt = performance.now();

@@ -1,7 +1,7 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.js';
 import type { Logger } from '../../logger.js';
 import { advance } from './advance.js';
-import { DocumentDeletedError, LeaseLostError, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobHandlers } from './job-handler.js';
+import { DocumentDeletedError, LeaseLostError, PermanentJobError, stillHeld, type ClaimedJob, type JobHandler, type JobHandlers, type RunOutcome } from './job-handler.js';
 import { readPayload } from './payloads.js';
 
 /**
@@ -11,7 +11,14 @@ import { readPayload } from './payloads.js';
 export function claimedJobRunner(
   prisma: PrismaClient,
   handlers: JobHandlers,
-  options: { leaseMs: number; leaseEnd: Prisma.Sql; stopSignal: AbortSignal },
+  options: {
+    leaseMs: number;
+    leaseEnd: Prisma.Sql;
+    stopSignal: AbortSignal;
+    /** How long claimed jobs run before they give way to another user's waiting jobs (JobContext.turnOver). */
+    turnMs: number;
+    anotherUserWaiting(userIds: readonly (string | null)[]): Promise<boolean>;
+  },
   log: Logger,
 ) {
   const { leaseEnd, stopSignal } = options;
@@ -43,7 +50,25 @@ export function claimedJobRunner(
     await advance(prisma, [job], { step: 'retry', error: message, afterMs: handler.backoffMs(job.attempts) });
   }
 
-  async function processClaimed(claimed: ClaimedJob[]) {
+  /** JobContext.turnOver for jobs claimed now. */
+  function turnOf(jobs: readonly ClaimedJob[]): () => Promise<boolean> {
+    const userIds = [...new Set(jobs.map((job) => job.user_id))];
+    let askAt = performance.now() + options.turnMs;
+    return async () => {
+      if (performance.now() < askAt) return false;
+      try {
+        return await options.anotherUserWaiting(userIds);
+      } catch (error) {
+        log.error('could not look for other users\' waiting jobs; the job keeps its turn', error);
+        return false;
+      } finally {
+        askAt = performance.now() + options.turnMs;
+      }
+    };
+  }
+
+  /** Runs claimed jobs; resolves to `'yielded'` when their handler gave them back for another user's turn. */
+  async function processClaimed(claimed: ClaimedJob[]): Promise<RunOutcome> {
     // Jobs claimed together are of one kind; its handler is seen as taking any kind's jobs here.
     const handler = handlers[claimed[0]!.kind] as JobHandler;
     const jobs: ClaimedJob[] = [];
@@ -89,7 +114,7 @@ export function claimedJobRunner(
         .catch((error: unknown) => log.error('could not renew a job lease', error));
     }, options.leaseMs / 3);
     try {
-      await handler.run(jobs, { signal: AbortSignal.any([stopSignal, allLost.signal]) });
+      return await handler.run(jobs, { signal: AbortSignal.any([stopSignal, allLost.signal]), turnOver: turnOf(jobs) });
     } catch (error) {
       // Stopped (not merely no longer claiming): given back unfinished, the attempt not counted.
       if (stopSignal.aborted) {
