@@ -45,6 +45,7 @@ const storeIndependent = [
   'src/modules/retrieval/input.test.ts',
   'src/modules/retrieval/pgvector-schema.test.ts',
   'src/modules/retrieval/query-focus.test.ts',
+  'src/modules/retrieval/reading-ahead.test.ts',
   'src/modules/retrieval/term-postings.test.ts',
   'test/cli-embedded.test.ts',
   'test/embedded-cache.test.ts',

@@ -64,6 +64,11 @@ class Waiters {
     };
   }
 
+  /** Whether a search waits for this workspace now. */
+  get awaited(): boolean {
+    return this.#count > 0;
+  }
+
   /** Waits for the searches in progress to end, unless a search waits for this workspace or begins to meanwhile. */
   async yieldUnlessAwaited(backgroundWork: BackgroundWork | undefined): Promise<void> {
     if (!backgroundWork || this.#count > 0) return;

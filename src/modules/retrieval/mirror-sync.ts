@@ -5,6 +5,7 @@ import { FreshVectors, parseVector } from './fresh-vectors.js';
 import type { HeldWorkspace } from './held-workspace.js';
 import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
+import { readingAhead } from './reading-ahead.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -154,10 +155,12 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
       }
     }
   };
-  for await (const rows of graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, page)) await take(rows);
+  // A load that a search waits for asks the store for its next page while it takes the last.
+  const awaited = () => !held.loadYields || held.waiters.awaited;
+  for await (const rows of readingAhead(graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, page), awaited)) await take(rows);
   // Chunks not merged into the graph yet: few, except after a bulk load, so a page at a time too.
   const freshColumns = Prisma.sql`${termColumns}, vector_send(embedding) AS vector`;
-  for await (const rows of rowsInIdOrder<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page)) await take(rows);
+  for await (const rows of readingAhead(rowsInIdOrder<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page), awaited)) await take(rows);
   // Changes made while the pages were read are in the log above the horizon: the next sync applies
   // them. A graph in memory is built again from the store (`buildGraph`).
   Object.assign(held, { postings, fresh, graph: undefined, horizon: size.horizon, generation: size.generation, syncedAt: Date.now(), loadYields: false });
