@@ -11,6 +11,11 @@
  * listens, for BENCH_START_SECONDS (150), and closes it. BENCH_START_PAIRS (2) pairs of runs.
  * The operating system's cache holds the store's files alike for every run but the first.
  *
+ * With BENCH_START_COMPARE=keyword-snapshots, the two settings are instead the keyword postings
+ * saved on disk read back at the start (KB_KEYWORD_SNAPSHOTS on, saved first by a start of its own
+ * when none are) and read from the store (off), and each run's first request is a keyword-only
+ * search, timed on its own: it waits for the workspace's postings.
+ *
  * Prints, per 30-second window and setting, p50 and p95 of the searches and p90 of their `vector`
  * part (Server-Timing), and when the warm-up ended; charts the searches of each run.
  */
@@ -22,10 +27,29 @@ import { readQueries } from './search-seed.js';
 import { escapeHtml, htmlTable, intFromEnv, loadNow, log, machineDescription, percentile, resultPage, resultsDir, serverTimingParts, ServiceClient, sleep, textTable, writeResults } from './helpers.js';
 
 const WINDOW_S = 30;
-const settings = [
-  { label: 'warm-up (75 %)', percent: '75', colour: '#4e79a7' },
-  { label: 'no warm-up (0)', percent: '0', colour: '#e15759' },
-] as const;
+type Setting = { label: string; colour: string; env: Record<string, string> };
+const comparisons: Record<string, { title: string; settings: readonly [Setting, Setting] }> = {
+  'warm-up': {
+    title: 'with and without the page cache warm-up',
+    settings: [
+      { label: 'warm-up (75 %)', colour: '#4e79a7', env: { KB_STORE_CACHE_WARM_PERCENT: '75' } },
+      { label: 'no warm-up (0)', colour: '#e15759', env: { KB_STORE_CACHE_WARM_PERCENT: '0' } },
+    ],
+  },
+  'keyword-snapshots': {
+    title: 'with the keyword postings read back from disk and read from the store',
+    settings: [
+      { label: 'postings saved (on)', colour: '#4e79a7', env: { KB_KEYWORD_SNAPSHOTS: 'on' } },
+      { label: 'from the store (off)', colour: '#e15759', env: { KB_KEYWORD_SNAPSHOTS: 'off' } },
+    ],
+  },
+};
+const comparison = comparisons[process.env.BENCH_START_COMPARE ?? 'warm-up'] ?? comparisons['warm-up']!;
+if (process.env.BENCH_START_COMPARE && !comparisons[process.env.BENCH_START_COMPARE]) {
+  throw new Error(`BENCH_START_COMPARE must be one of ${Object.keys(comparisons).join(', ')}`);
+}
+const settings = comparison.settings;
+const firstKeywordOnly = process.env.BENCH_START_COMPARE === 'keyword-snapshots';
 
 /** A search: when it was sent (s after listening), its time, its Server-Timing parts, and whether its keyword side was left out while postings loaded. */
 type Search = { at: number; ms: number; vector: number | undefined; parts: Record<string, number>; withoutKeywords: boolean; ok: boolean };
@@ -36,6 +60,8 @@ type Run = {
   warmedMb: number | undefined;
   /** When the service's load of keyword postings at start ended (s after listening). */
   keywordsLoadedAt: number | undefined;
+  /** The keyword-only search sent first (BENCH_START_COMPARE=keyword-snapshots), ms. */
+  firstKeywordMs?: number;
   listeningAfterS: number;
 };
 
@@ -51,7 +77,7 @@ async function keptStore(): Promise<{ directory: string; key: string; workspaceI
   throw new Error(`no store seeded by npm run bench:search in ${cache}: run that first (BENCH_SEARCH_CACHE=1, the default)`);
 }
 
-async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (typeof settings)[number], queries: string[], seconds: number, intervalMs: number): Promise<Run> {
+async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: Setting, queries: string[], seconds: number, intervalMs: number): Promise<Run> {
   const started = performance.now();
   const config = loadConfig({
     ...process.env,
@@ -62,7 +88,7 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (ty
     PORT: '0',
     KB_LOG_LEVEL: 'silent',
     KB_SEARCH_RATE_PER_MINUTE: String(1_000_000),
-    KB_STORE_CACHE_WARM_PERCENT: setting.percent,
+    ...setting.env,
   });
   const app = await startApp(config);
   const listening = performance.now();
@@ -74,6 +100,11 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (ty
   });
   const api = new ServiceClient(app.url, store.key);
   try {
+    if (firstKeywordOnly) {
+      const sentAt = performance.now();
+      await api.request('POST', '/v1/kb/query', { query: queries[queries.length - 1]!, workspace_id: store.workspaceId, top_k: 10, mode: 'keyword' });
+      run.firstKeywordMs = performance.now() - sentAt;
+    }
     for (let position = 0; (performance.now() - listening) / 1000 < seconds; position++) {
       const sentAt = performance.now();
       let ok = true;
@@ -93,6 +124,19 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: (ty
     await app.close();
   }
   return run;
+}
+
+/** Starts the service once with keyword snapshots on, if none is saved of the workspace, until its postings are saved. */
+async function savePostings(store: Awaited<ReturnType<typeof keptStore>>) {
+  const entry = path.join(store.directory, 'keyword-snapshots', `${store.workspaceId}.json`);
+  if (await readFile(entry).then(() => true, () => false)) return;
+  log('saving the keyword postings first: a start with KB_KEYWORD_SNAPSHOTS=on, until they are on disk');
+  const app = await startApp(loadConfig({ ...process.env, DATABASE_URL: '', ELASTICSEARCH_URL: '', KB_DATA_DIR: store.directory, HOST: '127.0.0.1', PORT: '0', KB_LOG_LEVEL: 'silent', KB_KEYWORD_SNAPSHOTS: 'on' }));
+  try {
+    while (!(await readFile(entry).then(() => true, () => false))) await sleep(500);
+  } finally {
+    await app.close();
+  }
 }
 
 function chart(runs: Run[], seconds: number): string {
@@ -132,6 +176,7 @@ export async function afterStart(): Promise<void> {
   const pairs = intFromEnv('BENCH_START_PAIRS', 2);
   const store = await keptStore();
   const queries = (await readQueries()).map((query) => query.trim());
+  if (firstKeywordOnly) await savePostings(store);
   const machine = machineDescription();
   log(`searches after a start on ${machine}; store ${path.relative(process.cwd(), store.directory)} (${store.chunks} chunks); load average ${loadNow()}`);
   const runs: Run[] = [];
@@ -141,7 +186,7 @@ export async function afterStart(): Promise<void> {
     for (const setting of order) {
       log(`run ${runs.length + 1} of ${pairs * 2}: ${setting.label}; load average ${loadNow()}`);
       const run = await oneRun(store, setting, queries, seconds, intervalMs);
-      log(`  ${run.searches.length} searches; first ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ended ${run.warmedAt === undefined ? 'never' : `after ${run.warmedAt.toFixed(1)} s (${run.warmedMb!.toFixed(0)} MB)`}`);
+      log(`  ${run.searches.length} searches;${run.firstKeywordMs === undefined ? '' : ` keyword-only first ${run.firstKeywordMs.toFixed(0)} ms;`} first ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ended ${run.warmedAt === undefined ? 'never' : `after ${run.warmedAt.toFixed(1)} s (${run.warmedMb!.toFixed(0)} MB)`}`);
       runs.push(run);
     }
   }
@@ -178,7 +223,7 @@ export async function afterStart(): Promise<void> {
   const notes = [
     ...runs.map(
       (run, index) =>
-        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began; first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}; keyword postings loaded ${run.keywordsLoadedAt === undefined ? 'not within the run' : `after ${run.keywordsLoadedAt.toFixed(1)} s`}`,
+        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began;${run.firstKeywordMs === undefined ? '' : ` keyword-only first search ${run.firstKeywordMs.toFixed(0)} ms;`} first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}; keyword postings loaded ${run.keywordsLoadedAt === undefined ? 'not within the run' : `after ${run.keywordsLoadedAt.toFixed(1)} s`}`,
     ),
     `${failed} searches failed. "no keywords": searches ranked by vectors alone while their workspace's keyword postings loaded (Server-Timing keywords_loading).`,
     `One search every ${intervalMs} ms (or as soon as the one before answered) for ${seconds} s from the moment the service listens; windows pool the searches of every run of a setting.`,
@@ -186,10 +231,10 @@ export async function afterStart(): Promise<void> {
   process.stdout.write(`\n${textTable(headers, rows)}\n\nServer-Timing parts, ms:\n${textTable(partHeaders, partRows)}\n\n${notes.join('\n')}\n`);
   const html = resultPage({
     title: 'Searches after a start',
-    heading: `Searches after a start on ${store.chunks.toLocaleString('en')} chunks, with and without the page cache warm-up`,
+    heading: `Searches after a start on ${store.chunks.toLocaleString('en')} chunks, ${comparison.title}`,
     meta: `${new Date().toISOString().slice(0, 10)}; ${machine}`,
     body: `<figure>${chart(runs, seconds)}</figure>\n${htmlTable(headers, rows)}\n<h2>Server-Timing parts, ms</h2>\n${htmlTable(partHeaders, partRows)}`,
     notes,
   });
-  await writeResults('search-after-start', { date: new Date().toISOString(), machine, seconds, intervalMs, runs }, html);
+  await writeResults(firstKeywordOnly ? 'search-after-start-snapshots' : 'search-after-start', { date: new Date().toISOString(), machine, seconds, intervalMs, runs }, html);
 }

@@ -212,7 +212,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     });
     // Searches should not wait for what can be prepared now (pgvector: keyword postings).
     const stopWarming = new AbortController();
-    const warmed = { workspaces: 0, chunks: 0, started: performance.now() };
+    const warmed = { workspaces: 0, chunks: 0, fromSaved: 0, started: performance.now() };
     const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
     const onGraphRead = (outcome: GraphRead) => {
       if (outcome.read) {
@@ -228,16 +228,18 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     };
     const warming = (index.warm?.(
       stopWarming.signal,
-      (_workspaceId, chunks) => {
+      (_workspaceId, chunks, _ms, fromSaved) => {
         warmed.workspaces += 1;
         warmed.chunks += chunks;
+        if (fromSaved) warmed.fromSaved += 1;
       },
       onGraphRead,
     ) ?? Promise.resolve()).then(
       () => {
         if (warmed.workspaces === 0) return;
         const seconds = ((performance.now() - warmed.started) / 1000).toFixed(1);
-        log.info(`search: keyword postings of ${warmed.workspaces} workspaces (${warmed.chunks} chunks) loaded in ${seconds} s`);
+        const saved = warmed.fromSaved > 0 ? `, ${warmed.fromSaved} of them read back from keyword-snapshots/ and brought up to date` : '';
+        log.info(`search: keyword postings of ${warmed.workspaces} workspaces (${warmed.chunks} chunks) loaded in ${seconds} s${saved}`);
       },
       (error: unknown) => {
         if (!stopWarming.signal.aborted) log.error('search: preparing at start failed (the keyword postings, or the graph read into the buffers); searches will load what they need', error);

@@ -76,4 +76,10 @@ describe('configuration', () => {
     expect(loadConfig({ KB_DRAIN_SECONDS: '1', KB_DRAIN_NOTICE_SECONDS: '5' })).toMatchObject({ drainSeconds: 1, drainNoticeSeconds: 1 });
     expect(() => loadConfig({ KB_DRAIN_SECONDS: '-1' })).toThrow(/KB_DRAIN_SECONDS/);
   });
+
+  it("saves keyword postings under the data directory unless told not to", () => {
+    expect(loadConfig({ KB_DATA_DIR: '/srv/kb' }).keywordSnapshotDir).toBe('/srv/kb/keyword-snapshots');
+    expect(loadConfig({ KB_DATA_DIR: '/srv/kb', KB_KEYWORD_SNAPSHOTS: 'off' }).keywordSnapshotDir).toBeUndefined();
+    expect(() => loadConfig({ KB_KEYWORD_SNAPSHOTS: 'sometimes' })).toThrow(/KB_KEYWORD_SNAPSHOTS/);
+  });
 });

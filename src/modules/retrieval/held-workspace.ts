@@ -25,6 +25,8 @@ export type HeldWorkspace = MirroredWorkspace & {
   loadYields: boolean;
   loadSize: LoadSize;
   waiters: Waiters;
+  /** What of `postings` is saved on disk (keyword-snapshots.ts): the version and horizon saved, and when (0: read back, not written here). */
+  saved?: { postings: TermPostings; version: number; horizon: string; file: string; at: number } | undefined;
 };
 
 /** The chunks a workspace's load reads, known once its first statement has counted them. */

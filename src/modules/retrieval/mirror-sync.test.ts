@@ -1,4 +1,6 @@
-import { rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../config.js';
 import { openDatabase, type Database } from '../../db/database.js';
@@ -151,6 +153,102 @@ describe("the keyword side's sync through the change log: a merge's moves and th
     await other.close();
     await early.close();
   });
+});
+
+describe('keyword postings saved to disk', () => {
+  it("reads a large workspace's keyword postings back from disk at its next load, catches up with what changed since, and falls back to the store when they are no use", async () => {
+    const directory = await mkdtemp(path.join(os.tmpdir(), 'kb-keyword-snapshots-'));
+    const withSaves = () => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, loadAhead: false, snapshotDirectory: directory });
+    // 40 tags of letters only (the analyser splits a word from its digits): 'qaa', 'qba', ...
+    const tag = (i: number) => `q${String.fromCharCode(97 + ((i % 40) % 26))}${String.fromCharCode(97 + Math.floor((i % 40) / 26))}`;
+    const texts = Array.from({ length: 1_200 }, (_, i) => `${tag(i)} tide ledger ${i}`);
+    const { workspaceId, documentIds } = await workspaceWith('saved', [
+      { texts, vectors: texts.map((_, i) => unit(200 + (i % 40), 0.001 * i)) },
+      { texts: ['zeppelin hangar'], vectors: [unit(250)] },
+    ]);
+    // Merged into the store's graph, as a settled workspace is: a load reads only the waiting chunks' rows in full.
+    while ((await index.mergeIntoGraph(500)) > 0);
+    const entry = path.join(directory, `${workspaceId}.json`);
+    const savedFile = async () => (JSON.parse(await readFile(entry, 'utf8')) as { file: string }).file;
+    const saved = async (unlike?: string) => {
+      for (let waited = 0; waited < 20_000; waited += 50) {
+        const file = await savedFile().catch(() => undefined);
+        if (file !== undefined && file !== unlike) return file;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('no postings were saved');
+    };
+    const first = await withSaves();
+    try {
+      expect(await keywordTexts(first, workspaceId, 'zeppelin')).toEqual(['zeppelin hangar']);
+      await saved();
+    } finally {
+      await first.close();
+    }
+    // Since the save: a document deleted and another added, both logged; and one chunk's terms
+    // changed in place, which the log does not see, so only postings read from the store hold it.
+    await db.prisma.document.delete({ where: { id: documentIds[1]! } });
+    await addDocuments(workspaceId, [{ texts: ['quasar beacon'], vectors: [unit(251)] }]);
+    const altered = await db.prisma.chunk.findFirstOrThrow({ where: { documentId: documentIds[0]!, chunkIndex: 3 }, select: { id: true } });
+    await db.prisma.$executeRaw`UPDATE chunk_index SET terms = ${analyze('unlogged')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${altered.id}::uuid`;
+    const ranking = async (through: VectorIndex) =>
+      (await through.search({ workspaceIds: [workspaceId], terms: analyze(tag(7)), limit: 40, excludeDocumentIds: [] })).keyword;
+
+    const second = await withSaves();
+    const fromStore = await openIndex();
+    try {
+      expect(await keywordTexts(second, workspaceId, 'unlogged')).toEqual([]);
+      expect(await keywordTexts(fromStore, workspaceId, 'unlogged')).toHaveLength(1);
+      expect(await keywordTexts(second, workspaceId, 'quasar')).toEqual(['quasar beacon']);
+      expect(await keywordTexts(second, workspaceId, 'zeppelin')).toEqual([]);
+      expect(await ranking(second)).toEqual(await ranking(fromStore));
+      expect(await ranking(second)).toHaveLength(30);
+    } finally {
+      await second.close();
+      await fromStore.close();
+    }
+
+    // Cut short (a full disk, or a copy interrupted): refused whole, read from the store, and saved again.
+    const cut = await savedFile();
+    await truncate(path.join(directory, cut), 1_000);
+    const third = await withSaves();
+    try {
+      expect(await keywordTexts(third, workspaceId, 'unlogged')).toHaveLength(1);
+      await saved(cut);
+    } finally {
+      await third.close();
+    }
+    expect(await readdir(directory)).not.toContain(cut);
+
+    // Saved before the change log's cleanup went past them: of no use, so read from the store.
+    await db.prisma.$executeRaw`UPDATE chunk_index SET terms = ${analyze('later')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${altered.id}::uuid`;
+    // The latest mark older than the retention is the one a catch-up compares with: this one, just past it.
+    const [mark] = await db.prisma.$queryRaw<{ marked_at: string }[]>`
+      INSERT INTO chunk_index_log_marks (marked_at, horizon) VALUES (now() - interval '24 hours 1 minute', pg_snapshot_xmax(pg_current_snapshot()))
+      RETURNING marked_at::text`;
+    const beforeFourth = await savedFile();
+    const fourth = await withSaves();
+    try {
+      expect(await keywordTexts(fourth, workspaceId, 'later')).toHaveLength(1);
+      await saved(beforeFourth);
+    } finally {
+      await fourth.close();
+      await db.prisma.$executeRaw`DELETE FROM chunk_index_log_marks WHERE marked_at = ${mark!.marked_at}::timestamptz`;
+    }
+
+    // Saved at a horizon the store has not reached (a store put back from an older copy): read from the store.
+    const entryText = JSON.parse(await readFile(entry, 'utf8')) as { horizon: string };
+    await writeFile(entry, JSON.stringify({ ...entryText, horizon: '999999999999' }));
+    await db.prisma.$executeRaw`UPDATE chunk_index SET terms = ${analyze('ahead')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${altered.id}::uuid`;
+    const fifth = await withSaves();
+    try {
+      expect(await keywordTexts(fifth, workspaceId, 'ahead')).toHaveLength(1);
+    } finally {
+      await fifth.close();
+    }
+    await db.prisma.workspace.delete({ where: { id: workspaceId } });
+    await rm(directory, { recursive: true, force: true });
+  }, 60_000);
 });
 
 describe('the keyword memory budget, against one workspace larger than all of it', () => {

@@ -3,6 +3,7 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { FreshVectors, parseVector } from './fresh-vectors.js';
 import type { HeldWorkspace } from './held-workspace.js';
+import type { SavedPostings } from './keyword-snapshots.js';
 import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
 import { readingAhead } from './reading-ahead.js';
@@ -133,37 +134,75 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
  * graph), a page per statement so other work on the store runs between pages.
  */
 export async function loadWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
-  // Loading ahead of searches, not for one: each page waits for the searches in progress. The
-  // turn of the event loop first lets a search that has arrived begin before the page is asked.
-  const page = async () => {
-    if (!held.loadYields) return;
-    await nextTurn();
-    await held.waiters.yieldUnlessAwaited(backgroundWork);
-  };
   const size = await workspaceSize(prisma, workspaceId);
   held.loadSize.set(size.rows + size.fresh_rows);
   const postings = new TermPostings();
   const fresh = new FreshVectors();
-  const take = async (rows: ChunkRow[]) => {
-    for (let start = 0; start < rows.length; start += loadSliceRows) {
-      if (start > 0) await nextTurn();
-      for (const row of rows.slice(start, start + loadSliceRows)) {
-        const chunk = chunkTerms(row);
-        if (!chunk) continue;
-        postings.add(chunk);
-        if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
-      }
-    }
-  };
   // A load that a search waits for asks the store for its next page while it takes the last.
   const awaited = () => !held.loadYields || held.waiters.awaited;
-  for await (const rows of readingAhead(graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, page), awaited)) await take(rows);
-  // Chunks not merged into the graph yet: few, except after a bulk load, so a page at a time too.
-  const freshColumns = Prisma.sql`${termColumns}, vector_send(embedding) AS vector`;
-  for await (const rows of readingAhead(rowsInIdOrder<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, page), awaited)) await take(rows);
+  const pages = graphTableRows<ChunkRow>(prisma, workspaceId, size, termColumns, { rows: loadPageSize, blocks: loadPageBlocks }, loadPause(backgroundWork, held));
+  for await (const rows of readingAhead(pages, awaited)) await takeRows(rows, postings, fresh, false);
+  await takeFreshRows(prisma, backgroundWork, workspaceId, held, postings, fresh, false);
   // Changes made while the pages were read are in the log above the horizon: the next sync applies
   // them. A graph in memory is built again from the store (`buildGraph`).
   Object.assign(held, { postings, fresh, graph: undefined, horizon: size.horizon, generation: size.generation, syncedAt: Date.now(), loadYields: false });
+}
+
+/**
+ * Takes a workspace's saved postings (keyword-snapshots.ts) instead of reading every chunk's
+ * terms: reads its chunks outside the store's graph, for their vectors, as `loadWorkspace` does,
+ * then catches up with the change log from the horizon the postings were saved at. A catch-up
+ * that finds them of another index, or older than what the log's cleanup kept, reads the
+ * workspace afresh (`loadWorkspace`).
+ */
+export async function loadSavedWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace, saved: SavedPostings) {
+  const fresh = new FreshVectors();
+  await takeFreshRows(prisma, backgroundWork, workspaceId, held, saved.postings, fresh, true);
+  Object.assign(held, { postings: saved.postings, fresh, graph: undefined, horizon: saved.horizon, generation: saved.generation, syncedAt: Date.now(), loadYields: false });
+  await catchUpWorkspace(prisma, backgroundWork, workspaceId, held);
+}
+
+/** What a load awaits before each statement: loading ahead of searches, not for one, each page waits for the searches in progress. */
+function loadPause(backgroundWork: BackgroundWork | undefined, held: HeldWorkspace) {
+  return async () => {
+    if (!held.loadYields) return;
+    // The turn of the event loop lets a search that has arrived begin before the page is asked.
+    await nextTurn();
+    await held.waiters.yieldUnlessAwaited(backgroundWork);
+  };
+}
+
+/**
+ * Takes a page of rows into the postings, and the vectors of chunks outside the store's graph.
+ * Postings read back from disk keep the chunks they hold with the same terms (`keepHeld`); a
+ * load from the store adds each chunk, with no check that costs a fingerprint per chunk.
+ */
+async function takeRows(rows: ChunkRow[], postings: TermPostings, fresh: FreshVectors, keepHeld: boolean) {
+  for (let start = 0; start < rows.length; start += loadSliceRows) {
+    if (start > 0) await nextTurn();
+    for (const row of rows.slice(start, start + loadSliceRows)) {
+      const chunk = chunkTerms(row);
+      if (!chunk) continue;
+      if (!keepHeld || !postings.holds(chunk)) postings.add(chunk);
+      if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
+    }
+  }
+}
+
+/** The workspace's chunks not merged into the store's graph yet: few, except after a bulk load, so a page at a time too. */
+async function takeFreshRows(
+  prisma: PrismaClient,
+  backgroundWork: BackgroundWork | undefined,
+  workspaceId: string,
+  held: HeldWorkspace,
+  postings: TermPostings,
+  fresh: FreshVectors,
+  keepHeld: boolean,
+) {
+  const awaited = () => !held.loadYields || held.waiters.awaited;
+  const freshColumns = Prisma.sql`${termColumns}, vector_send(embedding) AS vector`;
+  const pages = rowsInIdOrder<ChunkRow>(prisma, Prisma.sql`chunk_index_fresh`, workspaceId, freshColumns, loadPageSize, loadPause(backgroundWork, held));
+  for await (const rows of readingAhead(pages, awaited)) await takeRows(rows, postings, fresh, keepHeld);
 }
 
 /**
@@ -229,14 +268,17 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
   // The graph's vectors are read only for a graph held when the statements are made: one whose build
   // starts later reads the chunks itself.
   const graphVectors = held.graph !== undefined;
-  // `stale`: the log's cleanup may have dropped rows this sync needs (see cleanChangeLog); the
-  // workspace is read afresh then, as after a reindex (a new `generation`). A chunk whose every
-  // logged change since the horizon is a merge's move is not read: it kept its terms.
+  // `stale`: the log's cleanup may have dropped rows this sync needs (see cleanChangeLog), or the
+  // horizon is not this store's; the workspace is read afresh then, as after a reindex (a new
+  // `generation`). A chunk whose every logged change since the horizon is a merge's move is not
+  // read: it kept its terms.
   const rows = await prisma.$queryRaw<(ChunkRow & { horizon: string; generation: string; stale: boolean | null; logged: string | null; moved: boolean | null })[]>`
     WITH mark AS (
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
              (SELECT horizon FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval
-               ORDER BY marked_at DESC LIMIT 1) > ${held.horizon}::xid8 AS stale
+               ORDER BY marked_at DESC LIMIT 1) > ${held.horizon}::xid8
+             -- A horizon the store has not reached: postings saved from a store since put back to an earlier copy.
+             OR ${held.horizon}::xid8 > pg_snapshot_xmax(pg_current_snapshot()) AS stale
     ), changed AS (
       SELECT chunk_id, bool_and(moved) AS moved FROM chunk_index_log
        WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8 GROUP BY chunk_id

@@ -3,6 +3,7 @@ import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
+import { KeywordSnapshots } from './keyword-snapshots.js';
 import { StoreIndexMirror } from './pgvector-keywords.js';
 import { readGraphIntoBuffers, type GraphRead } from './pgvector-graph-read.js';
 import { FreshRowsMerge } from './pgvector-merge.js';
@@ -47,6 +48,8 @@ export type PgvectorIndexOptions = {
   vectorsInMemory?: boolean;
   /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
   migrate?: boolean;
+  /** Where large workspaces' keyword postings are saved between starts (keyword-snapshots.ts); none when undefined. */
+  snapshotDirectory?: string | undefined;
   /** Where the index says what its waiting chunks will add to the store once merged (Database.expectTableGrowth). */
   expectTableGrowth?: (bytes: () => Promise<number>) => void;
 };
@@ -131,6 +134,7 @@ class PgvectorIndex implements VectorIndex {
     this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, {
       backgroundWork: options.backgroundWork,
       loadAhead: options.loadAhead ?? true,
+      ...(options.snapshotDirectory !== undefined && { snapshots: new KeywordSnapshots(options.snapshotDirectory) }),
       ...(options.followLogEveryMs !== undefined && { followLogEveryMs: options.followLogEveryMs }),
       ...(options.vectorsInMemory && { graphDimensions: () => this.#builtWith.dimensions }),
     });
@@ -248,7 +252,7 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = model;
   }
 
-  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void, onGraphRead?: (outcome: GraphRead) => void) {
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void, onGraphRead?: (outcome: GraphRead) => void) {
     const graph = this.#readGraphAhead ? readGraphIntoBuffers(this.prisma, signal).then(onGraphRead) : undefined;
     await Promise.all([this.#mirror.warm(signal, onLoaded), graph]);
   }

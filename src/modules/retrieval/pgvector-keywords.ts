@@ -1,7 +1,9 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { heldBytes, unloaded, type HeldWorkspace, type MirroredWorkspace } from './held-workspace.js';
-import { applyGraphChanges, buildGraph, catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
+import type { KeywordSnapshots } from './keyword-snapshots.js';
+import { applyGraphChanges, buildGraph, catchUpWorkspace, loadSavedWorkspace, loadWorkspace } from './mirror-sync.js';
 import { VectorGraph } from './vector-graph.js';
 
 /** Workspaces held in memory and not searched for this long are synced in the background. */
@@ -20,6 +22,17 @@ const loadWaitMs = 200;
 /** A workspace of at most this many chunks is always waited for: its load takes a fraction of a second. */
 const loadWaitedForChunks = 1_000;
 const isLargeLoad = (chunks: number) => chunks > loadWaitedForChunks;
+/** How often the postings of large workspaces held are saved to disk, where they changed (KeywordSnapshots). */
+const saveEveryMs = 60_000;
+/**
+ * Postings saved once are written again when a twentieth of their chunks changed, or when any
+ * changed and the save is this old: the catch-up from an older save reads more of the log, and
+ * one older than what the log's cleanup keeps (a day) is of no use.
+ */
+const rewriteShare = 0.05;
+const rewriteAfterMs = 30 * 60_000;
+/** How often what was saved of deleted workspaces is looked for and removed (and at each start). */
+const forgetEveryMs = 60 * 60_000;
 
 /**
  * What the pgvector index keeps in this process's memory per workspace: its keyword side, and the
@@ -49,6 +62,12 @@ export class StoreIndexMirror {
   readonly #tooLargeAhead = new Set<string>();
   readonly #refresher: NodeJS.Timeout;
   readonly #follower: NodeJS.Timeout;
+  readonly #saver: NodeJS.Timeout | undefined;
+  readonly #snapshots: KeywordSnapshots | undefined;
+  #saving = false;
+  /** Saves run one after another: two at once could leave a workspace's entry naming a file the other removed. */
+  #saves: Promise<void> = Promise.resolve();
+  #forgottenAt = 0;
   private readonly backgroundWork: BackgroundWork | undefined;
   /** The last log row read by `#followLog`; undefined until its first reading. */
   #followedSeq: string | undefined;
@@ -61,9 +80,18 @@ export class StoreIndexMirror {
   constructor(
     private readonly prisma: PrismaClient,
     private readonly budgetBytes: number,
-    options: { backgroundWork?: BackgroundWork; loadAhead: boolean; followLogEveryMs?: number; graphDimensions?: (() => number) | undefined },
+    options: {
+      backgroundWork?: BackgroundWork;
+      loadAhead: boolean;
+      followLogEveryMs?: number;
+      graphDimensions?: (() => number) | undefined;
+      /** Where large workspaces' postings are read back from and, when loading ahead, saved to. */
+      snapshots?: KeywordSnapshots;
+      saveEveryMs?: number;
+    },
   ) {
     this.backgroundWork = options.backgroundWork;
+    this.#snapshots = options.snapshots;
     this.#graphDimensions = options.graphDimensions;
     // A workspace nobody searches still follows the log, so the log's cleanup never gets ahead
     // of it and its next search needs no reload.
@@ -71,12 +99,17 @@ export class StoreIndexMirror {
     this.#refresher.unref();
     this.#follower = setInterval(() => void (options.loadAhead && this.#followLog()), options.followLogEveryMs ?? followLogEveryMs);
     this.#follower.unref();
+    if (options.snapshots && options.loadAhead) {
+      this.#saver = setInterval(() => void this.#saveChanged(), options.saveEveryMs ?? saveEveryMs);
+      this.#saver.unref();
+    }
   }
 
-  /** Stops the background syncs. */
+  /** Stops the background syncs and saves. */
   close() {
     clearInterval(this.#refresher);
     clearInterval(this.#follower);
+    clearInterval(this.#saver);
   }
 
   /**
@@ -177,11 +210,14 @@ export class StoreIndexMirror {
     return this.mirrored(workspaceIds);
   }
 
-  /** Forgets everything held: the index was emptied in this process. */
+  /** Forgets everything held, and saved: the index was emptied in this process. */
   clear() {
     this.#held.clear();
     this.#kept = undefined;
     this.#tooLargeAhead.clear();
+    // Of no use to the new index (a load would find them of another generation); after any save under way.
+    const snapshots = this.#snapshots;
+    if (snapshots) this.#saves = this.#saves.then(() => snapshots.keepOnly(new Set())).catch(() => undefined);
   }
 
   /** Bytes held across workspaces, roughly. */
@@ -268,9 +304,102 @@ export class StoreIndexMirror {
   }
 
   async #timedLoad(workspaceId: string, held: HeldWorkspace) {
-    const load = () => loadWorkspace(this.prisma, this.backgroundWork, workspaceId, held);
+    const load = async () => {
+      if (await this.#loadSaved(workspaceId, held)) return;
+      await loadWorkspace(this.prisma, this.backgroundWork, workspaceId, held);
+      void this.#save(workspaceId, held);
+    };
     await (this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load());
     this.#buildGraph(workspaceId, held);
+  }
+
+  /** Waits between slices of reading postings back or saving them, as a load waits between its pages. */
+  #pause(held: HeldWorkspace) {
+    return async () => {
+      await nextTurn();
+      await held.waiters.yieldUnlessAwaited(this.backgroundWork);
+    };
+  }
+
+  /** Loads the workspace from its saved postings; false, and nothing held, when none can be read. */
+  async #loadSaved(workspaceId: string, held: HeldWorkspace): Promise<boolean> {
+    const saved = await this.#snapshots?.read(workspaceId, this.#pause(held)).catch(() => undefined);
+    if (!saved) return false;
+    held.saved = { postings: saved.postings, version: saved.postings.version, horizon: saved.horizon, file: saved.file, at: 0 };
+    await loadSavedWorkspace(this.prisma, this.backgroundWork, workspaceId, held, saved);
+    // Read afresh from the store instead (the saved postings were of another index, or too old): saved again.
+    if (held.postings !== saved.postings) void this.#save(workspaceId, held);
+    return true;
+  }
+
+  /** Saves the held postings that changed since their last save (see `rewriteShare`), and moves forward the horizon of those that did not. */
+  async #saveChanged() {
+    if (this.#saving) return;
+    this.#saving = true;
+    try {
+      for (const [workspaceId, held] of [...this.#held]) await this.#save(workspaceId, held);
+      if (Date.now() - this.#forgottenAt >= forgetEveryMs) await this.#forgetDeleted();
+    } finally {
+      this.#saving = false;
+    }
+  }
+
+  /**
+   * Removes what is saved of workspaces that have no chunk in the index any more (deleted, or
+   * emptied). In turn with the saves, so that none is written between the reading of the
+   * workspaces and the removal.
+   */
+  #forgetDeleted(): Promise<void> {
+    const snapshots = this.#snapshots;
+    if (!snapshots) return Promise.resolve();
+    this.#forgottenAt = Date.now();
+    const forget = this.#saves.then(async () => {
+      const rows = await this.prisma.$queryRaw<{ workspace_id: string }[]>`
+        SELECT DISTINCT workspace_id::text FROM chunk_index UNION SELECT DISTINCT workspace_id::text FROM chunk_index_fresh`;
+      await snapshots.keepOnly(new Set(rows.map((row) => row.workspace_id)));
+    });
+    this.#saves = forget.catch(() => undefined);
+    return this.#saves;
+  }
+
+  /**
+   * Saves a large workspace's postings as held now, with the horizon and generation they were
+   * synced to, unless the save on disk is recent and differs by little; if they have not changed
+   * since that save, only its horizon moves forward. A failure (a full disk) leaves the last save
+   * or none: the next start reads the workspace from the store.
+   */
+  #save(workspaceId: string, held: HeldWorkspace): Promise<void> {
+    const save = this.#saves.then(() => this.#saveNow(workspaceId, held));
+    this.#saves = save.catch(() => undefined);
+    return save;
+  }
+
+  async #saveNow(workspaceId: string, held: HeldWorkspace) {
+    const snapshots = this.#snapshots;
+    const { postings, saved } = held;
+    if (!snapshots || held.syncedAt === 0 || !isLargeLoad(postings.chunkCount)) return;
+    try {
+      if (saved?.postings === postings) {
+        const changes = postings.version - saved.version;
+        if (changes === 0) {
+          const horizon = held.horizon;
+          if (horizon !== saved.horizon) await snapshots.advance(workspaceId, saved.file, horizon);
+          saved.horizon = horizon;
+          return;
+        }
+        if (changes < postings.chunkCount * rewriteShare && Date.now() - saved.at < rewriteAfterMs) return;
+      }
+      const pause = this.#pause(held);
+      await pause();
+      const { horizon, generation } = held;
+      const version = postings.version;
+      const parts = await postings.encode(pause);
+      if (!parts || held.postings !== postings) return;
+      const file = await snapshots.write(workspaceId, parts, { horizon, generation });
+      held.saved = { postings, version, horizon, file, at: Date.now() };
+    } catch {
+      // Saved again at the next round.
+    }
   }
 
   /**
@@ -314,16 +443,18 @@ export class StoreIndexMirror {
    * the searches in progress, and a search meanwhile is served without waiting for the load
    * (`mirroredUnlessLoading`).
    */
-  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void) {
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void) {
     const workspaces = await this.prisma.$queryRaw<{ workspace_id: string; chunks: number }[]>`
       SELECT workspace_id::text, count(*)::int AS chunks FROM chunk_index GROUP BY workspace_id ORDER BY count(*) DESC`;
+    await this.#forgetDeleted();
     for (const { workspace_id: workspaceId, chunks } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
       this.#kept ??= workspaceId;
       await this.#synced(workspaceId, { ahead: true });
+      const held = this.#held.get(workspaceId);
       this.#evictBeyondBudget(new Set([workspaceId]));
-      onLoaded?.(workspaceId, chunks, performance.now() - started);
+      onLoaded?.(workspaceId, chunks, performance.now() - started, held?.saved?.at === 0 && held.saved.postings === held.postings);
     }
   }
 

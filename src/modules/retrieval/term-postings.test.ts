@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { termFrequencies } from './analyzer.js';
-import { rankBm25, TermPostings, type ChunkTerms } from './term-postings.js';
+import { rankBm25, SnapshotFormatError, TermPostings, type ChunkTerms } from './term-postings.js';
 
 const parameters = { k1: 0.9, b: 0.4 };
 
@@ -151,5 +151,95 @@ describe('in-memory BM25 postings', () => {
     for (const id of ['c3', 'c1', 'c2']) postings.add(chunk(id, 'd', ['same', 'words']));
     postings.add(chunk('c0', 'd', ['other']));
     expect(rankBm25([postings], ['same'], 2, parameters).map((hit) => hit.chunkId)).toEqual(['c1', 'c2']);
+  });
+});
+
+describe('postings written to bytes and read back', () => {
+  const asBytes = (parts: Uint8Array[]) => new Uint8Array(Buffer.concat(parts));
+
+  it('rank as the postings written did, after removals, and go on taking adds, removals and a compaction', async () => {
+    const random = generator(20261205);
+    const chunks = randomChunks(random, 3_000, 'a');
+    const original = new TermPostings();
+    for (const c of chunks) original.add(c);
+    // Removed chunks are left out of the bytes: fewer than a compaction needs, so they are still in the lists.
+    const removed = new Set(chunks.filter((_, i) => i % 5 === 0).map((c) => c.chunkId));
+    for (const id of removed) original.remove(id);
+    const held = chunks.filter((c) => !removed.has(c.chunkId));
+    const read = await TermPostings.decode(asBytes((await original.encode())!));
+    expect(read.chunkCount).toBe(held.length);
+    expect(read.totalLength).toBe(original.totalLength);
+    for (const c of held.slice(0, 50)) expect(read.holds(c)).toBe(true);
+    expect(read.has([...removed][0]!)).toBe(false);
+    const rankings = (postings: TermPostings, corpus: ChunkTerms[]) => {
+      for (let trial = 0; trial < 30; trial++) {
+        const query = Array.from({ length: 1 + Math.floor(random() * 5) }, () => vocabulary[Math.floor(random() * vocabulary.length)]!);
+        const filter = trial % 2 === 0 ? {} : { excluded: new Set(['a-doc-3']) };
+        const ranked = rankBm25([postings], query, 40, parameters, filter);
+        const expected = naiveRanking(corpus, query, 40, (documentId) => !filter.excluded?.has(documentId));
+        expect(ranked.map((hit) => hit.chunkId)).toEqual(expected.map((hit) => hit.chunkId));
+        ranked.forEach((hit, rank) => expect(hit.score).toBeCloseTo(expected[rank]!.score, 9));
+      }
+    };
+    rankings(read, held);
+
+    // Its lists are views of the bytes read: adding past their ends, removing enough for a
+    // compaction, and adding again must all still rank as the formula does.
+    const added = randomChunks(random, 400, 'z');
+    for (const c of added) read.add(c);
+    const gone = new Set(held.filter((_, i) => i % 2 === 0).map((c) => c.chunkId));
+    for (const id of gone) expect(read.remove(id)).toBe(true);
+    const again = randomChunks(random, 100, 'y');
+    for (const c of again) read.add(c);
+    rankings(read, [...held.filter((c) => !gone.has(c.chunkId)), ...added, ...again]);
+  });
+
+  it('hold nothing when nothing was held', async () => {
+    const read = await TermPostings.decode(asBytes((await new TermPostings().encode())!));
+    expect(read.chunkCount).toBe(0);
+    expect(rankBm25([read], ['w1'], 10, parameters)).toEqual([]);
+  });
+
+  it('are refused when cut short, lengthened or altered, rather than ranked wrongly', async () => {
+    const postings = new TermPostings();
+    for (const c of randomChunks(generator(7), 500, 'a')) postings.add(c);
+    const bytes = asBytes((await postings.encode())!);
+    const refused = (altered: Uint8Array) => expect(TermPostings.decode(altered)).rejects.toThrow(SnapshotFormatError);
+    await refused(bytes.subarray(0, bytes.length - 1));
+    await refused(bytes.subarray(0, 20));
+    await refused(asBytes([bytes, new Uint8Array(4)]));
+    await refused(asBytes([Buffer.from('not postings at all')]));
+    // A list's first ordinal set past the last chunk, and a list out of chunk order.
+    const headerLength = Buffer.from(bytes).readUInt32LE(8);
+    const header = JSON.parse(Buffer.from(bytes.subarray(12, 12 + headerLength)).toString()) as { chunks: number; terms: number };
+    const ordinalsAt = Math.ceil((12 + headerLength) / 4) * 4 + (3 * header.chunks + header.terms) * 4;
+    const pastTheEnd = bytes.slice();
+    new DataView(pastTheEnd.buffer).setInt32(ordinalsAt, header.chunks, true);
+    await refused(pastTheEnd);
+    // The second posting of the first list of two or more made equal to the first.
+    const outOfOrder = bytes.slice();
+    const view = new DataView(outOfOrder.buffer);
+    const sizesAt = ordinalsAt - header.terms * 4;
+    let start = 0;
+    let term = 0;
+    while (view.getInt32(sizesAt + term * 4, true) < 2) start += view.getInt32(sizesAt + term++ * 4, true);
+    view.setInt32(ordinalsAt + (start + 1) * 4, view.getInt32(ordinalsAt + start * 4, true), true);
+    await refused(outOfOrder);
+    // Read from an offset that is not a multiple of 4, the same bytes are still read whole.
+    const unaligned = new Uint8Array(bytes.length + 1).subarray(1);
+    unaligned.set(bytes);
+    expect((await TermPostings.decode(unaligned)).chunkCount).toBe(500);
+  });
+
+  it('are not written when a chunk is added or removed between two slices', async () => {
+    const postings = new TermPostings();
+    // Over a slice's worth of postings, so the writing pauses at least once.
+    for (const c of randomChunks(generator(11), 200_000, 'a')) postings.add(c);
+    let pauses = 0;
+    expect(await postings.encode(async () => void (pauses += 1))).toBeDefined();
+    expect(pauses).toBeGreaterThan(0);
+    const added = chunk('late', 'late-doc', ['w1']);
+    expect(await postings.encode(async () => void postings.add(added))).toBeUndefined();
+    expect(await postings.encode(async () => void postings.remove('late'))).toBeUndefined();
   });
 });

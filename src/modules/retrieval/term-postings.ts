@@ -14,6 +14,20 @@ export type ChunkTerms = {
 /** Which documents' chunks a ranking may return: only those of `only` when given, never those of `excluded`. */
 export type DocumentFilter = { only?: ReadonlySet<string>; excluded?: ReadonlySet<string> };
 
+/** The first bytes of an encoded TermPostings (`encode`), with its layout's version. */
+const snapshotMagic = 'KBTERMS1';
+/** Postings copied or checked between two pauses of `encode` and `decode`: about 10 ms here. */
+const slicePostings = 1_000_000;
+const alignedTo4 = (bytes: number) => Math.ceil(bytes / 4) * 4;
+
+/** Bytes that are not postings `TermPostings.encode` wrote, or no longer whole. */
+export class SnapshotFormatError extends Error {
+  override name = 'SnapshotFormatError';
+  constructor(why: string) {
+    super(`not a keyword postings snapshot: ${why}`);
+  }
+}
+
 /** The chunks holding one term, by ordinal, with the term's count in each. */
 type Postings = { ordinals: Int32Array; counts: Uint16Array; size: number };
 
@@ -63,6 +77,12 @@ export class TermPostings {
   #scores = new Float64Array(0);
   /** Scratch space of `score`: the ordinals it gave a score. */
   #touched = new Int32Array(0);
+  /** Counts the chunks added and removed: a snapshot written at one version holds what is held while it stays the same. */
+  #version = 0;
+
+  get version() {
+    return this.#version;
+  }
 
   /** Chunks held (not removed). */
   get chunkCount() {
@@ -96,6 +116,7 @@ export class TermPostings {
   /** Adds a chunk, replacing the one with its id if held. */
   add(chunk: ChunkTerms) {
     this.remove(chunk.chunkId);
+    this.#version += 1;
     const ordinal = this.#chunkIds.length;
     this.#chunkIds.push(chunk.chunkId);
     this.#ordinalOf.set(chunk.chunkId, ordinal);
@@ -147,6 +168,7 @@ export class TermPostings {
   remove(chunkId: string): boolean {
     const ordinal = this.#ordinalOf.get(chunkId);
     if (ordinal === undefined) return false;
+    this.#version += 1;
     this.#ordinalOf.delete(chunkId);
     this.#live[ordinal] = 0;
     this.#liveChunks -= 1;
@@ -208,6 +230,188 @@ export class TermPostings {
     this.#fingerprints = fingerprints;
     this.#live = new Uint8Array(documentOf.length).fill(1, 0, chunkIds.length);
     this.#postingBytes = postingBytes;
+  }
+
+  /**
+   * What is held, as the parts of one buffer that `decode` reads back: removed chunks are left
+   * out and the others renumbered in their order, so every list stays in chunk order. Its
+   * layout: `snapshotMagic`, the header's length (u32) and the header (JSON: the counts and the
+   * texts' lengths), zeros up to a multiple of 4, then each chunk's document ordinal, length and
+   * fingerprint (i32), each term's list length (i32), every list's ordinals (i32), their counts
+   * (u16), and the chunk ids, document ids and terms, each a UTF-8 text joined by spaces.
+   *
+   * `pause` is awaited between slices of the copying; undefined when a chunk was added or
+   * removed meanwhile, since the parts would then mix two states.
+   */
+  async encode(pause?: () => Promise<void>): Promise<Uint8Array[] | undefined> {
+    const version = this.#version;
+    const total = this.#chunkIds.length;
+    const renumbered = new Int32Array(total).fill(-1);
+    const chunkIds: string[] = [];
+    for (let ordinal = 0; ordinal < total; ordinal++) {
+      if (!this.#live[ordinal]) continue;
+      renumbered[ordinal] = chunkIds.length;
+      chunkIds.push(this.#chunkIds[ordinal]!);
+    }
+    const chunks = chunkIds.length;
+    const documentOf = new Int32Array(chunks);
+    const lengths = new Int32Array(chunks);
+    const fingerprints = new Int32Array(chunks);
+    for (let ordinal = 0; ordinal < total; ordinal++) {
+      const next = renumbered[ordinal]!;
+      if (next < 0) continue;
+      documentOf[next] = this.#documentOf[ordinal]!;
+      lengths[next] = this.#lengths[ordinal]!;
+      fingerprints[next] = this.#fingerprints[ordinal]!;
+    }
+    const allLive = chunks === total;
+    const terms: string[] = [];
+    const lists: Postings[] = [];
+    const sizes: number[] = [];
+    let postingCount = 0;
+    for (const [term, postings] of this.#postings) {
+      let size = postings.size;
+      if (!allLive) {
+        size = 0;
+        for (let i = 0; i < postings.size; i++) if (renumbered[postings.ordinals[i]!]! >= 0) size += 1;
+      }
+      if (size === 0) continue;
+      terms.push(term);
+      lists.push(postings);
+      sizes.push(size);
+      postingCount += size;
+    }
+    const ordinals = new Int32Array(postingCount);
+    const counts = new Uint16Array(postingCount);
+    let at = 0;
+    let sliceEnd = slicePostings;
+    for (const postings of lists) {
+      if (at >= sliceEnd && pause) {
+        await pause();
+        if (this.#version !== version) return undefined;
+        sliceEnd = at + slicePostings;
+      }
+      if (allLive) {
+        ordinals.set(postings.ordinals.subarray(0, postings.size), at);
+        counts.set(postings.counts.subarray(0, postings.size), at);
+        at += postings.size;
+        continue;
+      }
+      for (let i = 0; i < postings.size; i++) {
+        const next = renumbered[postings.ordinals[i]!]!;
+        if (next < 0) continue;
+        ordinals[at] = next;
+        counts[at] = postings.counts[i]!;
+        at += 1;
+      }
+    }
+    if (this.#version !== version) return undefined;
+    const texts = [chunkIds, this.#documents, terms].map((strings) => Buffer.from(strings.join(' ')));
+    const header = Buffer.from(
+      JSON.stringify({ chunks, documents: this.#documents.length, terms: terms.length, postings: postingCount, textBytes: texts.map((text) => text.length) }),
+    );
+    const preamble = Buffer.alloc(alignedTo4(snapshotMagic.length + 4 + header.length));
+    preamble.write(snapshotMagic, 0, 'latin1');
+    preamble.writeUInt32LE(header.length, snapshotMagic.length);
+    header.copy(preamble, snapshotMagic.length + 4);
+    const bytesOf = (array: Int32Array | Uint16Array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    return [preamble, ...[documentOf, lengths, fingerprints, Int32Array.from(sizes), ordinals, counts].map(bytesOf), Buffer.alloc(alignedTo4(counts.byteLength) - counts.byteLength), ...texts];
+  }
+
+  /**
+   * The postings `encode` wrote, checked whole: a file cut short or altered throws
+   * (SnapshotFormatError) rather than give wrong rankings. The lists stay views of `bytes`.
+   * `pause` is awaited between slices of about `slicePostings` postings.
+   */
+  static async decode(bytes: Uint8Array, pause?: () => Promise<void>): Promise<TermPostings> {
+    const fail = (why: string): never => {
+      throw new SnapshotFormatError(why);
+    };
+    // Typed arrays over the bytes need their own buffer (not a shared one) and 4-byte alignment.
+    let buffer: ArrayBuffer;
+    let base = 0;
+    if (bytes.buffer instanceof ArrayBuffer && bytes.byteOffset % 4 === 0) {
+      buffer = bytes.buffer;
+      base = bytes.byteOffset;
+    } else {
+      const copy = new Uint8Array(bytes.length);
+      copy.set(bytes);
+      buffer = copy.buffer;
+    }
+    if (bytes.length < snapshotMagic.length + 4 || Buffer.from(buffer, base, snapshotMagic.length).toString('latin1') !== snapshotMagic) fail('it does not begin as one');
+    const headerLength = new DataView(buffer, base).getUint32(snapshotMagic.length, true);
+    let offset = snapshotMagic.length + 4;
+    if (offset + headerLength > bytes.length) fail('its header is cut short');
+    let header: { chunks: number; documents: number; terms: number; postings: number; textBytes: number[] };
+    try {
+      header = JSON.parse(Buffer.from(buffer, base + offset, headerLength).toString());
+    } catch {
+      return fail('its header is not JSON');
+    }
+    const counted = [header.chunks, header.documents, header.terms, header.postings, ...(Array.isArray(header.textBytes) ? header.textBytes : [])];
+    if (counted.length !== 7 || !counted.every((count) => Number.isSafeInteger(count) && count >= 0)) fail('its header does not count what it holds');
+    offset = alignedTo4(offset + headerLength);
+    const take = (length: number) => {
+      if (offset + length > bytes.length) fail('it is cut short');
+      const at = base + offset;
+      offset += length;
+      return at;
+    };
+    const int32s = (length: number) => new Int32Array(buffer, take(length * 4), length);
+    const { chunks, documents, terms: termCount, postings: postingCount } = header;
+    const documentOf = int32s(chunks);
+    const lengths = int32s(chunks);
+    const fingerprints = int32s(chunks);
+    const sizes = int32s(termCount);
+    const ordinals = int32s(postingCount);
+    const counts = new Uint16Array(buffer, take(postingCount * 2), postingCount);
+    take(alignedTo4(postingCount * 2) - postingCount * 2);
+    const [chunkIds, documentIds, terms] = header.textBytes.map((length) => {
+      const text = Buffer.from(buffer, take(length), length).toString();
+      return text === '' ? [] : text.split(' ');
+    }) as [string[], string[], string[]];
+    if (offset !== bytes.length) fail('it holds more than its header counts');
+    if (chunkIds.length !== chunks || documentIds.length !== documents || terms.length !== termCount) fail('its ids or terms are not those counted');
+
+    const decoded = new TermPostings();
+    let liveLength = 0;
+    for (let ordinal = 0; ordinal < chunks; ordinal++) {
+      const document = documentOf[ordinal]!;
+      if (document < 0 || document >= documents || lengths[ordinal]! < 0) fail(`chunk ${ordinal} names no document or has a negative length`);
+      liveLength += lengths[ordinal]!;
+    }
+    let start = 0;
+    let sliceEnd = slicePostings;
+    for (let term = 0; term < termCount; term++) {
+      if (start >= sliceEnd && pause) {
+        await pause();
+        sliceEnd = start + slicePostings;
+      }
+      const size = sizes[term]!;
+      if (size <= 0 || start + size > postingCount) fail(`the list of term ${term} has no postings or runs past the end`);
+      let previous = -1;
+      for (let i = start; i < start + size; i++) {
+        const ordinal = ordinals[i]!;
+        if (ordinal <= previous || ordinal >= chunks) fail(`the list of term ${term} is out of chunk order`);
+        previous = ordinal;
+      }
+      decoded.#postings.set(terms[term]!, { ordinals: ordinals.subarray(start, start + size), counts: counts.subarray(start, start + size), size });
+      start += size;
+    }
+    if (start !== postingCount || decoded.#postings.size !== termCount) fail('its lists are not those counted');
+    decoded.#chunkIds = chunkIds;
+    decoded.#ordinalOf = new Map(chunkIds.map((chunkId, ordinal) => [chunkId, ordinal]));
+    decoded.#documents = documentIds;
+    decoded.#documentOrdinal = new Map(documentIds.map((documentId, ordinal) => [documentId, ordinal]));
+    if (decoded.#ordinalOf.size !== chunks || decoded.#documentOrdinal.size !== documents) fail('it names a chunk or a document twice');
+    decoded.#documentOf = documentOf;
+    decoded.#lengths = lengths;
+    decoded.#fingerprints = fingerprints;
+    decoded.#live = new Uint8Array(chunks).fill(1);
+    decoded.#liveChunks = chunks;
+    decoded.#liveLength = liveLength;
+    decoded.#postingBytes = postingCount * 6;
+    return decoded;
   }
 
   /** Held chunks that contain the term. */

@@ -121,7 +121,7 @@ export interface VectorIndex {
    * the shared buffers, said to `onGraphRead`). Called at start, not awaited; stops between
    * workspaces, and cancels the graph's read, once `signal` aborts.
    */
-  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number) => void, onGraphRead?: (outcome: GraphRead) => void): Promise<void>;
+  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void, onGraphRead?: (outcome: GraphRead) => void): Promise<void>;
   /**
    * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
    * by one meanwhile, so they are found all the same. Exact while few wait, and always 0 when
