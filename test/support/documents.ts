@@ -1,5 +1,7 @@
 import { readFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { Document as DocxDocument, HeadingLevel, ImageRun, Packer, Paragraph } from 'docx';
 import { expect } from 'vitest';
 import { ParseError } from '../../src/modules/ingestion/types.js';
@@ -43,6 +45,37 @@ export function upload(
     headers: { authorization: `Bearer ${key}` },
     body: form,
   }).then(async (response) => ({ status: response.status, body: (await response.json()) as any }));
+}
+
+/**
+ * As `upload`, over a connection of its own, closed after the answer. fetch sends a request on an
+ * idle pooled connection; one that the server closes for idling (its keep-alive timeout) just as
+ * a body starts on it resets that request, and fetch does not send a POST again. With a body of
+ * hundreds of megabytes built meanwhile, the event loop can stall past fetch's margin for that.
+ */
+export async function uploadOnNewConnection(server: TestServer, key: string, workspaceId: string, files: { name: string; bytes: Uint8Array | string }[]) {
+  const form = new FormData();
+  for (const file of files) form.append('file', new File([file.bytes as BlobPart], file.name));
+  const encoded = new Response(form);
+  const body = await encoded.blob();
+  return new Promise<{ status: number; body: any }>((resolve, reject) => {
+    const sent = httpRequest(
+      new URL(`/v1/kb/workspaces/${workspaceId}/documents`, server.url),
+      {
+        method: 'POST',
+        agent: false,
+        headers: { authorization: `Bearer ${key}`, 'content-type': encoded.headers.get('content-type')!, 'content-length': String(body.size) },
+      },
+      (response) => {
+        const parts: Buffer[] = [];
+        response.on('data', (part: Buffer) => parts.push(part));
+        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(Buffer.concat(parts).toString()) }));
+        response.on('error', reject);
+      },
+    );
+    sent.on('error', reject);
+    Readable.fromWeb(body.stream() as import('node:stream/web').ReadableStream).pipe(sent);
+  });
 }
 
 /** Polls until every document is ready or failed (the queue works in the background). */

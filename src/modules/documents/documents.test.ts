@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { documentHelpers, startDocumentBed } from '../../../test/support/document-bed.js';
-import { editedDocx, makeBlankPdf, makeDocx, readBenchPdf, upload, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
+import { editedDocx, makeBlankPdf, makeDocx, readBenchPdf, upload, uploadOnNewConnection, waitForDocuments, type DocumentBody } from '../../../test/support/documents.js';
 import { expectError, type TestServer, type TestUser } from '../../../test/support/server.js';
 
 // Uploads, accepted and refused, and a document's stages; reading documents back is document-reads.test.ts.
@@ -263,7 +263,7 @@ describe('bad uploads', () => {
     const response = await upload(server, owner.key, workspaceId, [{ name: 'big.txt', bytes: 'x'.repeat(3 * 1024 * 1024) }]);
     expect(response.status).toBe(413);
     expect(response.body.error).toBe('payload_too_large');
-    const huge = await upload(server, owner.key, workspaceId, [{ name: 'huge.pdf', bytes: new Uint8Array(200 * 1024 * 1024) }]);
+    const huge = await uploadOnNewConnection(server, owner.key, workspaceId, [{ name: 'huge.pdf', bytes: new Uint8Array(200 * 1024 * 1024) }]);
     expect(huge.status).toBe(413);
     expect((await server.request('GET', '/healthz')).status).toBe(200);
     const list = await server.request('GET', `/v1/kb/workspaces/${workspaceId}/documents?limit=1000`, { key: owner.key });

@@ -73,7 +73,7 @@ class Waiters {
 
   /** Waits for the searches in progress to end, unless a search waits for this workspace or begins to meanwhile. */
   async yieldUnlessAwaited(backgroundWork: BackgroundWork | undefined): Promise<void> {
-    if (!backgroundWork || this.#count > 0) return;
+    if (!backgroundWork || this.awaited) return;
     let wake!: () => void;
     const awaited = new Promise<void>((resolve) => (wake = resolve));
     this.#wakers.add(wake);
