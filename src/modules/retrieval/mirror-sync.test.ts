@@ -237,12 +237,14 @@ describe('keyword postings saved to disk', () => {
     }
 
     // Saved at a horizon the store has not reached (a store put back from an older copy): read from the store.
-    const entryText = JSON.parse(await readFile(entry, 'utf8')) as { horizon: string };
+    const entryText = JSON.parse(await readFile(entry, 'utf8')) as { horizon: string; file: string };
     await writeFile(entry, JSON.stringify({ ...entryText, horizon: '999999999999' }));
     await db.prisma.$executeRaw`UPDATE chunk_index SET terms = ${analyze('ahead')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${altered.id}::uuid`;
     const fifth = await withSaves();
     try {
       expect(await keywordTexts(fifth, workspaceId, 'ahead')).toHaveLength(1);
+      // Saved again before the directory is removed below.
+      await saved(entryText.file);
     } finally {
       await fifth.close();
     }
