@@ -162,13 +162,20 @@ export async function loadSavedWorkspace(prisma: PrismaClient, backgroundWork: B
   await catchUpWorkspace(prisma, backgroundWork, workspaceId, held);
 }
 
+/**
+ * A turn of the event loop, so that a search that has arrived begins first, then a wait for the
+ * searches in progress, unless one waits for this workspace: what background work on a held
+ * workspace does between its steps.
+ */
+export async function yieldToSearches(backgroundWork: BackgroundWork | undefined, held: HeldWorkspace) {
+  await nextTurn();
+  await held.waiters.yieldUnlessAwaited(backgroundWork);
+}
+
 /** What a load awaits before each statement: loading ahead of searches, not for one, each page waits for the searches in progress. */
 function loadPause(backgroundWork: BackgroundWork | undefined, held: HeldWorkspace) {
   return async () => {
-    if (!held.loadYields) return;
-    // The turn of the event loop lets a search that has arrived begin before the page is asked.
-    await nextTurn();
-    await held.waiters.yieldUnlessAwaited(backgroundWork);
+    if (held.loadYields) await yieldToSearches(backgroundWork, held);
   };
 }
 
@@ -219,8 +226,7 @@ export async function buildGraph(
   current: () => boolean,
 ) {
   const waitForSearches = async () => {
-    await nextTurn();
-    await held.waiters.yieldUnlessAwaited(backgroundWork);
+    await yieldToSearches(backgroundWork, held);
     if (!current()) throw new GraphBuildStopped();
   };
   const readIn = async (pages: AsyncGenerator<{ chunk_id: string; document_id: string; vector: Uint8Array }[]>) => {
@@ -257,8 +263,7 @@ class GraphBuildStopped extends Error {}
  */
 export async function applyGraphChanges(backgroundWork: BackgroundWork | undefined, held: HeldWorkspace, graph: VectorGraph, current: () => boolean) {
   while (graph.pending > 0) {
-    await nextTurn();
-    await held.waiters.yieldUnlessAwaited(backgroundWork);
+    await yieldToSearches(backgroundWork, held);
     if (!current()) return;
     graph.applyPending(graphSliceRows);
   }

@@ -1,9 +1,8 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { heldBytes, unloaded, type HeldWorkspace, type MirroredWorkspace } from './held-workspace.js';
 import type { KeywordSnapshots } from './keyword-snapshots.js';
-import { applyGraphChanges, buildGraph, catchUpWorkspace, loadSavedWorkspace, loadWorkspace } from './mirror-sync.js';
+import { applyGraphChanges, buildGraph, catchUpWorkspace, loadSavedWorkspace, loadWorkspace, yieldToSearches } from './mirror-sync.js';
 import { VectorGraph } from './vector-graph.js';
 
 /** Workspaces held in memory and not searched for this long are synced in the background. */
@@ -315,10 +314,7 @@ export class StoreIndexMirror {
 
   /** Waits between slices of reading postings back or saving them, as a load waits between its pages. */
   #pause(held: HeldWorkspace) {
-    return async () => {
-      await nextTurn();
-      await held.waiters.yieldUnlessAwaited(this.backgroundWork);
-    };
+    return () => yieldToSearches(this.backgroundWork, held);
   }
 
   /** Loads the workspace from its saved postings; false, and nothing held, when none can be read. */
