@@ -8,7 +8,7 @@ import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dropElasticsearchIndexes } from '../../../test/support/elasticsearch.js';
 import { indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
-import { migratedDataDir } from '../../../test/support/server.js';
+import { createOwnDatabase, migratedDataDir } from '../../../test/support/server.js';
 
 // The contract every index keeps, over each index this leg has: pgvector in the leg's store (the
 // embedded one, or PostgreSQL with pgvector; the Elasticsearch leg's PostgreSQL has none, so the
@@ -39,17 +39,23 @@ const backends: Backend[] = [
 ];
 
 let dataDir: string;
+// On PostgreSQL a database of its own: a test here empties the index's tables as `kb reindex`
+// does, which would pull them from under the other files of the leg sharing the server.
+let ownDatabase: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
 let db: Database;
 let userId: string;
 
 beforeAll(async () => {
   dataDir = await migratedDataDir('kb-index-');
-  db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, ...(elasticsearchUrl && { DATABASE_URL: '' }) }));
+  const postgresUrl = (!elasticsearchUrl && process.env.DATABASE_URL) || undefined;
+  ownDatabase = postgresUrl ? await createOwnDatabase(postgresUrl) : undefined;
+  db = await openDatabase(loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: ownDatabase?.url ?? '' }));
   userId = (await db.prisma.user.create({ data: { email: `index-${Math.random()}@example.com`, name: 'Index' } })).id;
 }, 60_000);
 
 afterAll(async () => {
   await db?.close();
+  await ownDatabase?.drop();
   await rm(dataDir, { recursive: true, force: true });
 });
 
