@@ -9,13 +9,18 @@ import { parseSketch, sketchOf } from './fresh-vectors.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dimensions, holdTableLocked, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
-import { migratedDataDir } from '../../../test/support/server.js';
+import { createOwnDatabase, migratedDataDir } from '../../../test/support/server.js';
 
 // What only pgvector does (the contract all indexes share is vector-index.test.ts): keyword
 // postings kept in memory and followed through the change log, and the merge of chunks written
 // outside the HNSW graph. On the leg's store; the Elasticsearch leg, whose PostgreSQL has no
-// pgvector, leaves this file out. On PostgreSQL a second connection can hold a transaction open.
-const postgresUrl = process.env.DATABASE_URL || undefined;
+// pgvector, leaves this file out. On PostgreSQL a second connection can hold a transaction open,
+// in a database of this file's own: the follower of the log loads every workspace written, and
+// counting its loads must not count other files' workspaces.
+const onPostgres = Boolean(process.env.DATABASE_URL);
+let ownDatabase: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
+/** This file's own database on the leg's server. */
+let postgresUrl: string | undefined;
 let dataDir: string;
 let db: Database;
 let index: VectorIndex;
@@ -28,7 +33,9 @@ const waitingRows = async () => (await db.prisma.$queryRaw<{ rows: number }[]>`S
 
 beforeAll(async () => {
   dataDir = await migratedDataDir('kb-pgvector-');
-  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir });
+  ownDatabase = onPostgres ? await createOwnDatabase(process.env.DATABASE_URL!) : undefined;
+  postgresUrl = ownDatabase?.url;
+  const config = loadConfig({ ...process.env, KB_DATA_DIR: dataDir, DATABASE_URL: postgresUrl ?? '' });
   db = await openDatabase(config);
   index = await openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: config.keywordMemoryBytes });
   userId = (await db.prisma.user.create({ data: { email: `pgvector-${Math.random()}@example.com`, name: 'Index' } })).id;
@@ -37,6 +44,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await index?.close();
   await db?.close();
+  await ownDatabase?.drop();
   await rm(dataDir, { recursive: true, force: true });
 });
 
@@ -87,7 +95,7 @@ describe('the pgvector index', () => {
     }
   }, 40_000);
 
-  if (postgresUrl) {
+  if (onPostgres) {
     it('opens beside another process that is writing and merging, without taking a lock on the tables', async () => {
       const client = new pg.Client({ connectionString: postgresUrl });
       await client.connect();
