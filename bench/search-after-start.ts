@@ -11,10 +11,10 @@
  * listens, for BENCH_START_SECONDS (150), and closes it. BENCH_START_PAIRS (2) pairs of runs.
  * The operating system's cache holds the store's files alike for every run but the first.
  *
- * With BENCH_START_COMPARE=keyword-snapshots, the two settings are instead the keyword postings
- * saved on disk read back at the start (KB_KEYWORD_SNAPSHOTS on, saved first by a start of its own
- * when none are) and read from the store (off), and each run's first request is a keyword-only
- * search, timed on its own: it waits for the workspace's postings.
+ * With BENCH_START_COMPARE=index-snapshots, the two settings are instead the keyword postings and
+ * the graph in memory saved on disk read back at the start (KB_INDEX_SNAPSHOTS on, saved first by
+ * a start of its own when they are not) and read from the store (off), and each run's first
+ * request is a keyword-only search, timed on its own: it waits for the workspace's postings.
  *
  * Prints, per 30-second window and setting, p50 and p95 of the searches and p90 of their `vector`
  * part (Server-Timing), and when the warm-up ended; charts the searches of each run.
@@ -36,11 +36,11 @@ const comparisons: Record<string, { title: string; settings: readonly [Setting, 
       { label: 'no warm-up (0)', colour: '#e15759', env: { KB_STORE_CACHE_WARM_PERCENT: '0' } },
     ],
   },
-  'keyword-snapshots': {
-    title: 'with the keyword postings read back from disk and read from the store',
+  'index-snapshots': {
+    title: 'with the keyword postings and the graph in memory read back from disk, and read from the store',
     settings: [
-      { label: 'postings saved (on)', colour: '#4e79a7', env: { KB_KEYWORD_SNAPSHOTS: 'on' } },
-      { label: 'from the store (off)', colour: '#e15759', env: { KB_KEYWORD_SNAPSHOTS: 'off' } },
+      { label: 'saved (on)', colour: '#4e79a7', env: { KB_INDEX_SNAPSHOTS: 'on' } },
+      { label: 'from the store (off)', colour: '#e15759', env: { KB_INDEX_SNAPSHOTS: 'off' } },
     ],
   },
 };
@@ -49,7 +49,7 @@ if (process.env.BENCH_START_COMPARE && !comparisons[process.env.BENCH_START_COMP
   throw new Error(`BENCH_START_COMPARE must be one of ${Object.keys(comparisons).join(', ')}`);
 }
 const settings = comparison.settings;
-const firstKeywordOnly = process.env.BENCH_START_COMPARE === 'keyword-snapshots';
+const firstKeywordOnly = process.env.BENCH_START_COMPARE === 'index-snapshots';
 
 /** A search: when it was sent (s after listening), its time, its Server-Timing parts, and whether its keyword side was left out while postings loaded. */
 type Search = { at: number; ms: number; vector: number | undefined; parts: Record<string, number>; withoutKeywords: boolean; ok: boolean };
@@ -60,8 +60,10 @@ type Run = {
   warmedMb: number | undefined;
   /** When the service's load of keyword postings at start ended (s after listening). */
   keywordsLoadedAt: number | undefined;
-  /** The keyword-only search sent first (BENCH_START_COMPARE=keyword-snapshots), ms. */
+  /** The keyword-only search sent first (BENCH_START_COMPARE=index-snapshots), ms. */
   firstKeywordMs?: number;
+  /** When the first search answered from the graph in memory was sent (s after listening): Server-Timing `graph`. */
+  graphAt: number | undefined;
   listeningAfterS: number;
 };
 
@@ -92,7 +94,7 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: Set
   });
   const app = await startApp(config);
   const listening = performance.now();
-  const run: Run = { setting: setting.label, searches: [], warmedAt: undefined, warmedMb: undefined, keywordsLoadedAt: undefined, listeningAfterS: (listening - started) / 1000 };
+  const run: Run = { setting: setting.label, searches: [], warmedAt: undefined, warmedMb: undefined, keywordsLoadedAt: undefined, graphAt: undefined, listeningAfterS: (listening - started) / 1000 };
   const keywordLoad = () => app.db.backgroundWork.states().find((state) => state.task === 'keyword_load')!;
   void app.db.pageCacheWarmed?.().then((result) => {
     run.warmedAt = (performance.now() - listening) / 1000;
@@ -117,6 +119,7 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: Set
       }
       const ms = performance.now() - sentAt;
       run.searches.push({ at: (sentAt - listening) / 1000, ms, vector: parts.vector, parts, withoutKeywords: parts.keywords_loading !== undefined, ok });
+      if (run.graphAt === undefined && parts.graph !== undefined) run.graphAt = (sentAt - listening) / 1000;
       if (run.keywordsLoadedAt === undefined && keywordLoad().runs > 0 && keywordLoad().running === 0) run.keywordsLoadedAt = (performance.now() - listening) / 1000;
       await sleep(Math.max(0, intervalMs - ms));
     }
@@ -126,14 +129,15 @@ async function oneRun(store: Awaited<ReturnType<typeof keptStore>>, setting: Set
   return run;
 }
 
-/** Starts the service once with keyword snapshots on, if none is saved of the workspace, until its postings are saved. */
+/** Starts the service once with index snapshots on, unless the workspace's postings and graph are saved, until they are. */
 async function savePostings(store: Awaited<ReturnType<typeof keptStore>>) {
-  const entry = path.join(store.directory, 'keyword-snapshots', `${store.workspaceId}.json`);
-  if (await readFile(entry).then(() => true, () => false)) return;
-  log('saving the keyword postings first: a start with KB_KEYWORD_SNAPSHOTS=on, until they are on disk');
-  const app = await startApp(loadConfig({ ...process.env, DATABASE_URL: '', ELASTICSEARCH_URL: '', KB_DATA_DIR: store.directory, HOST: '127.0.0.1', PORT: '0', KB_LOG_LEVEL: 'silent', KB_KEYWORD_SNAPSHOTS: 'on' }));
+  const entry = path.join(store.directory, 'index-snapshots', `${store.workspaceId}.json`);
+  const saved = () => readFile(entry, 'utf8').then((text) => (JSON.parse(text) as { graph?: unknown }).graph !== undefined, () => false);
+  if (await saved()) return;
+  log('saving the keyword postings and the graph first: a start with KB_INDEX_SNAPSHOTS=on, until they are on disk');
+  const app = await startApp(loadConfig({ ...process.env, DATABASE_URL: '', ELASTICSEARCH_URL: '', KB_DATA_DIR: store.directory, HOST: '127.0.0.1', PORT: '0', KB_LOG_LEVEL: 'silent', KB_INDEX_SNAPSHOTS: 'on' }));
   try {
-    while (!(await readFile(entry).then(() => true, () => false))) await sleep(500);
+    while (!(await saved())) await sleep(500);
   } finally {
     await app.close();
   }
@@ -186,7 +190,7 @@ export async function afterStart(): Promise<void> {
     for (const setting of order) {
       log(`run ${runs.length + 1} of ${pairs * 2}: ${setting.label}; load average ${loadNow()}`);
       const run = await oneRun(store, setting, queries, seconds, intervalMs);
-      log(`  ${run.searches.length} searches;${run.firstKeywordMs === undefined ? '' : ` keyword-only first ${run.firstKeywordMs.toFixed(0)} ms;`} first ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ended ${run.warmedAt === undefined ? 'never' : `after ${run.warmedAt.toFixed(1)} s (${run.warmedMb!.toFixed(0)} MB)`}`);
+      log(`  ${run.searches.length} searches;${run.firstKeywordMs === undefined ? '' : ` keyword-only first ${run.firstKeywordMs.toFixed(0)} ms;`} first ${run.searches[0]?.ms.toFixed(0)} ms; graph in memory from ${run.graphAt === undefined ? 'never' : `${run.graphAt.toFixed(1)} s`}; warm-up ended ${run.warmedAt === undefined ? 'never' : `after ${run.warmedAt.toFixed(1)} s (${run.warmedMb!.toFixed(0)} MB)`}`);
       runs.push(run);
     }
   }
@@ -223,7 +227,7 @@ export async function afterStart(): Promise<void> {
   const notes = [
     ...runs.map(
       (run, index) =>
-        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began;${run.firstKeywordMs === undefined ? '' : ` keyword-only first search ${run.firstKeywordMs.toFixed(0)} ms;`} first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}; keyword postings loaded ${run.keywordsLoadedAt === undefined ? 'not within the run' : `after ${run.keywordsLoadedAt.toFixed(1)} s`}`,
+        `run ${index + 1}, ${run.setting}: listening ${run.listeningAfterS.toFixed(1)} s after the start began;${run.firstKeywordMs === undefined ? '' : ` keyword-only first search ${run.firstKeywordMs.toFixed(0)} ms;`} first search ${run.searches[0]?.ms.toFixed(0)} ms; warm-up ${run.warmedAt === undefined ? 'none' : `ended after ${run.warmedAt.toFixed(1)} s, ${run.warmedMb!.toFixed(0)} MB`}; keyword postings loaded ${run.keywordsLoadedAt === undefined ? 'not within the run' : `after ${run.keywordsLoadedAt.toFixed(1)} s`}; first search answered by the graph in memory sent ${run.graphAt === undefined ? 'never' : `after ${run.graphAt.toFixed(1)} s`}`,
     ),
     `${failed} searches failed. "no keywords": searches ranked by vectors alone while their workspace's keyword postings loaded (Server-Timing keywords_loading).`,
     `One search every ${intervalMs} ms (or as soon as the one before answered) for ${seconds} s from the moment the service listens; windows pool the searches of every run of a setting.`,

@@ -181,7 +181,7 @@ function minutes(searches: readonly Search[], seconds: readonly Second[], phase:
   return rows;
 }
 
-const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1', vector_graph_build: '#4e79a7', cache_resize: '#76b7b2', cache_warm: '#9c755f' };
+const taskColours: Record<BackgroundTask, string> = { graph_merge: '#f28e2b', analyze: '#59a14f', vacuum: '#e15759', keyword_load: '#b07aa1', vector_graph_build: '#4e79a7', cache_resize: '#76b7b2', cache_warm: '#9c755f', index_save: '#edc948' };
 
 /** Each search's latency over time (log scale), with a band per background task marking the seconds it held the store. */
 function timelineChart(searches: readonly Search[], seconds: readonly Second[], phase: Phase, ingesting?: { from: number; to: number }): string {

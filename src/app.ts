@@ -212,7 +212,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     });
     // Searches should not wait for what can be prepared now (pgvector: keyword postings).
     const stopWarming = new AbortController();
-    const warmed = { workspaces: 0, chunks: 0, fromSaved: 0, started: performance.now() };
+    const warmed = { workspaces: 0, chunks: 0, fromSaved: 0, graphsFromSaved: 0, started: performance.now() };
     const megabytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
     const onGraphRead = (outcome: GraphRead) => {
       if (outcome.read) {
@@ -228,17 +228,19 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     };
     const warming = (index.warm?.(
       stopWarming.signal,
-      (_workspaceId, chunks, _ms, fromSaved) => {
+      (_workspaceId, chunks, _ms, readBack) => {
         warmed.workspaces += 1;
         warmed.chunks += chunks;
-        if (fromSaved) warmed.fromSaved += 1;
+        if (readBack.postings) warmed.fromSaved += 1;
+        if (readBack.graph) warmed.graphsFromSaved += 1;
       },
       onGraphRead,
     ) ?? Promise.resolve()).then(
       () => {
         if (warmed.workspaces === 0) return;
         const seconds = ((performance.now() - warmed.started) / 1000).toFixed(1);
-        const saved = warmed.fromSaved > 0 ? `, ${warmed.fromSaved} of them read back from keyword-snapshots/ and brought up to date` : '';
+        const graphs = warmed.graphsFromSaved > 0 ? `, with the vector graphs in memory of ${warmed.graphsFromSaved}` : '';
+        const saved = warmed.fromSaved > 0 ? `, ${warmed.fromSaved} of them read back from index-snapshots/ and brought up to date${graphs}` : '';
         log.info(`search: keyword postings of ${warmed.workspaces} workspaces (${warmed.chunks} chunks) loaded in ${seconds} s${saved}`);
       },
       (error: unknown) => {

@@ -55,7 +55,7 @@ export const environmentSchema = z.object({
   KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),
   KB_VECTORS_IN_MEMORY: optionalString.pipe(z.enum(['auto', 'on', 'off']).default('auto')),
-  KB_KEYWORD_SNAPSHOTS: optionalString.pipe(z.enum(['on', 'off']).default('on')),
+  KB_INDEX_SNAPSHOTS: optionalString.pipe(z.enum(['on', 'off']).default('on')),
   // PGlite's memory ends at 2 GB (32-bit WebAssembly): its page cache must leave room for the rest.
   KB_STORE_CACHE_MB: optionalString.pipe(
     z

@@ -78,8 +78,8 @@ describe('configuration', () => {
   });
 
   it("saves keyword postings under the data directory unless told not to", () => {
-    expect(loadConfig({ KB_DATA_DIR: '/srv/kb' }).keywordSnapshotDir).toBe('/srv/kb/keyword-snapshots');
-    expect(loadConfig({ KB_DATA_DIR: '/srv/kb', KB_KEYWORD_SNAPSHOTS: 'off' }).keywordSnapshotDir).toBeUndefined();
-    expect(() => loadConfig({ KB_KEYWORD_SNAPSHOTS: 'sometimes' })).toThrow(/KB_KEYWORD_SNAPSHOTS/);
+    expect(loadConfig({ KB_DATA_DIR: '/srv/kb' }).indexSnapshotDir).toBe('/srv/kb/index-snapshots');
+    expect(loadConfig({ KB_DATA_DIR: '/srv/kb', KB_INDEX_SNAPSHOTS: 'off' }).indexSnapshotDir).toBeUndefined();
+    expect(() => loadConfig({ KB_INDEX_SNAPSHOTS: 'sometimes' })).toThrow(/KB_INDEX_SNAPSHOTS/);
   });
 });

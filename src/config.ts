@@ -88,9 +88,9 @@ export type Config = {
   vectorsInMemory: 'auto' | 'on' | 'off';
   /**
    * Where the pgvector index saves the keyword postings of the large workspaces it holds, so that
-   * a start reads them back instead of every chunk's terms (`KB_KEYWORD_SNAPSHOTS`); undefined: off.
+   * a start reads them back instead of every chunk's terms (`KB_INDEX_SNAPSHOTS`); undefined: off.
    */
-  keywordSnapshotDir: string | undefined;
+  indexSnapshotDir: string | undefined;
   /**
    * The embedded store's page cache (PostgreSQL's shared_buffers) in MB; unset, it is sized from
    * the store's tables at each start. PostgreSQL's own is its administrator's.
@@ -254,7 +254,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
     vectorsInMemory: env.KB_VECTORS_IN_MEMORY,
-    keywordSnapshotDir: env.KB_KEYWORD_SNAPSHOTS === 'on' ? path.join(path.resolve(env.KB_DATA_DIR), 'keyword-snapshots') : undefined,
+    indexSnapshotDir: env.KB_INDEX_SNAPSHOTS === 'on' ? path.join(path.resolve(env.KB_DATA_DIR), 'index-snapshots') : undefined,
     storeCacheMb: env.KB_STORE_CACHE_MB,
     storeCacheWarmPercent: env.KB_STORE_CACHE_WARM_PERCENT,
     searchesPerMinute: env.KB_SEARCH_RATE_PER_MINUTE,

@@ -6,7 +6,7 @@
  * searches wait behind it; the time each kind took is what /metrics reports
  * (docs/observability.md) and what `bench:search --timeline` charts beside the searches' latency.
  */
-export const backgroundTasks = ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'vector_graph_build', 'cache_resize', 'cache_warm'] as const;
+export const backgroundTasks = ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'vector_graph_build', 'cache_resize', 'cache_warm', 'index_save'] as const;
 export type BackgroundTask = (typeof backgroundTasks)[number];
 
 export type BackgroundWorkState = { task: BackgroundTask; seconds: number; runs: number; running: number };

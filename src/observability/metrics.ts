@@ -90,7 +90,7 @@ export function createMetrics(prisma: PrismaClient, backgroundWork: BackgroundWo
     }),
     backgroundSeconds: new Counter({
       name: 'kb_store_background_seconds_total',
-      help: 'Seconds of work the service did on the store of its own accord, by task (graph_merge, analyze, vacuum, keyword_load, vector_graph_build, cache_resize, cache_warm); counted when a run ends.',
+      help: 'Seconds of work the service did on the store of its own accord, by task (graph_merge, analyze, vacuum, keyword_load, vector_graph_build, cache_resize, cache_warm, index_save); counted when a run ends.',
       labelNames: ['task'],
       registers: [registry],
       collect() {

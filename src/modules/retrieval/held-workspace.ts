@@ -25,8 +25,11 @@ export type HeldWorkspace = MirroredWorkspace & {
   loadYields: boolean;
   loadSize: LoadSize;
   waiters: Waiters;
-  /** What of `postings` is saved on disk (keyword-snapshots.ts): the version and horizon saved, and when (0: read back, not written here). */
-  saved?: { postings: TermPostings; version: number; horizon: string; file: string; at: number } | undefined;
+  /**
+   * What of `postings` is saved on disk (index-snapshots.ts): the version and horizon saved, and
+   * when (0: read back, not written here); and the graph saved with them, at its version.
+   */
+  saved?: { postings: TermPostings; version: number; horizon: string; file: string; at: number; graph?: { graph: VectorGraph; version: number } | undefined } | undefined;
 };
 
 /** The chunks a workspace's load reads, known once its first statement has counted them. */

@@ -11,8 +11,9 @@ import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
-import { holdTableLocked, indexedDocuments, model, unit } from '../../../test/support/vector-index.js';
-import { migratedDataDir } from '../../../test/support/server.js';
+import { holdTableLocked, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
+import { migratedDataDir, vectorGraphWorkDone } from '../../../test/support/server.js';
+import { requestContext, ServerTimings } from '../../observability/request-context.js';
 
 // The in-memory keyword side of the pgvector index following the change log through a merge into
 // the graph and through the log's cleanup, on the leg's store (the embedded one, or PostgreSQL on the pgvector leg).
@@ -155,9 +156,9 @@ describe("the keyword side's sync through the change log: a merge's moves and th
   });
 });
 
-describe('keyword postings saved to disk', () => {
+describe('the index saved to disk', () => {
   it("reads a large workspace's keyword postings back from disk at its next load, catches up with what changed since, and falls back to the store when they are no use", async () => {
-    const directory = await mkdtemp(path.join(os.tmpdir(), 'kb-keyword-snapshots-'));
+    const directory = await mkdtemp(path.join(os.tmpdir(), 'kb-index-snapshots-'));
     const withSaves = () => openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, loadAhead: false, snapshotDirectory: directory });
     // 40 tags of letters only (the analyser splits a word from its digits): 'qaa', 'qba', ...
     const tag = (i: number) => `q${String.fromCharCode(97 + ((i % 40) % 26))}${String.fromCharCode(97 + Math.floor((i % 40) / 26))}`;
@@ -251,6 +252,95 @@ describe('keyword postings saved to disk', () => {
     await db.prisma.workspace.delete({ where: { id: workspaceId } });
     await rm(directory, { recursive: true, force: true });
   }, 60_000);
+  it("reads a large workspace's graph in memory back with its postings, applies what changed since, and builds it from the store when its file is not whole", async () => {
+    const directory = await mkdtemp(path.join(os.tmpdir(), 'kb-index-snapshots-'));
+    const backgroundWork = new BackgroundWork();
+    // The saver every 100 ms, so that the graph, complete only after the load's save, is saved soon after.
+    const withSaves = () =>
+      openPgvectorIndex(db.prisma, model, { keywordMemoryBytes: 64 * 1024 * 1024, loadAhead: true, followLogEveryMs: 60_000, saveEveryMs: 100, vectorsInMemory: true, backgroundWork, snapshotDirectory: directory });
+    const random = seeded(41);
+    const randomVector = () => Float32Array.from({ length: model.dimensions }, () => random() * 2 - 1);
+    const texts = Array.from({ length: 1_100 }, (_, i) => `graph tide ${i}`);
+    const { workspaceId, documentIds } = await workspaceWith('saved-graph', [
+      { texts, vectors: texts.map(randomVector) },
+      { texts: ['zeppelin hangar'], vectors: [randomVector()] },
+    ]);
+    const entry = path.join(directory, `${workspaceId}.json`);
+    type Entry = { file: string; graph?: { file: string } };
+    const savedEntry = async () => JSON.parse(await readFile(entry, 'utf8')) as Entry;
+    const graphSaved = async (unlike?: string) => {
+      for (let waited = 0; waited < 30_000; waited += 50) {
+        const graph = (await savedEntry().catch(() => undefined))?.graph?.file;
+        if (graph !== undefined && graph !== unlike) return graph;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('no graph was saved');
+    };
+    const settled = () => vectorGraphWorkDone(backgroundWork, { limitMs: 30_000 });
+    /** The nearest chunks by the graph in memory (Server-Timing says `graph`, not the store's `vector` statement). */
+    const nearest = async (through: VectorIndex, vector: Float32Array) => {
+      const timings = new ServerTimings();
+      const { vector: hits } = await requestContext.run({ requestId: 'test', timings }, () => through.search({ workspaceIds: [workspaceId], vector, terms: [], limit: 5, excludeDocumentIds: [] }));
+      expect((timings.header(0) ?? '').split(', ').map((part) => part.split(';')[0])).toContain('graph');
+      return hits.map((hit) => hit.chunkId);
+    };
+    const chunkOf = (documentId: string, chunkIndex: number) => db.prisma.chunk.findFirstOrThrow({ where: { documentId, chunkIndex }, select: { id: true } }).then((chunk) => chunk.id);
+    const [deleted, moved] = [await chunkOf(documentIds[1]!, 0), await chunkOf(documentIds[0]!, 5)];
+    const zeppelinVector = (await db.prisma.$queryRaw<{ v: string }[]>`SELECT embedding::text AS v FROM chunk_index_fresh WHERE chunk_id = ${deleted}::uuid UNION ALL SELECT embedding::text FROM chunk_index WHERE chunk_id = ${deleted}::uuid`)[0]!.v;
+    const asVector = (text: string) => Float32Array.from(JSON.parse(text) as number[]);
+
+    const first = await withSaves();
+    try {
+      expect(await keywordTexts(first, workspaceId, 'zeppelin')).toEqual(['zeppelin hangar']);
+      await settled();
+      await graphSaved();
+      expect(await nearest(first, asVector(zeppelinVector))).toContain(deleted);
+    } finally {
+      await first.close();
+    }
+    // Since the save: a document deleted and another added (both logged), and one chunk's vector
+    // changed in place without a log row, which only a graph built from the store holds.
+    await db.prisma.document.delete({ where: { id: documentIds[1]! } });
+    const quasarVector = randomVector();
+    const [quasarDocument] = await addDocuments(workspaceId, [{ texts: ['quasar beacon'], vectors: [quasarVector] }]);
+    const quasar = await chunkOf(quasarDocument!, 0);
+    const movedVector = randomVector();
+    const unlogged = `[${Array.from(movedVector).join(',')}]`;
+    await db.prisma.$executeRaw`UPDATE chunk_index SET embedding = ${unlogged}::vector WHERE chunk_id = ${moved}::uuid`;
+    await db.prisma.$executeRaw`UPDATE chunk_index_fresh SET embedding = ${unlogged}::vector WHERE chunk_id = ${moved}::uuid`;
+
+    const second = await withSaves();
+    try {
+      expect(await keywordTexts(second, workspaceId, 'quasar')).toEqual(['quasar beacon']);
+      await settled();
+      // Read back: the chunk changed without a log row keeps its saved vector in the graph.
+      expect((await nearest(second, movedVector))[0]).not.toBe(moved);
+      expect((await nearest(second, quasarVector))[0]).toBe(quasar);
+      expect(await nearest(second, asVector(zeppelinVector))).not.toContain(deleted);
+    } finally {
+      await second.close();
+    }
+
+    // A byte of the graph's file changed: refused before USearch reads it, built from the store (which
+    // has the changed vector), the postings still read back; then saved again.
+    const damaged = await graphSaved();
+    const damagedPath = path.join(directory, damaged);
+    const bytes = await readFile(damagedPath);
+    bytes[bytes.length >> 1] = bytes[bytes.length >> 1]! ^ 0xff;
+    await writeFile(damagedPath, bytes);
+    const third = await withSaves();
+    try {
+      expect(await keywordTexts(third, workspaceId, 'quasar')).toEqual(['quasar beacon']);
+      await settled();
+      expect((await nearest(third, movedVector))[0]).toBe(moved);
+      await graphSaved(damaged);
+    } finally {
+      await third.close();
+    }
+    expect(await readdir(directory)).not.toContain(damaged);
+    await db.prisma.workspace.delete({ where: { id: workspaceId } });
+    await rm(directory, { recursive: true, force: true });
+  }, 90_000);
 });
 
 describe('the keyword memory budget, against one workspace larger than all of it', () => {

@@ -3,7 +3,7 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { FreshVectors, parseVector } from './fresh-vectors.js';
 import type { HeldWorkspace } from './held-workspace.js';
-import type { SavedPostings } from './keyword-snapshots.js';
+import type { SavedWorkspace } from './index-snapshots.js';
 import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
 import { readingAhead } from './reading-ahead.js';
@@ -149,13 +149,19 @@ export async function loadWorkspace(prisma: PrismaClient, backgroundWork: Backgr
 }
 
 /**
- * Takes a workspace's saved postings (keyword-snapshots.ts) instead of reading every chunk's
+ * Takes a workspace's saved postings (index-snapshots.ts) instead of reading every chunk's
  * terms: reads its chunks outside the store's graph, for their vectors, as `loadWorkspace` does,
  * then catches up with the change log from the horizon the postings were saved at. A catch-up
  * that finds them of another index, or older than what the log's cleanup kept, reads the
  * workspace afresh (`loadWorkspace`).
  */
-export async function loadSavedWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace, saved: SavedPostings) {
+export async function loadSavedWorkspace(
+  prisma: PrismaClient,
+  backgroundWork: BackgroundWork | undefined,
+  workspaceId: string,
+  held: HeldWorkspace,
+  saved: Pick<SavedWorkspace, 'postings' | 'horizon' | 'generation'>,
+) {
   const fresh = new FreshVectors();
   await takeFreshRows(prisma, backgroundWork, workspaceId, held, saved.postings, fresh, true);
   Object.assign(held, { postings: saved.postings, fresh, graph: undefined, horizon: saved.horizon, generation: saved.generation, syncedAt: Date.now(), loadYields: false });
@@ -269,7 +275,11 @@ export async function applyGraphChanges(backgroundWork: BackgroundWork | undefin
   }
 }
 
-export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace) {
+/**
+ * Brings the held workspace up to date with the change log from `from` (its horizon; an earlier
+ * one reads again what it holds already, which changes nothing but a graph that lacks it).
+ */
+export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: BackgroundWork | undefined, workspaceId: string, held: HeldWorkspace, from = held.horizon) {
   // The graph's vectors are read only for a graph held when the statements are made: one whose build
   // starts later reads the chunks itself.
   const graphVectors = held.graph !== undefined;
@@ -281,12 +291,12 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
     WITH mark AS (
       SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon, (SELECT created_at::text FROM chunk_index_model) AS generation,
              (SELECT horizon FROM chunk_index_log_marks WHERE marked_at < clock_timestamp() - ${retention}::interval
-               ORDER BY marked_at DESC LIMIT 1) > ${held.horizon}::xid8
+               ORDER BY marked_at DESC LIMIT 1) > ${from}::xid8
              -- A horizon the store has not reached: postings saved from a store since put back to an earlier copy.
-             OR ${held.horizon}::xid8 > pg_snapshot_xmax(pg_current_snapshot()) AS stale
+             OR ${from}::xid8 > pg_snapshot_xmax(pg_current_snapshot()) AS stale
     ), changed AS (
       SELECT chunk_id, bool_and(moved) AS moved FROM chunk_index_log
-       WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${held.horizon}::xid8 GROUP BY chunk_id
+       WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${from}::xid8 GROUP BY chunk_id
     )
     SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, changed.moved, c.chunk_id::text, c.document_id::text,
            array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector, c.outside_graph

@@ -3,13 +3,13 @@ import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { termFrequencies } from './analyzer.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
-import { KeywordSnapshots } from './keyword-snapshots.js';
+import { IndexSnapshots } from './index-snapshots.js';
 import { StoreIndexMirror } from './pgvector-keywords.js';
 import { readGraphIntoBuffers, type GraphRead } from './pgvector-graph-read.js';
 import { FreshRowsMerge } from './pgvector-merge.js';
 import { dropIndexTables, migrateIndexTables } from './pgvector-schema.js';
 import { searchPgvector, vectorLiteral } from './pgvector-search.js';
-import type { IndexedChunk, IndexModel, IndexSearch, VectorIndex } from './vector-index.js';
+import type { IndexedChunk, IndexModel, IndexSearch, ReadBack, VectorIndex } from './vector-index.js';
 
 /** Chunks written per transaction by `upsert`. */
 const upsertSliceRows = 100;
@@ -48,8 +48,13 @@ export type PgvectorIndexOptions = {
   vectorsInMemory?: boolean;
   /** False (KB_MIGRATE=off): the tables are only checked; `kb migrate` makes or changes them. */
   migrate?: boolean;
-  /** Where large workspaces' keyword postings are saved between starts (keyword-snapshots.ts); none when undefined. */
+  /**
+   * Where large workspaces' keyword postings, and their graphs in memory, are saved between starts
+   * (index-snapshots.ts); none when undefined.
+   */
   snapshotDirectory?: string | undefined;
+  /** How often what changed is saved there, when loading ahead (60 s). */
+  saveEveryMs?: number;
   /** Where the index says what its waiting chunks will add to the store once merged (Database.expectTableGrowth). */
   expectTableGrowth?: (bytes: () => Promise<number>) => void;
 };
@@ -134,8 +139,9 @@ class PgvectorIndex implements VectorIndex {
     this.#mirror = new StoreIndexMirror(prisma, options.keywordMemoryBytes, {
       backgroundWork: options.backgroundWork,
       loadAhead: options.loadAhead ?? true,
-      ...(options.snapshotDirectory !== undefined && { snapshots: new KeywordSnapshots(options.snapshotDirectory) }),
+      ...(options.snapshotDirectory !== undefined && { snapshots: new IndexSnapshots(options.snapshotDirectory) }),
       ...(options.followLogEveryMs !== undefined && { followLogEveryMs: options.followLogEveryMs }),
+      ...(options.saveEveryMs !== undefined && { saveEveryMs: options.saveEveryMs }),
       ...(options.vectorsInMemory && { graphDimensions: () => this.#builtWith.dimensions }),
     });
     this.#merge = new FreshRowsMerge(prisma);
@@ -252,7 +258,7 @@ class PgvectorIndex implements VectorIndex {
     this.#builtWith = model;
   }
 
-  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void, onGraphRead?: (outcome: GraphRead) => void) {
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, readBack: ReadBack) => void, onGraphRead?: (outcome: GraphRead) => void) {
     const graph = this.#readGraphAhead ? readGraphIntoBuffers(this.prisma, signal).then(onGraphRead) : undefined;
     await Promise.all([this.#mirror.warm(signal, onLoaded), graph]);
   }

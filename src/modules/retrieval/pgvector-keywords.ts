@@ -1,9 +1,11 @@
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { heldBytes, unloaded, type HeldWorkspace, type MirroredWorkspace } from './held-workspace.js';
-import type { KeywordSnapshots } from './keyword-snapshots.js';
+import type { IndexSnapshots, SavedGraph, SavedWorkspace } from './index-snapshots.js';
+import { SnapshotFormatError } from './term-postings.js';
 import { applyGraphChanges, buildGraph, catchUpWorkspace, loadSavedWorkspace, loadWorkspace, yieldToSearches } from './mirror-sync.js';
 import { VectorGraph } from './vector-graph.js';
+import type { ReadBack } from './vector-index.js';
 
 /** Workspaces held in memory and not searched for this long are synced in the background. */
 const refreshIdleAfterMs = 60 * 60_000;
@@ -21,7 +23,7 @@ const loadWaitMs = 200;
 /** A workspace of at most this many chunks is always waited for: its load takes a fraction of a second. */
 const loadWaitedForChunks = 1_000;
 const isLargeLoad = (chunks: number) => chunks > loadWaitedForChunks;
-/** How often the postings of large workspaces held are saved to disk, where they changed (KeywordSnapshots). */
+/** How often the postings of large workspaces held are saved to disk, where they changed (IndexSnapshots). */
 const saveEveryMs = 60_000;
 /**
  * Postings saved once are written again when a twentieth of their chunks changed, or when any
@@ -62,7 +64,7 @@ export class StoreIndexMirror {
   readonly #refresher: NodeJS.Timeout;
   readonly #follower: NodeJS.Timeout;
   readonly #saver: NodeJS.Timeout | undefined;
-  readonly #snapshots: KeywordSnapshots | undefined;
+  readonly #snapshots: IndexSnapshots | undefined;
   #saving = false;
   /** Saves run one after another: two at once could leave a workspace's entry naming a file the other removed. */
   #saves: Promise<void> = Promise.resolve();
@@ -71,6 +73,8 @@ export class StoreIndexMirror {
   /** The last log row read by `#followLog`; undefined until its first reading. */
   #followedSeq: string | undefined;
   #following = false;
+  /** Graphs being restored from what was saved (`#restoreGraph`): none is built from the store meanwhile. */
+  readonly #graphRestores = new Map<HeldWorkspace, Promise<boolean>>();
   /** Graphs whose noted changes are being applied (`#applyGraphChanges`). */
   readonly #applying = new WeakSet<VectorGraph>();
   /** The vectors' dimensions, when each held workspace also keeps its vectors in a graph in memory (VectorGraph); undefined otherwise. */
@@ -85,7 +89,7 @@ export class StoreIndexMirror {
       followLogEveryMs?: number;
       graphDimensions?: (() => number) | undefined;
       /** Where large workspaces' postings are read back from and, when loading ahead, saved to. */
-      snapshots?: KeywordSnapshots;
+      snapshots?: IndexSnapshots;
       saveEveryMs?: number;
     },
   ) {
@@ -309,7 +313,9 @@ export class StoreIndexMirror {
       void this.#save(workspaceId, held);
     };
     await (this.backgroundWork ? this.backgroundWork.time('keyword_load', load) : load());
+    // A graph read back has the catch-up's changes to apply; none read back is built from the store.
     this.#buildGraph(workspaceId, held);
+    this.#applyGraphChanges(workspaceId, held);
   }
 
   /** Waits between slices of reading postings back or saving them, as a load waits between its pages. */
@@ -317,15 +323,72 @@ export class StoreIndexMirror {
     return () => yieldToSearches(this.backgroundWork, held);
   }
 
-  /** Loads the workspace from its saved postings; false, and nothing held, when none can be read. */
+  /**
+   * Loads the workspace from its saved postings; false, and nothing held, when none can be read.
+   * The graph saved with them, where the index keeps graphs, is restored after the load, in the
+   * background (`#restoreGraph`): a search waiting for the postings does not wait for it.
+   */
   async #loadSaved(workspaceId: string, held: HeldWorkspace): Promise<boolean> {
-    const saved = await this.#snapshots?.read(workspaceId, this.#pause(held)).catch(() => undefined);
-    if (!saved) return false;
+    const snapshots = this.#snapshots;
+    const saved = await snapshots?.read(workspaceId, this.#pause(held)).catch(() => undefined);
+    if (!snapshots || !saved) return false;
     held.saved = { postings: saved.postings, version: saved.postings.version, horizon: saved.horizon, file: saved.file, at: 0 };
     await loadSavedWorkspace(this.prisma, this.backgroundWork, workspaceId, held, saved);
-    // Read afresh from the store instead (the saved postings were of another index, or too old): saved again.
-    if (held.postings !== saved.postings) void this.#save(workspaceId, held);
+    if (held.postings !== saved.postings) {
+      // Read afresh from the store instead (the saved postings were of another index, or too old): saved again.
+      void this.#save(workspaceId, held);
+    } else if (saved.graph && this.#graphDimensions) {
+      this.#graphRestores.set(held, this.#restoreGraph(snapshots, workspaceId, held, saved, saved.graph));
+    }
     return true;
+  }
+
+  /**
+   * Restores the graph saved with the postings, once the searches in progress are done: checks
+   * its file, reads it (native code, the whole graph at once), then, in the workspace's turn so
+   * that no sync runs meanwhile, catches the workspace up from the save's horizon, which notes
+   * for the graph what changed since (the postings hold it already). True when it is the
+   * workspace's graph then; otherwise (a file not whole, the workspace reloaded or dropped) the
+   * graph is built from the store.
+   */
+  async #restoreGraph(snapshots: IndexSnapshots, workspaceId: string, held: HeldWorkspace, saved: SavedWorkspace, savedGraph: SavedGraph): Promise<boolean> {
+    const current = () => this.#held.get(workspaceId) === held && held.postings === saved.postings && !held.graph;
+    const restore = async () => {
+      const pause = this.#pause(held);
+      await pause();
+      const files = current() ? await snapshots.readGraph(savedGraph, pause) : undefined;
+      if (!files) return false;
+      await pause();
+      if (!current()) return false;
+      let graph: VectorGraph;
+      try {
+        graph = VectorGraph.restore(this.#graphDimensions!(), files.path, files.ids);
+      } catch (error) {
+        if (error instanceof SnapshotFormatError) await snapshots.dropGraph(savedGraph);
+        return false;
+      }
+      const turn = held.turn
+        .catch(() => undefined)
+        .then(async () => {
+          if (!current()) return false;
+          held.graph = graph;
+          if (held.saved?.postings === saved.postings) held.saved.graph = { graph, version: graph.version };
+          await catchUpWorkspace(this.prisma, this.backgroundWork, workspaceId, held, saved.horizon);
+          return held.graph === graph;
+        });
+      held.turn = turn;
+      return await turn;
+    };
+    try {
+      return await (this.backgroundWork ? this.backgroundWork.time('vector_graph_build', restore) : restore());
+    } catch {
+      return false;
+    } finally {
+      // Built from the store when not restored; the catch-up's notes applied when it was.
+      this.#graphRestores.delete(held);
+      this.#buildGraph(workspaceId, held);
+      this.#applyGraphChanges(workspaceId, held);
+    }
   }
 
   /** Saves the held postings that changed since their last save (see `rewriteShare`), and moves forward the horizon of those that did not. */
@@ -374,28 +437,55 @@ export class StoreIndexMirror {
     const snapshots = this.#snapshots;
     const { postings, saved } = held;
     if (!snapshots || held.syncedAt === 0 || !isLargeLoad(postings.chunkCount)) return;
+    // A graph is saved only complete: then it holds every change the syncs up to the horizon found.
+    const graph = held.graph?.complete ? held.graph : undefined;
+    const graphUnsaved = graph !== undefined && (saved?.graph?.graph !== graph || saved.graph.version !== graph.version);
     try {
       if (saved?.postings === postings) {
         const changes = postings.version - saved.version;
-        if (changes === 0) {
+        if (changes === 0 && !graphUnsaved) {
+          // The graph saved, if any, is still the workspace's as held unless a vector changed
+          // since without its terms (then it is no longer complete, or its version moved).
+          if (saved.graph && held.graph !== saved.graph.graph) return;
           const horizon = held.horizon;
           if (horizon !== saved.horizon) await snapshots.advance(workspaceId, saved.file, horizon);
           saved.horizon = horizon;
           return;
         }
-        if (changes < postings.chunkCount * rewriteShare && Date.now() - saved.at < rewriteAfterMs) return;
+        // A graph never saved (built since the postings' save) is saved soon; one saved, with the postings' rule.
+        const graphNeverSaved = graph !== undefined && saved.graph?.graph !== graph;
+        if (!graphNeverSaved && changes < postings.chunkCount * rewriteShare && Date.now() - saved.at < rewriteAfterMs) return;
       }
-      const pause = this.#pause(held);
-      await pause();
-      const { horizon, generation } = held;
-      const version = postings.version;
-      const parts = await postings.encode(pause);
-      if (!parts || held.postings !== postings) return;
-      const file = await snapshots.write(workspaceId, parts, { horizon, generation });
-      held.saved = { postings, version, horizon, file, at: Date.now() };
+      const write = () => this.#write(snapshots, workspaceId, held);
+      await (this.backgroundWork ? this.backgroundWork.time('index_save', write) : write());
     } catch {
       // Saved again at the next round.
     }
+  }
+
+  /**
+   * Writes the held postings, and the graph when it holds every change up to their horizon: one
+   * complete when the horizon is taken. It is written after the postings are copied, as it is
+   * then; changes it took since the horizon are in the log after it, and a catch-up from the
+   * horizon finds them again (setting a chunk as it is held changes nothing).
+   */
+  async #write(snapshots: IndexSnapshots, workspaceId: string, held: HeldWorkspace) {
+    const { postings } = held;
+    const pause = this.#pause(held);
+    await pause();
+    const { horizon, generation } = held;
+    const graph = held.graph?.complete ? held.graph : undefined;
+    const version = postings.version;
+    const parts = await postings.encode(pause);
+    if (!parts || held.postings !== postings) return;
+    let savedGraph: { graph: VectorGraph; version: number } | undefined;
+    const writeGraph = (file: string) => {
+      if (!graph || held.graph !== graph || !graph.complete) return undefined;
+      savedGraph = { graph, version: graph.version };
+      return graph.save(file);
+    };
+    const file = await snapshots.write(workspaceId, parts, { horizon, generation }, graph && { write: writeGraph, pause });
+    held.saved = { postings, version, horizon, file, at: Date.now(), graph: savedGraph };
   }
 
   /**
@@ -404,7 +494,7 @@ export class StoreIndexMirror {
    * it held), or after a build that failed. Searches use the store's graph until it is complete.
    */
   #buildGraph(workspaceId: string, held: HeldWorkspace) {
-    if (this.#graphDimensions === undefined || held.graph) return;
+    if (this.#graphDimensions === undefined || held.graph || this.#graphRestores.has(held)) return;
     const graph = new VectorGraph(this.#graphDimensions());
     held.graph = graph;
     const current = () => this.#held.get(workspaceId) === held && held.graph === graph;
@@ -437,12 +527,14 @@ export class StoreIndexMirror {
    * Loads the workspaces with the most chunks first, until the memory budget is used: a server
    * calls this at start, so that searches soon find their workspaces held. Each page waits for
    * the searches in progress, and a search meanwhile is served without waiting for the load
-   * (`mirroredUnlessLoading`).
+   * (`mirroredUnlessLoading`). A workspace whose graph is restored from disk (`#restoreGraph`) is
+   * reported once that is done; the next workspace's load does not wait for it.
    */
-  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void) {
+  async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, readBack: ReadBack) => void) {
     const workspaces = await this.prisma.$queryRaw<{ workspace_id: string; chunks: number }[]>`
       SELECT workspace_id::text, count(*)::int AS chunks FROM chunk_index GROUP BY workspace_id ORDER BY count(*) DESC`;
     await this.#forgetDeleted();
+    const restores: Promise<void>[] = [];
     for (const { workspace_id: workspaceId, chunks } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
@@ -450,8 +542,13 @@ export class StoreIndexMirror {
       await this.#synced(workspaceId, { ahead: true });
       const held = this.#held.get(workspaceId);
       this.#evictBeyondBudget(new Set([workspaceId]));
-      onLoaded?.(workspaceId, chunks, performance.now() - started, held?.saved?.at === 0 && held.saved.postings === held.postings);
+      const ms = performance.now() - started;
+      const postings = held?.saved?.at === 0 && held.saved.postings === held.postings;
+      const restoring = held && this.#graphRestores.get(held);
+      if (restoring) restores.push(restoring.then((graph) => onLoaded?.(workspaceId, chunks, ms, { postings, graph })));
+      else onLoaded?.(workspaceId, chunks, ms, { postings, graph: false });
     }
+    await Promise.all(restores);
   }
 
   async #catchUp(workspaceId: string, held: HeldWorkspace) {

@@ -30,7 +30,7 @@ export async function openVectorIndex(
     readGraphAhead: db.kind === 'postgres' && options.loadAhead !== false,
     vectorsInMemory: keepsVectorsInMemory(config),
     migrate: config.migrate,
-    snapshotDirectory: config.keywordSnapshotDir,
+    snapshotDirectory: config.indexSnapshotDir,
     expectTableGrowth: db.expectTableGrowth,
   });
 }

@@ -20,11 +20,11 @@ const snapshotMagic = 'KBTERMS1';
 const slicePostings = 1_000_000;
 const alignedTo4 = (bytes: number) => Math.ceil(bytes / 4) * 4;
 
-/** Bytes that are not postings `TermPostings.encode` wrote, or no longer whole. */
+/** Saved bytes that are not what `TermPostings.encode` or `VectorGraph.save` wrote, or no longer whole. */
 export class SnapshotFormatError extends Error {
   override name = 'SnapshotFormatError';
   constructor(why: string) {
-    super(`not a keyword postings snapshot: ${why}`);
+    super(`not a usable saved index: ${why}`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type UsearchModule from 'usearch';
-import type { DocumentFilter } from './term-postings.js';
+import { SnapshotFormatError, type DocumentFilter } from './term-postings.js';
 import type { IndexHit } from './vector-index.js';
 
 /**
@@ -20,6 +20,11 @@ const linkBytes = connectivity * 2 * 4 * 1.1;
 const idBytes = 180;
 
 type Entry = { chunkId: string; documentId: string; fingerprint: number };
+
+/** The ids saved beside a graph's file (`idsOf`): "KBVG", the format, the entries, the bytes of their ids' text. */
+const idsMagic = 0x4756424b;
+const idsFormat = 1;
+const idsHeaderBytes = 16;
 type Change = { documentId: string; vector: Float32Array; fingerprint: number } | null;
 
 /** FNV-1a over a vector's bytes: tells a sync that reads a chunk again unchanged (a horizon behind its write) from a new vector. */
@@ -40,8 +45,8 @@ const usearch = createRequire(import.meta.url)('usearch') as typeof UsearchModul
  * statement in PGlite (WebAssembly, one thread) took 7-13 ms of a search at 120,000 chunks; this
  * graph answers the same question in about 2 ms (docs/retrieval.md).
  *
- * It is filled from the store while searches go on (`readIn`, page by page) and follows the change
- * log (`applySync`), like the postings. A sync only notes its changes: adding a vector takes about
+ * It is filled from the store while searches go on (`readIn`, page by page), or restored from a
+ * save (`restore`, index-snapshots.ts), and follows the change log (`applySync`), like the postings. A sync only notes its changes: adding a vector takes about
  * 0.3 ms, and a sync after a bulk write finds thousands, which would hold the event loop for
  * seconds; they are applied a few at a time in the background (`applyPending`), and searches use
  * the store's graph until none is left. A page is read before it is taken in, so a sync may have
@@ -61,6 +66,8 @@ export class VectorGraph {
   readonly #pending = new Map<string, Change>();
   #changes = 0;
   readonly #changedAt = new Map<string, number>();
+  /** Vectors set or removed since the graph was made: a save notes it, to know later whether the graph changed since. */
+  #version = 0;
 
   constructor(dimensions: number) {
     this.#dimensions = dimensions;
@@ -75,6 +82,34 @@ export class VectorGraph {
     });
   }
 
+  /**
+   * A complete graph as `save` wrote it: USearch's file, and the ids beside it. Throws
+   * SnapshotFormatError when they do not go together (another graph's ids, a file cut short, other
+   * dimensions); USearch refuses a file it cannot read whole.
+   */
+  static restore(dimensions: number, file: string, ids: Uint8Array): VectorGraph {
+    const graph = new VectorGraph(dimensions);
+    const entries = decodeIds(ids);
+    try {
+      graph.#index.load(file);
+    } catch (error) {
+      throw new SnapshotFormatError(`USearch could not read the graph: ${(error as Error).message}`);
+    }
+    if (graph.#index.dimensions() !== dimensions) throw new SnapshotFormatError(`the graph has ${graph.#index.dimensions()} dimensions where ${dimensions} are used`);
+    if (graph.#index.size() !== entries.length) throw new SnapshotFormatError(`the graph holds ${graph.#index.size()} vectors and its ids ${entries.length}`);
+    const keys = BigUint64Array.from(entries, (entry) => BigInt(entry.key));
+    if (entries.length > 0 && !(graph.#index.contains(keys) as boolean[]).every(Boolean)) throw new SnapshotFormatError('its ids name vectors the graph does not hold');
+    for (const { key, chunkId, documentId, fingerprint } of entries) {
+      if (graph.#keyOf.has(chunkId)) throw new SnapshotFormatError(`chunk ${chunkId} is named twice`);
+      graph.#keyOf.set(chunkId, key);
+      graph.#entries.set(key, { chunkId, documentId, fingerprint });
+      graph.#documentChunks.set(documentId, (graph.#documentChunks.get(documentId) ?? 0) + 1);
+      if (key >= graph.#nextKey) graph.#nextKey = key + 1;
+    }
+    graph.#built = true;
+    return graph;
+  }
+
   /** Whether the graph holds the workspace as its last sync found it: searches use it then. */
   get complete() {
     return this.#built && this.#pending.size === 0;
@@ -87,6 +122,21 @@ export class VectorGraph {
 
   get size() {
     return this.#entries.size;
+  }
+
+  get version() {
+    return this.#version;
+  }
+
+  /**
+   * Writes the complete graph to `file` in USearch's format, and returns the ids that go beside it
+   * (`restore` takes both). Native code writing the whole graph at once: 0.15-0.28 s per 100,000
+   * chunks of 384 dimensions, during which this thread does nothing else (docs/retrieval.md).
+   */
+  save(file: string): Uint8Array {
+    if (!this.complete) throw new Error('only a complete graph is saved');
+    this.#index.save(file);
+    return encodeIds(this.#entries);
   }
 
   /** Bytes held, roughly: the vectors and links of every slot reserved, and the ids beside them. */
@@ -173,6 +223,7 @@ export class VectorGraph {
     // A new key each time: a key removed from the graph is not given out again.
     const key = this.#nextKey++;
     this.#index.add(BigInt(key), vector, 1);
+    this.#version += 1;
     this.#keyOf.set(chunkId, key);
     this.#entries.set(key, { chunkId, documentId, fingerprint: fingerprintOf(vector) });
     this.#documentChunks.set(documentId, (this.#documentChunks.get(documentId) ?? 0) + 1);
@@ -183,10 +234,58 @@ export class VectorGraph {
     if (key === undefined) return;
     const entry = this.#entries.get(key)!;
     this.#index.remove(BigInt(key));
+    this.#version += 1;
     this.#keyOf.delete(chunkId);
     this.#entries.delete(key);
     const left = (this.#documentChunks.get(entry.documentId) ?? 1) - 1;
     if (left > 0) this.#documentChunks.set(entry.documentId, left);
     else this.#documentChunks.delete(entry.documentId);
   }
+}
+
+function encodeIds(entries: ReadonlyMap<number, Entry>): Uint8Array {
+  const count = entries.size;
+  const text = Buffer.from([...entries.values()].map((entry) => `${entry.chunkId} ${entry.documentId}`).join('\n'), 'utf8');
+  const bytes = new Uint8Array(idsHeaderBytes + count * 12 + text.length);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(0, idsMagic, true);
+  view.setUint32(4, idsFormat, true);
+  view.setUint32(8, count, true);
+  view.setUint32(12, text.length, true);
+  let offset = idsHeaderBytes;
+  for (const [key, entry] of entries) {
+    view.setFloat64(offset, key, true);
+    view.setUint32(offset + 8, entry.fingerprint, true);
+    offset += 12;
+  }
+  bytes.set(text, offset);
+  return bytes;
+}
+
+const idPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function decodeIds(bytes: Uint8Array): (Entry & { key: number })[] {
+  const fail = (why: string): never => {
+    throw new SnapshotFormatError(`the graph's ids: ${why}`);
+  };
+  if (bytes.length < idsHeaderBytes) fail('shorter than their header');
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(0, true) !== idsMagic || view.getUint32(4, true) !== idsFormat) fail('not ids of a graph, or of another format');
+  const count = view.getUint32(8, true);
+  const textBytes = view.getUint32(12, true);
+  if (idsHeaderBytes + count * 12 + textBytes !== bytes.length) fail(`${bytes.length} bytes where their header counts ${idsHeaderBytes + count * 12 + textBytes}`);
+  const lines = count === 0 ? [] : Buffer.from(bytes.buffer, bytes.byteOffset + idsHeaderBytes + count * 12, textBytes).toString('utf8').split('\n');
+  if (lines.length !== count) fail(`${lines.length} ids where ${count} are counted`);
+  const entries: (Entry & { key: number })[] = [];
+  const keys = new Set<number>();
+  for (let index = 0; index < count; index += 1) {
+    const offset = idsHeaderBytes + index * 12;
+    const key = view.getFloat64(offset, true);
+    if (!Number.isSafeInteger(key) || key < 1 || keys.has(key)) fail(`key ${key} is not a key the graph gives out, or is given twice`);
+    keys.add(key);
+    const [chunkId, documentId, ...rest] = lines[index]!.split(' ');
+    if (rest.length > 0 || !idPattern.test(chunkId ?? '') || !idPattern.test(documentId ?? '')) fail(`line ${index + 1} is not a chunk's and a document's id`);
+    entries.push({ key, chunkId: chunkId!, documentId: documentId!, fingerprint: view.getUint32(offset + 8, true) });
+  }
+  return entries;
 }

@@ -62,6 +62,9 @@ export type IndexSearchResult = {
 /** Which model built the index: its vectors are only comparable with that model's. */
 export type IndexModel = { model: string; dimensions: number };
 
+/** What a workspace's load at start read back from what was saved on disk, instead of from the store. */
+export type ReadBack = { postings: boolean; graph: boolean };
+
 /** What sets one index apart from another, for whatever must know: never its kind. */
 export type IndexTraits = {
   /**
@@ -121,7 +124,7 @@ export interface VectorIndex {
    * the shared buffers, said to `onGraphRead`). Called at start, not awaited; stops between
    * workspaces, and cancels the graph's read, once `signal` aborts.
    */
-  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, fromSaved: boolean) => void, onGraphRead?: (outcome: GraphRead) => void): Promise<void>;
+  warm?(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, readBack: ReadBack) => void, onGraphRead?: (outcome: GraphRead) => void): Promise<void>;
   /**
    * pgvector: chunks written but not merged into the HNSW graph yet. Searches compare them one
    * by one meanwhile, so they are found all the same. Exact while few wait, and always 0 when
