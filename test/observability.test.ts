@@ -104,7 +104,7 @@ describe('GET /metrics', () => {
     // the store, where the last merge's statement may have gone just before it. The next scrape
     // counts that merge.
     text = await scrape();
-    for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'vector_graph_build', 'cache_resize', 'cache_warm']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
+    for (const task of ['graph_merge', 'analyze', 'vacuum', 'keyword_load', 'vector_graph_build', 'cache_resize', 'cache_warm', 'index_save']) expect(sample(text, 'kb_store_background_running', { task })).toBeGreaterThanOrEqual(0);
     const seconds = (task: string) => sample(text, 'kb_store_background_seconds_total', { task }) ?? -1;
     if (server.config.elasticsearch) {
       // Elasticsearch builds its own graph and ranks keywords itself.
