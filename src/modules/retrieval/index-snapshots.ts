@@ -107,8 +107,8 @@ async function fileCrc32(file: string, pause?: () => Promise<void>): Promise<{ c
  * starts, or loads a workspace again after dropping it from memory, reads a few files and catches
  * up with the store's change log instead of reading every chunk's terms from the store (4-6 s at
  * 100,000 chunks, against about 0.2 s) and building its graph again (43-46 s in slices, against
- * about 0.25 s). A cache: anything missing, unreadable, of another index or too
- * old for the log is ignored and the workspace loaded from the store as before.
+ * about 0.25 s). A cache: anything missing, unreadable, of another index or too old for the log
+ * is ignored and the workspace loaded from the store as before.
  *
  * Per workspace, `<id>.<writer>.postings` holds the postings, `<id>.<writer>.graph` and
  * `.graph-ids` the graph (USearch's file, and the chunk and document of each of its keys), and
@@ -134,9 +134,9 @@ export class IndexSnapshots {
   }
 
   /**
-   * The workspace's saved postings, and its graph's files checked whole where one was saved, or
-   * undefined when no postings are saved or they cannot be read whole (then removed). A graph that
-   * is not whole is left out (and removed), the postings kept. `pause` runs between slices.
+   * The workspace's saved postings, with the graph saved beside them named (read by `readGraph`),
+   * or undefined when no postings are saved or they cannot be read whole (then removed). `pause`
+   * runs between slices of the decoding.
    */
   async read(workspaceId: string, pause?: () => Promise<void>): Promise<SavedWorkspace | undefined> {
     if (!uuidPattern.test(workspaceId)) return undefined;
