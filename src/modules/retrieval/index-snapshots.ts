@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { SnapshotFormatError, TermPostings } from './term-postings.js';
@@ -12,6 +13,7 @@ type SavedGraphEntry = {
   crc32: number;
   ids: string;
   idsBytes: number;
+  idsCrc32: number;
 };
 
 /** What a workspace's `<id>.json` says of its saved postings, and of its graph when one was saved with them. */
@@ -86,7 +88,8 @@ function savedGraphEntry(graph: Partial<SavedGraphEntry>, workspaceId: string): 
     graphIdsFilePattern.exec(graph.ids)?.[1] === workspaceId &&
     Number.isSafeInteger(graph.bytes) &&
     Number.isSafeInteger(graph.idsBytes) &&
-    Number.isInteger(graph.crc32)
+    Number.isInteger(graph.crc32) &&
+    Number.isInteger(graph.idsCrc32)
   );
 }
 
@@ -163,21 +166,21 @@ export class IndexSnapshots {
   }
 
   /**
-   * The saved graph's file, checked against its size and CRC, and its ids (VectorGraph.restore);
-   * undefined, and the graph taken out of its entry, when they are not whole.
+   * The saved graph's file, checked against its size and CRC, and its ids, checked the same way
+   * (VectorGraph.restore takes both). Throws SnapshotFormatError when they are not the files
+   * written (`dropGraph` then), and undefined when they are gone (another save replaced them).
    */
   async readGraph(graph: SavedGraph, pause?: () => Promise<void>): Promise<{ path: string; ids: Uint8Array } | undefined> {
     const graphPath = path.join(this.directory, graph.file);
     try {
       const ids = await readFile(path.join(this.directory, graph.ids));
-      if (ids.length !== graph.idsBytes) throw new SnapshotFormatError(`the graph's ids hold ${ids.length} bytes where ${graph.idsBytes} were written`);
+      if (ids.length !== graph.idsBytes || crc32(ids) !== graph.idsCrc32) throw new SnapshotFormatError(`the graph's ids are not those written (${ids.length} bytes where ${graph.idsBytes} were written, or another CRC)`);
       const read = await fileCrc32(graphPath, pause);
       if (read.bytes !== graph.bytes || read.crc !== graph.crc32) throw new SnapshotFormatError(`the graph's file is not the one written (${read.bytes} bytes, CRC ${read.crc}; written ${graph.bytes}, ${graph.crc32})`);
       return { path: graphPath, ids: new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength) };
     } catch (error) {
-      if (!(error instanceof SnapshotFormatError) && !missing(error)) throw error;
-      await this.dropGraph(graph);
-      return undefined;
+      if (missing(error)) return undefined;
+      throw error;
     }
   }
 
@@ -193,7 +196,8 @@ export class IndexSnapshots {
   ): Promise<string> {
     await mkdir(this.directory, { recursive: true });
     const previous = await this.#entry(workspaceId);
-    const writer = `${process.pid}-${Date.now().toString(36)}`;
+    // Unique across processes sharing the directory, also where each runs as pid 1 (containers).
+    const writer = `${Date.now().toString(36)}-${randomUUID().slice(0, 8)}`;
     const file = `${workspaceId}.${writer}.postings`;
     const written: string[] = [];
     let savedGraph: SavedGraphEntry | undefined;
@@ -227,7 +231,7 @@ export class IndexSnapshots {
     written.push(path.join(this.directory, file));
     const idsFile = `${name}.graph-ids`;
     const idsBytes = await this.#writeWhole(idsFile, [ids], written);
-    return { file, bytes, crc32: crc, ids: idsFile, idsBytes };
+    return { file, bytes, crc32: crc, ids: idsFile, idsBytes, idsCrc32: crc32(ids) };
   }
 
   /** Writes `parts` to `file` under a partial name, flushed to disk, then renames it; its bytes. */
@@ -259,16 +263,17 @@ export class IndexSnapshots {
   /**
    * Moves the horizon of the postings saved in `file` forward, the postings held having stayed
    * the same since: a catch-up from an old horizon would find it behind the change log's cleanup.
-   * Nothing is done when another save has replaced `file` meanwhile.
+   * Nothing is done, and false returned, when another save has replaced `file` meanwhile.
    */
-  async advance(workspaceId: string, file: string, horizon: string) {
+  async advance(workspaceId: string, file: string, horizon: string): Promise<boolean> {
     const entry = await this.#entry(workspaceId);
-    if (entry?.file !== file) return;
+    if (entry?.file !== file) return false;
     await this.#writeEntry(workspaceId, { ...entry, horizon });
+    return true;
   }
 
   async #writeEntry(workspaceId: string, entry: SavedEntry) {
-    const written = `${this.#entryPath(workspaceId)}.${process.pid}.partial`;
+    const written = `${this.#entryPath(workspaceId)}.${randomUUID().slice(0, 8)}.partial`;
     await writeFile(written, JSON.stringify(entry));
     await rename(written, this.#entryPath(workspaceId));
   }
@@ -279,11 +284,16 @@ export class IndexSnapshots {
     await this.#removeUnnamed(workspaceId, [], 0);
   }
 
-  /** Removes what is saved of workspaces not in `kept`: deleted ones, or all after the index was emptied. */
+  /**
+   * Removes what is saved of workspaces not in `kept` (deleted ones, or all after the index was
+   * emptied), and files a write left partial (a process killed while writing) once they are old.
+   */
   async keepOnly(kept: ReadonlySet<string>) {
     for (const name of await this.#names()) {
       const workspaceId = name.slice(0, 36);
-      if (uuidPattern.test(workspaceId) && !kept.has(workspaceId)) await rm(path.join(this.directory, name), { force: true });
+      if (!uuidPattern.test(workspaceId)) continue;
+      if (!kept.has(workspaceId)) await rm(path.join(this.directory, name), { force: true });
+      else if (name.endsWith('.partial')) await this.#removeIfOld(name);
     }
   }
 
@@ -300,10 +310,14 @@ export class IndexSnapshots {
   async #removeUnnamed(workspaceId: string, named: readonly string[], olderThanMs = orphanAfterMs) {
     for (const name of await this.#names()) {
       if (named.includes(name) || !name.startsWith(`${workspaceId}.`) || !savedFileSuffixes.some((suffix) => name.endsWith(suffix))) continue;
-      const file = path.join(this.directory, name);
-      const modified = await stat(file).then((stats) => stats.mtimeMs, () => undefined);
-      if (modified !== undefined && Date.now() - modified >= olderThanMs) await rm(file, { force: true });
+      await this.#removeIfOld(name, olderThanMs);
     }
+  }
+
+  async #removeIfOld(name: string, olderThanMs = orphanAfterMs) {
+    const file = path.join(this.directory, name);
+    const modified = await stat(file).then((stats) => stats.mtimeMs, () => undefined);
+    if (modified !== undefined && Date.now() - modified >= olderThanMs) await rm(file, { force: true });
   }
 }
 

@@ -265,8 +265,11 @@ describe('the index saved to disk', () => {
       { texts, vectors: texts.map(randomVector) },
       { texts: ['zeppelin hangar'], vectors: [randomVector()] },
     ]);
+    // Merged into the store's graph: a load reads the waiting chunks' rows in full, so only a merged
+    // chunk's terms changed without a log row tell postings read back from postings read from the store.
+    while ((await index.mergeIntoGraph(500)) > 0);
     const entry = path.join(directory, `${workspaceId}.json`);
-    type Entry = { file: string; graph?: { file: string } };
+    type Entry = { file: string; graph?: { file: string; ids: string } };
     const savedEntry = async () => JSON.parse(await readFile(entry, 'utf8')) as Entry;
     const graphSaved = async (unlike?: string) => {
       for (let waited = 0; waited < 30_000; waited += 50) {
@@ -322,15 +325,20 @@ describe('the index saved to disk', () => {
     }
 
     // A byte of the graph's file changed: refused before USearch reads it, built from the store (which
-    // has the changed vector), the postings still read back; then saved again.
+    // has the changed vector), the postings still read back (a chunk's terms changed without a log
+    // row are not found); then saved again.
     const damaged = await graphSaved();
     const damagedPath = path.join(directory, damaged);
     const bytes = await readFile(damagedPath);
     bytes[bytes.length >> 1] = bytes[bytes.length >> 1]! ^ 0xff;
     await writeFile(damagedPath, bytes);
+    const termsChanged = await chunkOf(documentIds[0]!, 9);
+    await db.prisma.$executeRaw`UPDATE chunk_index SET terms = ${analyze('unlogged')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${termsChanged}::uuid`;
+    await db.prisma.$executeRaw`UPDATE chunk_index_fresh SET terms = ${analyze('unlogged')}::text[], freqs = ARRAY[1] WHERE chunk_id = ${termsChanged}::uuid`;
     const third = await withSaves();
     try {
       expect(await keywordTexts(third, workspaceId, 'quasar')).toEqual(['quasar beacon']);
+      expect(await keywordTexts(third, workspaceId, 'unlogged')).toEqual([]);
       await settled();
       expect((await nearest(third, movedVector))[0]).toBe(moved);
       await graphSaved(damaged);
@@ -338,6 +346,25 @@ describe('the index saved to disk', () => {
       await third.close();
     }
     expect(await readdir(directory)).not.toContain(damaged);
+
+    // A chunk's id in the graph's ids changed for another of the same length: refused by their CRC.
+    const savedIds = (await savedEntry()).graph!;
+    const idsPath = path.join(directory, savedIds.ids);
+    const idsText = await readFile(idsPath);
+    const at = idsText.indexOf(Buffer.from(moved));
+    expect(at).toBeGreaterThan(0);
+    idsText[at] = idsText[at] === 0x61 ? 0x62 : 0x61;
+    await writeFile(idsPath, idsText);
+    const fourth = await withSaves();
+    try {
+      await keywordTexts(fourth, workspaceId, 'quasar');
+      await settled();
+      expect((await nearest(fourth, movedVector))[0]).toBe(moved);
+      await graphSaved(savedIds.file);
+    } finally {
+      await fourth.close();
+    }
+    expect(await readdir(directory)).not.toContain(savedIds.ids);
     await db.prisma.workspace.delete({ where: { id: workspaceId } });
     await rm(directory, { recursive: true, force: true });
   }, 90_000);

@@ -73,8 +73,12 @@ export class StoreIndexMirror {
   /** The last log row read by `#followLog`; undefined until its first reading. */
   #followedSeq: string | undefined;
   #following = false;
-  /** Graphs being restored from what was saved (`#restoreGraph`): none is built from the store meanwhile. */
-  readonly #graphRestores = new Map<HeldWorkspace, Promise<boolean>>();
+  /**
+   * Graphs being restored from what was saved (`#restoreGraph`), with the bytes they will take:
+   * meanwhile none is built from the store and the workspace is not saved.
+   */
+  readonly #graphRestores = new Map<HeldWorkspace, { restored: Promise<boolean>; bytes: number }>();
+  #closed = false;
   /** Graphs whose noted changes are being applied (`#applyGraphChanges`). */
   readonly #applying = new WeakSet<VectorGraph>();
   /** The vectors' dimensions, when each held workspace also keeps its vectors in a graph in memory (VectorGraph); undefined otherwise. */
@@ -110,6 +114,7 @@ export class StoreIndexMirror {
 
   /** Stops the background syncs and saves. */
   close() {
+    this.#closed = true;
     clearInterval(this.#refresher);
     clearInterval(this.#follower);
     clearInterval(this.#saver);
@@ -226,7 +231,7 @@ export class StoreIndexMirror {
   /** Bytes held across workspaces, roughly. */
   get approximateBytes() {
     let bytes = 0;
-    for (const held of this.#held.values()) bytes += heldBytes(held);
+    for (const held of this.#held.values()) bytes += heldBytes(held) + (this.#graphRestores.get(held)?.bytes ?? 0);
     return bytes;
   }
 
@@ -338,7 +343,8 @@ export class StoreIndexMirror {
       // Read afresh from the store instead (the saved postings were of another index, or too old): saved again.
       void this.#save(workspaceId, held);
     } else if (saved.graph && this.#graphDimensions) {
-      this.#graphRestores.set(held, this.#restoreGraph(snapshots, workspaceId, held, saved, saved.graph));
+      // Counted in the budget from now: the graph takes about as many bytes in memory as on disk.
+      this.#graphRestores.set(held, { restored: this.#restoreGraph(snapshots, workspaceId, held, saved, saved.graph), bytes: saved.graph.bytes });
     }
     return true;
   }
@@ -352,29 +358,39 @@ export class StoreIndexMirror {
    * graph is built from the store.
    */
   async #restoreGraph(snapshots: IndexSnapshots, workspaceId: string, held: HeldWorkspace, saved: SavedWorkspace, savedGraph: SavedGraph): Promise<boolean> {
-    const current = () => this.#held.get(workspaceId) === held && held.postings === saved.postings && !held.graph;
+    const current = () => !this.#closed && this.#held.get(workspaceId) === held && held.postings === saved.postings && !held.graph;
     const restore = async () => {
       const pause = this.#pause(held);
       await pause();
-      const files = current() ? await snapshots.readGraph(savedGraph, pause) : undefined;
-      if (!files) return false;
-      await pause();
-      if (!current()) return false;
-      let graph: VectorGraph;
+      let graph: VectorGraph | undefined;
       try {
-        graph = VectorGraph.restore(this.#graphDimensions!(), files.path, files.ids);
+        const files = current() ? await snapshots.readGraph(savedGraph, pause) : undefined;
+        await pause();
+        if (files && current()) graph = VectorGraph.restore(this.#graphDimensions!(), files.path, files.ids);
       } catch (error) {
-        if (error instanceof SnapshotFormatError) await snapshots.dropGraph(savedGraph);
-        return false;
+        if (!(error instanceof SnapshotFormatError)) throw error;
+        // In turn with the saves: one under way may be replacing the entry.
+        const drop = this.#saves.then(() => snapshots.dropGraph(savedGraph));
+        this.#saves = drop.catch(() => undefined);
+        await drop;
       }
+      if (!graph) return false;
+      const restored = graph;
       const turn = held.turn
         .catch(() => undefined)
         .then(async () => {
           if (!current()) return false;
-          held.graph = graph;
-          if (held.saved?.postings === saved.postings) held.saved.graph = { graph, version: graph.version };
-          await catchUpWorkspace(this.prisma, this.backgroundWork, workspaceId, held, saved.horizon);
-          return held.graph === graph;
+          held.graph = restored;
+          if (held.saved?.postings === saved.postings && held.saved.file === saved.file) held.saved.graph = { graph: restored, version: restored.version };
+          try {
+            await catchUpWorkspace(this.prisma, this.backgroundWork, workspaceId, held, saved.horizon);
+          } catch (error) {
+            // Not caught up, it lacks what changed since the save: built from the store instead.
+            if (held.graph === restored) held.graph = undefined;
+            if (held.saved?.graph?.graph === restored) held.saved.graph = undefined;
+            throw error;
+          }
+          return held.graph === restored;
         });
       held.turn = turn;
       return await turn;
@@ -386,8 +402,10 @@ export class StoreIndexMirror {
     } finally {
       // Built from the store when not restored; the catch-up's notes applied when it was.
       this.#graphRestores.delete(held);
-      this.#buildGraph(workspaceId, held);
-      this.#applyGraphChanges(workspaceId, held);
+      if (!this.#closed && this.#held.get(workspaceId) === held) {
+        this.#buildGraph(workspaceId, held);
+        this.#applyGraphChanges(workspaceId, held);
+      }
     }
   }
 
@@ -436,7 +454,8 @@ export class StoreIndexMirror {
   async #saveNow(workspaceId: string, held: HeldWorkspace) {
     const snapshots = this.#snapshots;
     const { postings, saved } = held;
-    if (!snapshots || held.syncedAt === 0 || !isLargeLoad(postings.chunkCount)) return;
+    // A graph being restored may be held before its catch-up has noted what changed since its save.
+    if (!snapshots || held.syncedAt === 0 || !isLargeLoad(postings.chunkCount) || this.#graphRestores.has(held)) return;
     // A graph is saved only complete: then it holds every change the syncs up to the horizon found.
     const graph = held.graph?.complete ? held.graph : undefined;
     const graphUnsaved = graph !== undefined && (saved?.graph?.graph !== graph || saved.graph.version !== graph.version);
@@ -444,12 +463,13 @@ export class StoreIndexMirror {
       if (saved?.postings === postings) {
         const changes = postings.version - saved.version;
         if (changes === 0 && !graphUnsaved) {
-          // The graph saved, if any, is still the workspace's as held unless a vector changed
-          // since without its terms (then it is no longer complete, or its version moved).
-          if (saved.graph && held.graph !== saved.graph.graph) return;
+          // The graph saved, if any, is still the workspace's as held only if it is complete and
+          // unchanged since: a vector changed without its terms leaves notes, or moves its version.
+          if (saved.graph && (graph !== saved.graph.graph || graph.version !== saved.graph.version)) return;
           const horizon = held.horizon;
-          if (horizon !== saved.horizon) await snapshots.advance(workspaceId, saved.file, horizon);
-          saved.horizon = horizon;
+          // Another save replaced the entry: this one is written again at the next round.
+          if (horizon !== saved.horizon && !(await snapshots.advance(workspaceId, saved.file, horizon))) held.saved = undefined;
+          else saved.horizon = horizon;
           return;
         }
         // A graph never saved (built since the postings' save) is saved soon; one saved, with the postings' rule.
@@ -545,7 +565,7 @@ export class StoreIndexMirror {
       const ms = performance.now() - started;
       const postings = held?.saved?.at === 0 && held.saved.postings === held.postings;
       const restoring = held && this.#graphRestores.get(held);
-      if (restoring) restores.push(restoring.then((graph) => onLoaded?.(workspaceId, chunks, ms, { postings, graph })));
+      if (restoring) restores.push(restoring.restored.then((graph) => onLoaded?.(workspaceId, chunks, ms, { postings, graph })));
       else onLoaded?.(workspaceId, chunks, ms, { postings, graph: false });
     }
     await Promise.all(restores);
