@@ -4,6 +4,9 @@ const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 
 export const isUuid = (value: string) => uuidPattern.test(value);
 
+/** A UUID as the store writes it: lower-case. Files the service writes name ids this way. */
+export const isStoredUuid = (value: string) => uuidPattern.test(value) && value === value.toLowerCase();
+
 /** Ids are UUIDs; anything else cannot name a resource, so it is a 404 like an unknown id. */
 export function requireUuid(id: string, kind: string, named = id): string {
   if (!isUuid(id)) throw notFound(kind, named);

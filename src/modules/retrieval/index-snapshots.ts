@@ -3,6 +3,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'nod
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
+import { isStoredUuid } from '../../ids.js';
 import { SnapshotFormatError, TermPostings } from './term-postings.js';
 
 /** A graph saved beside the postings (VectorGraph.save): USearch's file and the ids that go with it. */
@@ -44,7 +45,6 @@ export type SavedGraph = SavedGraphEntry & { workspaceId: string; postingsFile: 
 /** Writes a graph to the file named, returning its ids (VectorGraph.save); undefined when it writes none after all. */
 export type GraphWriter = (file: string) => Uint8Array | undefined;
 
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const savedFilePattern = (suffix: string) => new RegExp(`^([0-9a-f-]{36})\\.[0-9a-z-]+\\.${suffix}$`);
 const postingsFilePattern = savedFilePattern('postings');
 const graphFilePattern = savedFilePattern('graph');
@@ -142,7 +142,7 @@ export class IndexSnapshots {
    * runs between slices of the decoding.
    */
   async read(workspaceId: string, pause?: () => Promise<void>): Promise<SavedWorkspace | undefined> {
-    if (!uuidPattern.test(workspaceId)) return undefined;
+    if (!isStoredUuid(workspaceId)) return undefined;
     const entry = await this.#entry(workspaceId);
     if (!entry) return undefined;
     let bytes: Buffer;
@@ -291,7 +291,7 @@ export class IndexSnapshots {
   async keepOnly(kept: ReadonlySet<string>) {
     for (const name of await this.#names()) {
       const workspaceId = name.slice(0, 36);
-      if (!uuidPattern.test(workspaceId)) continue;
+      if (!isStoredUuid(workspaceId)) continue;
       if (!kept.has(workspaceId)) await rm(path.join(this.directory, name), { force: true });
       else if (name.endsWith('.partial')) await this.#removeIfOld(name);
     }

@@ -225,7 +225,17 @@ export class StoreIndexMirror {
     this.#tooLargeAhead.clear();
     // Of no use to the new index (a load would find them of another generation); after any save under way.
     const snapshots = this.#snapshots;
-    if (snapshots) this.#saves = this.#saves.then(() => snapshots.keepOnly(new Set())).catch(() => undefined);
+    if (snapshots) this.#afterSaves(() => snapshots.keepOnly(new Set())).catch(() => undefined);
+  }
+
+  /** Runs `work` on the saved files after the saves and removals queued before it (see `#saves`). */
+  #afterSaves<T>(work: () => Promise<T>): Promise<T> {
+    const done = this.#saves.then(work);
+    this.#saves = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    return done;
   }
 
   /** Bytes held across workspaces, roughly. */
@@ -370,9 +380,7 @@ export class StoreIndexMirror {
       } catch (error) {
         if (!(error instanceof SnapshotFormatError)) throw error;
         // In turn with the saves: one under way may be replacing the entry.
-        const drop = this.#saves.then(() => snapshots.dropGraph(savedGraph));
-        this.#saves = drop.catch(() => undefined);
-        await drop;
+        await this.#afterSaves(() => snapshots.dropGraph(savedGraph));
       }
       if (!graph) return false;
       const restored = graph;
@@ -430,13 +438,11 @@ export class StoreIndexMirror {
     const snapshots = this.#snapshots;
     if (!snapshots) return Promise.resolve();
     this.#forgottenAt = Date.now();
-    const forget = this.#saves.then(async () => {
+    return this.#afterSaves(async () => {
       const rows = await this.prisma.$queryRaw<{ workspace_id: string }[]>`
         SELECT DISTINCT workspace_id::text FROM chunk_index UNION SELECT DISTINCT workspace_id::text FROM chunk_index_fresh`;
       await snapshots.keepOnly(new Set(rows.map((row) => row.workspace_id)));
-    });
-    this.#saves = forget.catch(() => undefined);
-    return this.#saves;
+    }).catch(() => undefined);
   }
 
   /**
@@ -446,9 +452,7 @@ export class StoreIndexMirror {
    * or none: the next start reads the workspace from the store.
    */
   #save(workspaceId: string, held: HeldWorkspace): Promise<void> {
-    const save = this.#saves.then(() => this.#saveNow(workspaceId, held));
-    this.#saves = save.catch(() => undefined);
-    return save;
+    return this.#afterSaves(() => this.#saveNow(workspaceId, held));
   }
 
   async #saveNow(workspaceId: string, held: HeldWorkspace) {
@@ -458,14 +462,14 @@ export class StoreIndexMirror {
     if (!snapshots || held.syncedAt === 0 || !isLargeLoad(postings.chunkCount) || this.#graphRestores.has(held)) return;
     // A graph is saved only complete: then it holds every change the syncs up to the horizon found.
     const graph = held.graph?.complete ? held.graph : undefined;
-    const graphUnsaved = graph !== undefined && (saved?.graph?.graph !== graph || saved.graph.version !== graph.version);
+    // The graph saved, if any, is still the workspace's as held only if it is complete and
+    // unchanged since: a vector changed without its terms leaves notes, or moves its version.
+    const graphAsSaved = saved?.graph !== undefined && graph === saved.graph.graph && graph.version === saved.graph.version;
     try {
       if (saved?.postings === postings) {
         const changes = postings.version - saved.version;
-        if (changes === 0 && !graphUnsaved) {
-          // The graph saved, if any, is still the workspace's as held only if it is complete and
-          // unchanged since: a vector changed without its terms leaves notes, or moves its version.
-          if (saved.graph && (graph !== saved.graph.graph || graph.version !== saved.graph.version)) return;
+        if (changes === 0 && (graph === undefined || graphAsSaved)) {
+          if (saved.graph && !graphAsSaved) return;
           const horizon = held.horizon;
           // Another save replaced the entry: this one is written again at the next round.
           if (horizon !== saved.horizon && !(await snapshots.advance(workspaceId, saved.file, horizon))) held.saved = undefined;

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type UsearchModule from 'usearch';
+import { isStoredUuid } from '../../ids.js';
 import { SnapshotFormatError, type DocumentFilter } from './term-postings.js';
 import type { IndexHit } from './vector-index.js';
 
@@ -262,8 +263,6 @@ function encodeIds(entries: ReadonlyMap<number, Entry>): Uint8Array {
   return bytes;
 }
 
-const idPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 function decodeIds(bytes: Uint8Array): (Entry & { key: number })[] {
   const fail = (why: string): never => {
     throw new SnapshotFormatError(`the graph's ids: ${why}`);
@@ -284,7 +283,7 @@ function decodeIds(bytes: Uint8Array): (Entry & { key: number })[] {
     if (!Number.isSafeInteger(key) || key < 1 || keys.has(key)) fail(`key ${key} is not a key the graph gives out, or is given twice`);
     keys.add(key);
     const [chunkId, documentId, ...rest] = lines[index]!.split(' ');
-    if (rest.length > 0 || !idPattern.test(chunkId ?? '') || !idPattern.test(documentId ?? '')) fail(`line ${index + 1} is not a chunk's and a document's id`);
+    if (rest.length > 0 || !isStoredUuid(chunkId ?? '') || !isStoredUuid(documentId ?? '')) fail(`line ${index + 1} is not a chunk's and a document's id`);
     entries.push({ key, chunkId: chunkId!, documentId: documentId!, fingerprint: view.getUint32(offset + 8, true) });
   }
   return entries;
