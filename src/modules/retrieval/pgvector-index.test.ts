@@ -6,6 +6,7 @@ import { openDatabase, type Database } from '../../db/database.js';
 import { BackgroundWork } from '../../observability/background-work.js';
 import { analyze, termFrequencies } from './analyzer.js';
 import { parseSketch, sketchOf } from './fresh-vectors.js';
+import { workspacesInIndex, workspacesLargestFirst } from './indexed-workspaces.js';
 import { openPgvectorIndex } from './pgvector-index.js';
 import type { VectorIndex } from './vector-index.js';
 import { dimensions, holdTableLocked, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
@@ -336,5 +337,41 @@ describe('the pgvector index', () => {
       await loading.close();
     }
     await db.prisma.workspace.deleteMany({ where: { id: { in: [large.workspaceId, small.workspaceId] } } });
+  }, 60_000);
+  it('finds the workspaces in the index through its workspace indexes, and orders the loads at start largest first by the store statistics', async () => {
+    const graph = index as VectorIndex & Required<Pick<VectorIndex, 'mergeIntoGraph'>>;
+    const texts = (word: string, count: number) => Array.from({ length: count }, (_, i) => `${word} ${i}`);
+    const big = await workspaceWith('sizes-big', [{ texts: texts('cormorant', 12), vectors: texts('x', 12).map((_, i) => unit(40 + i)) }]);
+    const middle = await workspaceWith('sizes-middle', [{ texts: texts('gannet', 5), vectors: texts('x', 5).map((_, i) => unit(60 + i)) }]);
+    const small = await workspaceWith('sizes-small', [{ texts: texts('tern', 2), vectors: [unit(70), unit(71)] }]);
+    while ((await graph.mergeIntoGraph(500)) > 0);
+    // Written after the merge: outside the graph, in chunk_index_fresh only.
+    const waiting = await workspaceWith('sizes-waiting', [{ texts: ['puffin burrow'], vectors: [unit(72)] }]);
+    const empty = await db.prisma.workspace.create({ data: { userId, name: 'sizes-empty', nameKey: `sizes-empty-${Math.random()}` } });
+    const mine = [big, middle, small, waiting].map((workspace) => workspace.workspaceId);
+
+    const present = await workspacesInIndex(db.prisma);
+    expect(mine.filter((workspaceId) => present.has(workspaceId))).toEqual(mine);
+    expect(present.has(empty.id)).toBe(false);
+
+    await db.prisma.$executeRawUnsafe('ANALYZE chunk_index');
+    // After the statistics were taken: in the index, but named by none of them.
+    const late = await workspaceWith('sizes-late', [{ texts: texts('skua', 3), vectors: [unit(73), unit(74), unit(75)] }]);
+    while ((await graph.mergeIntoGraph(500)) > 0);
+    const ordered = (await workspacesLargestFirst(db.prisma)).filter((row) => [...mine, late.workspaceId].includes(row.workspaceId));
+    // The statistics of a table this small count every row; the waiting workspace is merged by now but was not then.
+    expect(ordered.slice(0, 3)).toEqual([
+      { workspaceId: big.workspaceId, estimatedChunks: 12 },
+      { workspaceId: middle.workspaceId, estimatedChunks: 5 },
+      { workspaceId: small.workspaceId, estimatedChunks: 2 },
+    ]);
+    expect(ordered.slice(3).map((row) => row.estimatedChunks)).toEqual([0, 0]);
+    expect(new Set(ordered.slice(3).map((row) => row.workspaceId))).toEqual(new Set([waiting.workspaceId, late.workspaceId]));
+
+    // A workspace deleted is gone from both tables, and from what is found.
+    await db.prisma.workspace.deleteMany({ where: { id: { in: [small.workspaceId, waiting.workspaceId] } } });
+    const after = await workspacesInIndex(db.prisma);
+    expect([...mine, late.workspaceId].filter((workspaceId) => after.has(workspaceId))).toEqual([big.workspaceId, middle.workspaceId, late.workspaceId]);
+    await db.prisma.workspace.deleteMany({ where: { id: { in: [big.workspaceId, middle.workspaceId, late.workspaceId, empty.id] } } });
   }, 60_000);
 });

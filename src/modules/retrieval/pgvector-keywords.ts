@@ -1,6 +1,7 @@
 import type { PrismaClient } from '../../generated/prisma/client.js';
 import type { BackgroundWork } from '../../observability/background-work.js';
 import { heldBytes, unloaded, type HeldWorkspace, type MirroredWorkspace } from './held-workspace.js';
+import { workspacesInIndex, workspacesLargestFirst } from './indexed-workspaces.js';
 import type { IndexSnapshots, SavedGraph, SavedWorkspace } from './index-snapshots.js';
 import { SnapshotFormatError } from './term-postings.js';
 import { applyGraphChanges, buildGraph, catchUpWorkspace, loadSavedWorkspace, loadWorkspace, yieldToSearches } from './mirror-sync.js';
@@ -439,9 +440,7 @@ export class StoreIndexMirror {
     if (!snapshots) return Promise.resolve();
     this.#forgottenAt = Date.now();
     return this.#afterSaves(async () => {
-      const rows = await this.prisma.$queryRaw<{ workspace_id: string }[]>`
-        SELECT DISTINCT workspace_id::text FROM chunk_index UNION SELECT DISTINCT workspace_id::text FROM chunk_index_fresh`;
-      await snapshots.keepOnly(new Set(rows.map((row) => row.workspace_id)));
+      await snapshots.keepOnly(await workspacesInIndex(this.prisma));
     }).catch(() => undefined);
   }
 
@@ -548,18 +547,18 @@ export class StoreIndexMirror {
   }
 
   /**
-   * Loads the workspaces with the most chunks first, until the memory budget is used: a server
+   * Loads the workspaces with the most chunks first (by the store's statistics, which no count
+   * holds the store for: indexed-workspaces.ts), until the memory budget is used: a server
    * calls this at start, so that searches soon find their workspaces held. Each page waits for
    * the searches in progress, and a search meanwhile is served without waiting for the load
    * (`mirroredUnlessLoading`). A workspace whose graph is restored from disk (`#restoreGraph`) is
    * reported once that is done; the next workspace's load does not wait for it.
    */
   async warm(signal: AbortSignal, onLoaded?: (workspaceId: string, chunks: number, ms: number, readBack: ReadBack) => void) {
-    const workspaces = await this.prisma.$queryRaw<{ workspace_id: string; chunks: number }[]>`
-      SELECT workspace_id::text, count(*)::int AS chunks FROM chunk_index GROUP BY workspace_id ORDER BY count(*) DESC`;
+    const workspaces = await workspacesLargestFirst(this.prisma);
     await this.#forgetDeleted();
     const restores: Promise<void>[] = [];
-    for (const { workspace_id: workspaceId, chunks } of workspaces) {
+    for (const { workspaceId } of workspaces) {
       if (signal.aborted || this.approximateBytes >= this.budgetBytes) break;
       const started = performance.now();
       this.#kept ??= workspaceId;
@@ -567,6 +566,7 @@ export class StoreIndexMirror {
       const held = this.#held.get(workspaceId);
       this.#evictBeyondBudget(new Set([workspaceId]));
       const ms = performance.now() - started;
+      const chunks = held?.postings.chunkCount ?? 0;
       const postings = held?.saved?.at === 0 && held.saved.postings === held.postings;
       const restoring = held && this.#graphRestores.get(held);
       if (restoring) restores.push(restoring.restored.then((graph) => onLoaded?.(workspaceId, chunks, ms, { postings, graph })));
