@@ -28,16 +28,18 @@ export async function workspacesInIndex(prisma: PrismaClient): Promise<Set<strin
 
 /**
  * The workspaces with chunks merged into the graph, largest first by the planner's statistics
- * (the table's row estimate times each workspace's share among its most common values), which
- * the store keeps current by its own analysing. An estimate, to order loads by: a workspace the
- * statistics do not name, or a table never analysed, counts as 0 and comes after, in id order.
+ * (the table's row estimate times each workspace's share among its most common values, read for
+ * the schema the table is found in), which the store keeps current by its own analysing. An
+ * estimate, to order loads by: a workspace the statistics do not name, or a table never
+ * analysed, counts as 0 and comes after, in id order.
  */
 export async function workspacesLargestFirst(prisma: PrismaClient): Promise<{ workspaceId: string; estimatedChunks: number }[]> {
   const rows = await prisma.$queryRaw<{ workspaceId: string; estimatedChunks: number }[]>`
     WITH shares AS (
       SELECT common.workspace_id, common.share
         FROM pg_stats s, unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS common(workspace_id, share)
-       WHERE s.schemaname = current_schema() AND s.tablename = 'chunk_index' AND s.attname = 'workspace_id'
+       WHERE s.schemaname = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'chunk_index'::regclass)
+         AND s.tablename = 'chunk_index' AND s.attname = 'workspace_id'
     ), rows AS (
       SELECT GREATEST(reltuples, 0) AS estimate FROM pg_class WHERE oid = 'chunk_index'::regclass
     )
