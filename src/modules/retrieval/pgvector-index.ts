@@ -268,6 +268,6 @@ class PgvectorIndex implements VectorIndex {
   }
 
   async close() {
-    this.#mirror.close();
+    await this.#mirror.close();
   }
 }

@@ -114,11 +114,13 @@ export class StoreIndexMirror {
   }
 
   /** Stops the background syncs and saves. */
-  close() {
+  /** Stops the background work, and waits for a save under way: none rewrites an entry after the index is closed. */
+  async close() {
     this.#closed = true;
     clearInterval(this.#refresher);
     clearInterval(this.#follower);
     clearInterval(this.#saver);
+    await this.#saves;
   }
 
   /**
