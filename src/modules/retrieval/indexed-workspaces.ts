@@ -8,15 +8,13 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
  * store's only connection.
  */
 const distinctWorkspaces = (table: 'chunk_index' | 'chunk_index_fresh') => Prisma.sql`
-  SELECT workspace_id FROM (
-    WITH RECURSIVE present AS (
-      (SELECT workspace_id FROM ${Prisma.raw(table)} ORDER BY workspace_id LIMIT 1)
-      UNION ALL
-      SELECT (SELECT t.workspace_id FROM ${Prisma.raw(table)} t WHERE t.workspace_id > p.workspace_id ORDER BY t.workspace_id LIMIT 1)
-        FROM present p WHERE p.workspace_id IS NOT NULL
-    )
-    SELECT workspace_id FROM present WHERE workspace_id IS NOT NULL
-  ) AS ${Prisma.raw(`${table}_workspaces`)}`;
+  WITH RECURSIVE present AS (
+    (SELECT workspace_id FROM ${Prisma.raw(table)} ORDER BY workspace_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.workspace_id FROM ${Prisma.raw(table)} t WHERE t.workspace_id > p.workspace_id ORDER BY t.workspace_id LIMIT 1)
+      FROM present p WHERE p.workspace_id IS NOT NULL
+  )
+  SELECT workspace_id FROM present WHERE workspace_id IS NOT NULL`;
 
 /** The workspaces with chunks in the index, merged into its graph or still outside it. */
 export async function workspacesInIndex(prisma: PrismaClient): Promise<Set<string>> {

@@ -113,7 +113,6 @@ export class StoreIndexMirror {
     }
   }
 
-  /** Stops the background syncs and saves. */
   /** Stops the background work, and waits for a save under way: none rewrites an entry after the index is closed. */
   async close() {
     this.#closed = true;
