@@ -127,6 +127,10 @@ export default defineConfig({
       ...(runLlama ? [] : llama),
       ...(runElasticsearchCluster ? [] : elasticsearchCluster),
     ],
+    // Placement keeps a server's HTTP thread off one CPU (src/thread-placement.ts): with two
+    // workers of servers at once, all of them would share the other. Servers of the suite leave
+    // their threads to the scheduler; test/cli-embedded.test.ts starts one placed, as a user's.
+    env: { KB_THREAD_PLACEMENT: 'off' },
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/per-file.ts'],
     // The files of a worker share its imported modules: each file's import of the service, Prisma

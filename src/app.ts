@@ -17,6 +17,7 @@ import { Drain } from './http/drain.js';
 import { McpCalls } from './mcp/cancellations.js';
 import { createRequestHandler } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
+import { placeThisThread, type ThreadPlacement } from './thread-placement.js';
 import { FileReadTurns, fileReadsPerUser } from './modules/documents/file-reads.js';
 import { allJobKinds, type JobKind } from './modules/jobs/job-handler.js';
 import type { JobQueue } from './modules/jobs/queue.js';
@@ -67,6 +68,20 @@ export async function ensureFirstAdmin(db: Database) {
   }
 }
 
+/**
+ * This thread (HTTP, keyword ranking, the graph in memory) goes where the embedded store's thread
+ * is, apart from the query embedding (thread-placement.ts). Threads and processes it starts later
+ * inherit its CPUs, so the embedding workers and the parsing processes take theirs themselves.
+ */
+async function placeHttpThread(placement: ThreadPlacement, log: Logger) {
+  const problem = await placeThisThread(placement.mainCpus);
+  log.info(
+    problem
+      ? `threads: left to the scheduler, ${problem}`
+      : `threads: HTTP and the store on CPU ${placement.mainCpus.join(',')}, query embedding on CPU ${placement.queryCpus.join(',')}, passages and parsing on any (KB_THREAD_PLACEMENT=off leaves them all to the scheduler)`,
+  );
+}
+
 /** The models a server loads: a parsing process per ingestion worker, started at once where it ingests. */
 export function serverModelOptions(config: Config): ModelOptions {
   return { parseProcesses: config.ingestion.concurrency, warmParsers: config.role !== 'api' };
@@ -99,6 +114,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     await closeModels();
     throw error;
   }
+  if (config.threadPlacement && db.kind === 'pglite') await placeHttpThread(config.threadPlacement, log);
   // What the start has begun, each with the step that ends it. They run once each, the last begun
   // first: by a start that fails at a later step (a port in use), and by close once the server
   // has stopped serving. A step that fails is logged, and the ones after it still run.

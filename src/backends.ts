@@ -46,6 +46,7 @@ export async function loadModels(config: Config, options: ModelOptions): Promise
     memoryMb: config.ingestion.parseMemoryMb,
     idleSeconds: config.ingestion.parseIdleSeconds,
     warm: options.warmParsers,
+    cpus: config.threadPlacement?.allCpus,
   });
   try {
     const embedder = await createEmbedder(config);

@@ -51,6 +51,7 @@ export const environmentSchema = z.object({
   KB_EMBED_THREADS: z.coerce.number().int().min(1).max(64).default(2),
   KB_EMBED_BATCH_SIZE: z.coerce.number().int().min(1).max(2048).default(32),
   KB_EMBED_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
+  KB_THREAD_PLACEMENT: optionalString.pipe(z.enum(['auto', 'off']).default('auto')),
   KB_SEARCH_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(10),
   KB_SEARCH_RATE_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(600),
   KB_KEYWORD_MEMORY_MB: z.coerce.number().int().min(1).max(1_048_576).default(1024),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.js';
+import { parseCpuList, planThreadPlacement, threadCpus } from './thread-placement.js';
 
 describe('configuration', () => {
   it('takes ELASTICSEARCH_URL as one node or a comma-separated list, keeping a replica when several nodes are named', () => {
@@ -81,5 +82,22 @@ describe('configuration', () => {
     expect(loadConfig({ KB_DATA_DIR: '/srv/kb' }).indexSnapshotDir).toBe('/srv/kb/index-snapshots');
     expect(loadConfig({ KB_DATA_DIR: '/srv/kb', KB_INDEX_SNAPSHOTS: 'off' }).indexSnapshotDir).toBeUndefined();
     expect(() => loadConfig({ KB_INDEX_SNAPSHOTS: 'sometimes' })).toThrow(/KB_INDEX_SNAPSHOTS/);
+  });
+
+  it('places threads on the embedded store with two CPUs or more, the query embedding on the last one, unless told not to', () => {
+    expect(parseCpuList('0-3,6')).toEqual([0, 1, 2, 3, 6]);
+    expect(parseCpuList(' 5,1-2 ')).toEqual([1, 2, 5]);
+    for (const list of ['', '3-1', 'a', '0,,1', '0-']) expect(parseCpuList(list)).toBeUndefined();
+    expect(planThreadPlacement('auto', true, [0, 1])).toEqual({ mainCpus: [0], queryCpus: [1], allCpus: [0, 1] });
+    expect(planThreadPlacement('auto', true, [2, 3, 8, 9])).toEqual({ mainCpus: [2, 3, 8], queryCpus: [9], allCpus: [2, 3, 8, 9] });
+    expect(planThreadPlacement('auto', true, [4])).toBeUndefined();
+    expect(planThreadPlacement('auto', true, undefined)).toBeUndefined();
+    expect(planThreadPlacement('auto', false, [0, 1])).toBeUndefined();
+    expect(planThreadPlacement('off', true, [0, 1])).toBeUndefined();
+    const cpus = threadCpus();
+    expect(loadConfig({}).threadPlacement).toEqual(planThreadPlacement('auto', true, cpus));
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/kb' }).threadPlacement).toBeUndefined();
+    expect(loadConfig({ KB_THREAD_PLACEMENT: 'off' }).threadPlacement).toBeUndefined();
+    expect(() => loadConfig({ KB_THREAD_PLACEMENT: 'pinned' })).toThrow(/KB_THREAD_PLACEMENT/);
   });
 });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { environmentSchema } from './config-schema.js';
 import type { OcrSettings } from './modules/ingestion/ocr.js';
+import { planThreadPlacement, threadCpus, type ThreadPlacement } from './thread-placement.js';
 
 /** `models/` in the package's own directory, wherever the command is run from. */
 export const defaultModelsDir = fileURLToPath(new URL('../models', import.meta.url));
@@ -75,6 +76,12 @@ export type Config = {
     /** How far the embedded model's passage workers lower their CPU priority (nice steps, Linux; 0: not at all). */
     workerNiceness: number;
   };
+  /**
+   * On the embedded store (KB_THREAD_PLACEMENT=auto, 2 CPUs or more): the CPUs each kind of thread
+   * keeps to (thread-placement.ts). Read from the CPUs the process may use when the configuration
+   * is loaded, before any placement.
+   */
+  threadPlacement: ThreadPlacement | undefined;
   /** A search whose backend (embedder or index) does not answer in time is a 503. */
   searchTimeoutSeconds: number;
   /** Searches a user may make per minute (REST and GraphQL together, each alias counted); more is a 429. */
@@ -251,6 +258,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       batchSize: env.KB_EMBED_BATCH_SIZE,
       workerNiceness: env.KB_EMBED_NICENESS,
     },
+    threadPlacement: planThreadPlacement(env.KB_THREAD_PLACEMENT, !env.DATABASE_URL, threadCpus()),
     searchTimeoutSeconds: env.KB_SEARCH_TIMEOUT_SECONDS,
     keywordMemoryBytes: env.KB_KEYWORD_MEMORY_MB * 1024 * 1024,
     vectorsInMemory: env.KB_VECTORS_IN_MEMORY,

@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
 import { isRunning, kb, serve, stop } from './support/cli.js';
 import { copyMigratedStore, migratedDataDir } from './support/server.js';
+import { childProcessesOf, threadsOf } from './support/processes.js';
+import { planThreadPlacement, threadCpus } from '../src/thread-placement.js';
 
 /** An embedded store in `dataDir`, never the suite's DATABASE_URL. */
 function environment(dataDir: string, overrides: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -109,6 +111,59 @@ describe('kb serve on an embedded store of its own', { timeout: 120_000 }, () =>
     } finally {
       await stop(first.child);
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('where kb serve runs its threads on the embedded store (KB_THREAD_PLACEMENT)', { timeout: 120_000 }, () => {
+  it('keeps the query embedding on a CPU of its own, the HTTP and store threads on the others, and passages and parsing on all', async () => {
+    // The suite runs with placement off (vitest.config.ts); this server is started as a user's would be.
+    const machine = threadCpus()!;
+    const plan = planThreadPlacement('auto', true, machine);
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'kb-threads-'));
+    try {
+      const server = await serve(environment(dataDir, { KB_THREAD_PLACEMENT: 'auto', KB_LOG_LEVEL: 'info' }));
+      try {
+        const pid = server.child.pid!;
+        const threads = threadsOf(pid);
+        if (!plan) {
+          // One CPU: nothing to place, and nothing is.
+          expect(threads.every((thread) => thread.cpus.join() === machine.join())).toBe(true);
+          expect(server.output()).not.toMatch(/threads: /);
+          return;
+        }
+        expect(server.output()).toContain(`threads: HTTP and the store on CPU ${plan.mainCpus.join(',')}, query embedding on CPU ${plan.queryCpus.join(',')}`);
+        expect(threads.find((thread) => thread.id === pid)!.cpus).toEqual(plan.mainCpus);
+        // The store's thread beside the HTTP thread, and the query thread (with any thread it started) apart.
+        expect(threads.filter((thread) => thread.id !== pid && thread.cpus.join() === plan.mainCpus.join()).length).toBeGreaterThanOrEqual(1);
+        const queryThreads = threads.filter((thread) => thread.cpus.join() === plan.queryCpus.join());
+        expect(queryThreads.length).toBeGreaterThanOrEqual(1);
+        // The passage workers were started by the HTTP thread, and took all CPUs back.
+        expect(threads.filter((thread) => thread.cpus.join() === plan.allCpus.join()).length).toBeGreaterThanOrEqual(2);
+        // So did the parsing processes (started at once by a server that ingests), every thread of them.
+        const parsers = childProcessesOf(pid, 'parse-process');
+        expect(parsers.length).toBeGreaterThanOrEqual(1);
+        for (const parser of parsers) for (const thread of threadsOf(parser)) expect(thread.cpus).toEqual(plan.allCpus);
+
+        // Searches embed their queries on the query thread.
+        const key = /(sk_[0-9A-Za-z]{32,})/.exec(server.output())![1]!;
+        const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+        const workspace = (await (await fetch(`${server.url}/v1/kb/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name: 'threads' }) })).json()) as { id: string };
+        const before = new Map(queryThreads.map((thread) => [thread.id, thread.ticks]));
+        for (let search = 0; search < 60; search++) {
+          const query = `which protein regulates cell growth in experiment ${search} of the study`;
+          const answer = await fetch(`${server.url}/v1/kb/query`, { method: 'POST', headers, body: JSON.stringify({ query, workspace_id: workspace.id }) });
+          expect(answer.status).toBe(200);
+        }
+        const after = threadsOf(pid).filter((thread) => before.has(thread.id));
+        const ticks = after.reduce((sum, thread) => sum + thread.ticks - before.get(thread.id)!, 0);
+        // 60 embeddings of a few milliseconds each: at least some tens of 10 ms ticks, on that thread.
+        expect(ticks).toBeGreaterThanOrEqual(5);
+      } finally {
+        await stop(server.child);
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -89,7 +89,7 @@ export type StoreSignals = {
 
 /** Opens the configured store and brings its schema up to date. */
 export async function openDatabase(
-  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'> & { migrate?: boolean },
+  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent' | 'threadPlacement'> & { migrate?: boolean },
   logger?: Logger,
 ): Promise<Database> {
   return config.databaseUrl ? openPostgres(config.databaseUrl, logger, config.migrate ?? true) : openEmbedded(config, logger);

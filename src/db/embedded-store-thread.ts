@@ -14,6 +14,8 @@ export class StoreThreadStoppedError extends Error {
  */
 export class EmbeddedStoreThread {
   readonly waitReady: Promise<void>;
+  /** Why the thread runs outside the CPUs it was given, once ready; undefined when it keeps to them or was given none. */
+  placementProblem: string | undefined;
   #worker: Worker;
   #pending = new Map<number, { resolve: (bytes: Uint8Array) => void; reject: (error: Error) => void }>();
   #nextId = 1;
@@ -29,7 +31,10 @@ export class EmbeddedStoreThread {
     });
     this.waitReady = new Promise<void>((resolve, reject) => {
       this.#worker.on('message', (reply: StoreThreadReply) => {
-        if (reply.kind === 'ready') return resolve();
+        if (reply.kind === 'ready') {
+          this.placementProblem = reply.placementProblem;
+          return resolve();
+        }
         if (reply.kind === 'failed') return reject(new Error(reply.message));
         const waiting = this.#pending.get(reply.id);
         if (!waiting) return;

@@ -57,7 +57,7 @@ export function embeddedCacheGrowth(currentMb: number, tableBytes: number): numb
 }
 
 export async function openEmbedded(
-  { dataDir, storeCacheMb: configuredCacheMb, storeCacheWarmPercent }: Pick<Config, 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent'>,
+  { dataDir, storeCacheMb: configuredCacheMb, storeCacheWarmPercent, threadPlacement: placement }: Pick<Config, 'dataDir' | 'storeCacheMb' | 'storeCacheWarmPercent' | 'threadPlacement'>,
   logger?: Logger,
 ): Promise<Database> {
   const directory = embeddedStoreDirectory(dataDir);
@@ -73,10 +73,12 @@ export async function openEmbedded(
   // Tables and indexes live under base/; the write-ahead log beside it is not cached this way.
   const tableBytes = () => bytesUnder(path.join(directory, 'base'));
   let cacheMb = configuredCacheMb ?? embeddedCacheMb(await tableBytes());
-  let store = new EmbeddedStoreThread({ directory, cacheMb });
+  const cpus = placement?.mainCpus;
+  let store = new EmbeddedStoreThread({ directory, cacheMb, cpus });
   logger?.info(`embedded store: page cache ${cacheMb} MB${configuredCacheMb === undefined ? ' (sized from its tables; KB_STORE_CACHE_MB sets it)' : ''}`);
   try {
     await store.waitReady;
+    if (store.placementProblem) logger?.info(`embedded store: its thread is left to the scheduler, ${store.placementProblem}`);
     // PGlite serves one connection; the pool keeps it open and queues callers for it. A new
     // connection goes to the store thread of the moment (see resizeCache).
     const pool = new pg.Pool({ stream: () => store.socket(), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
@@ -126,7 +128,7 @@ export async function openEmbedded(
         const connection = await pool.connect();
         try {
           await store.close();
-          const started = new EmbeddedStoreThread({ directory, cacheMb: toMb });
+          const started = new EmbeddedStoreThread({ directory, cacheMb: toMb, cpus });
           const failure = await started.waitReady.then(
             () => undefined,
             (error: unknown) => error,
@@ -139,7 +141,7 @@ export async function openEmbedded(
             return;
           }
           logger?.error(`embedded store: a page cache of ${toMb} MB could not be had; it stays at ${cacheMb} MB`, failure);
-          store = new EmbeddedStoreThread({ directory, cacheMb });
+          store = new EmbeddedStoreThread({ directory, cacheMb, cpus });
           await store.waitReady;
         } finally {
           // Its socket went with the old thread: dropped, so the pool makes a new connection.

@@ -5,20 +5,23 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { pageinspect } from '@electric-sql/pglite/contrib/pageinspect';
 import { vector } from '@electric-sql/pglite-pgvector';
+import { placeThisThread } from '../thread-placement.js';
 
 export type StoreThreadRequest = { id: number; kind: 'exec'; message: Uint8Array } | { id: number; kind: 'close' };
 
 export type StoreThreadReply =
-  | { kind: 'ready' }
+  | { kind: 'ready'; /** Why the thread could not be kept on `cpus`, when it could not. */ placementProblem?: string }
   | { kind: 'failed'; message: string }
   | { id: number; kind: 'result'; bytes: Uint8Array }
   | { id: number; kind: 'error'; message: string };
 
-export type StoreThreadOptions = { directory: string; cacheMb: number };
+/** `cpus`: the CPUs the thread keeps to (thread-placement.ts); any, when not given. */
+export type StoreThreadOptions = { directory: string; cacheMb: number; cpus?: number[] };
 
 const port = parentPort;
 if (!port) throw new Error('pglite-thread must run in a worker thread');
-const { directory, cacheMb } = workerData as StoreThreadOptions;
+const { directory, cacheMb, cpus } = workerData as StoreThreadOptions;
+const placementProblem = cpus ? await placeThisThread(cpus) : undefined;
 
 let pglite: PGlite;
 try {
@@ -71,4 +74,4 @@ port.on('message', (request: StoreThreadRequest) => {
     }
   });
 });
-port.postMessage({ kind: 'ready' } satisfies StoreThreadReply);
+port.postMessage({ kind: 'ready', ...(placementProblem ? { placementProblem } : {}) } satisfies StoreThreadReply);

@@ -1,3 +1,4 @@
+import { parseCpuList } from '../../src/thread-placement.js';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /**
@@ -33,4 +34,20 @@ export async function until(condition: () => boolean, timeoutMs: number): Promis
     if (condition()) return true;
   }
   return condition();
+}
+
+/** Each thread of process `pid` (Linux): its id, the CPUs it may use, and its CPU time so far in clock ticks. */
+export function threadsOf(pid: number | string): { id: number; cpus: number[]; ticks: number }[] {
+  const threads: { id: number; cpus: number[]; ticks: number }[] = [];
+  for (const id of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const status = readFileSync(`/proc/${pid}/task/${id}/status`, 'utf8');
+      const stat = readFileSync(`/proc/${pid}/task/${id}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      threads.push({ id: Number(id), cpus: parseCpuList(/Cpus_allowed_list:\s*(\S+)/.exec(status)![1]!) ?? [], ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // A thread that ended while the list was read.
+    }
+  }
+  return threads;
 }

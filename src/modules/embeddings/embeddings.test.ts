@@ -10,6 +10,8 @@ import { ModelUnavailableError, type Embedder } from './embedder.js';
 import { createOnnxEmbedder } from './onnx-embedder.js';
 import { createEmbedder } from './select.js';
 import { encode, loadTokenizer, MAX_TOKENS } from './tokenize.js';
+import { placeThisThread, threadCpus } from '../../thread-placement.js';
+import { threadsOf } from '../../../test/support/processes.js';
 
 const dot = (a: Float32Array, b: Float32Array) => a.reduce((sum, value, index) => sum + value * b[index]!, 0);
 const norm = (a: Float32Array) => Math.sqrt(dot(a, a));
@@ -186,6 +188,38 @@ describe.runIf(process.platform === 'linux')('the embedded model\'s threads on L
       expect(started.every((nice) => nice === processNice)).toBe(true);
     } finally {
       await withoutQueryThread.close();
+    }
+  });
+});
+
+describe.runIf(process.platform === 'linux')('the embedded model\'s threads and their CPUs (thread-placement.ts)', () => {
+  it('keeps the query thread and the workers on the CPUs given, though started by a thread kept to fewer, and embeds queries on the query thread when it is free', async () => {
+    const all = threadCpus()!;
+    // Started by a thread on all but the last CPU (the HTTP thread, placed), as a server does after its store opens.
+    const narrowed = all.length > 1 ? all.slice(0, -1) : all;
+    const query = all.slice(-1);
+    const before = new Set(threadsOf(process.pid).map((thread) => thread.id));
+    expect(await placeThisThread(narrowed)).toBeUndefined();
+    let embedder: Embedder;
+    try {
+      embedder = await createOnnxEmbedder({ modelsDir, model, threads: 2, workerNiceness: 10, cpus: { query, passages: all } });
+    } finally {
+      expect(await placeThisThread(all)).toBeUndefined();
+    }
+    try {
+      const started = threadsOf(process.pid).filter((thread) => !before.has(thread.id));
+      expect(started.filter((thread) => thread.cpus.join() === all.join()).length).toBeGreaterThanOrEqual(2);
+      const queryThreads = started.filter((thread) => thread.cpus.join() === query.join());
+      expect(queryThreads.length).toBeGreaterThanOrEqual(1);
+      if (narrowed.join() !== all.join()) expect(started.filter((thread) => thread.cpus.join() === narrowed.join())).toEqual([]);
+
+      const ticks = () => threadsOf(process.pid).filter((thread) => queryThreads.some((queryThread) => queryThread.id === thread.id)).reduce((sum, thread) => sum + thread.ticks, 0);
+      const ticksBefore = ticks();
+      for (let index = 0; index < 60; index++) await embedder.embed([`how does ${words(12)} change after ${index} days`], 'query');
+      // 60 queries of a few milliseconds each, one after another: on the query thread.
+      expect(ticks() - ticksBefore).toBeGreaterThanOrEqual(5);
+    } finally {
+      await embedder.close();
     }
   });
 });

@@ -29,6 +29,8 @@ export type OnnxEmbedderOptions = {
    * run on the workers, and they keep the process's priority.
    */
   workerNiceness?: number;
+  /** The CPUs the query thread and the workers keep to (thread-placement.ts); those of the thread that starts them, when not given. */
+  cpus?: { query: number[]; passages: number[] };
 };
 
 /**
@@ -58,7 +60,7 @@ function howToGet(modelsDir: string, model: ModelName): string {
  * and rejects with ModelUnavailableError, saying how to get them, before loading anything; then
  * loads a session in every worker, so the first query does not pay for it.
  */
-export async function createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread = true, workerNiceness = 0 }: OnnxEmbedderOptions): Promise<Embedder> {
+export async function createOnnxEmbedder({ modelsDir, model, threads, workers, queryThread = true, workerNiceness = 0, cpus }: OnnxEmbedderOptions): Promise<Embedder> {
   const problems = await verifyModel(modelsDir, model);
   if (problems.length > 0) {
     throw new ModelUnavailableError(`The embedded model ${model} is not usable: ${problems.join('; ')}. ${howToGet(modelsDir, model)}`);
@@ -67,11 +69,11 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
   const layout = workers
     ? { workers, intraOpThreads: Math.max(1, Math.floor(threads / workers)) }
     : defaultLayout(threads);
-  const threadPool = (size: number, intraOpThreads: number, niceness: number) =>
+  const threadPool = (size: number, intraOpThreads: number, niceness: number, placedOn?: number[]) =>
     new Piscina({
       // Compiled (dist/): the task module itself. Sources run by tsx or vitest: a shim that registers tsx in the thread.
       filename: new URL(import.meta.url.endsWith('.ts') ? './onnx-worker.mjs' : './onnx-worker.js', import.meta.url).href,
-      workerData: { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads, niceness } satisfies OnnxWorkerData,
+      workerData: { onnxPath: paths.onnx, tokenizerPath: paths.tokenizer, intraOpThreads, niceness, cpus: placedOn } satisfies OnnxWorkerData,
       // Threads stay up: each holds a loaded session (about 100 MB for the int8 model).
       minThreads: size,
       maxThreads: size,
@@ -82,13 +84,16 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
   // With a query thread, the workers run at a lower CPU priority (on Linux): while passages are
   // embedded, the query thread, the HTTP thread and the embedded store's thread take the cores
   // first, and passages have what they leave (docs/embeddings.md).
-  const pool = threadPool(layout.workers, layout.intraOpThreads, queryThread ? workerNiceness : 0);
+  const pool = threadPool(layout.workers, layout.intraOpThreads, queryThread ? workerNiceness : 0, cpus?.passages);
   // While passages keep every worker busy, a query would wait for a passage to end (46.5 ms at
   // p50 on SciFact abstracts, 9.4 ms with this thread): queries then run on a thread of their own,
   // which shares the cores with the passages' threads instead of waiting for one of them. With
-  // no passage under way they spread over the workers like any text (docs/embeddings.md).
-  const queryPool = queryThread ? threadPool(1, 1, 0) : undefined;
+  // no passage under way a query takes that thread when it is free, so that it runs where it was
+  // placed (away from the embedded store's thread), and spreads over the workers when it is not
+  // (docs/embeddings.md).
+  const queryPool = queryThread ? threadPool(1, 1, 0, cpus?.query) : undefined;
   let passagesRunning = 0;
+  let queriesOnQueryThread = 0;
   // Every task until it settles. A worker thread must never be ended while its session runs:
   // onnxruntime-node then aborts the whole process ("terminate called after throwing an
   // instance of 'Napi::Error'"). So aborts only stop a call from starting tasks, and close()
@@ -96,12 +101,14 @@ export async function createOnnxEmbedder({ modelsDir, model, threads, workers, q
   const running = new Set<Promise<unknown>>();
   const run = (text: string, purpose: EmbeddingPurpose) => {
     const passage = purpose === 'passage';
-    const target = !passage && queryPool && passagesRunning > 0 ? queryPool : pool;
+    const onQueryThread = !passage && queryPool !== undefined && (passagesRunning > 0 || queriesOnQueryThread === 0);
     if (passage) passagesRunning += 1;
-    const task = target.run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
+    if (onQueryThread) queriesOnQueryThread += 1;
+    const task = (onQueryThread ? queryPool : pool).run({ text } satisfies OnnxTask) as Promise<OnnxTaskResult>;
     const tracked: Promise<unknown> = task.finally(() => {
       running.delete(tracked);
       if (passage) passagesRunning -= 1;
+      if (onQueryThread) queriesOnQueryThread -= 1;
     }).catch(() => {});
     running.add(tracked);
     return task;

@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import type { Tokenizer } from '@huggingface/tokenizers';
 import ort from 'onnxruntime-node';
 import { workerData } from 'piscina';
+import { placeThisThread } from '../../thread-placement.js';
 import { lowerThreadPriority } from './thread-priority.js';
 import { encode, loadTokenizer } from './tokenize.js';
 
@@ -15,6 +16,8 @@ export type OnnxWorkerData = {
   intraOpThreads: number;
   /** How far below the process's CPU priority this thread runs (a nice increment, 0 for none; thread-priority.ts). */
   niceness: number;
+  /** The CPUs this thread keeps to (thread-placement.ts); any, when not given. */
+  cpus?: number[];
 };
 
 /** One text, with the query prefix already in place when it is a query. */
@@ -39,12 +42,15 @@ async function load({ onnxPath, tokenizerPath, intraOpThreads }: OnnxWorkerData)
   return { tokenizer, session, sepId };
 }
 
-// With one intra-op thread the session runs in this thread, at this thread's priority.
+// With one intra-op thread the session runs in this thread, at this thread's priority and on its CPUs.
 lowerThreadPriority((workerData as OnnxWorkerData).niceness);
+const { cpus } = workerData as OnnxWorkerData;
+// A thread that cannot be placed runs anywhere; the server's start log says why (app.ts).
+const placed = cpus ? placeThisThread(cpus) : Promise.resolve(undefined);
 
 // Loading starts when the thread starts (the pool has atomics disabled, so the thread's event
 // loop runs while it waits for tasks); a failure is reported by every task, not as a crash.
-const model = load(workerData as OnnxWorkerData);
+const model = placed.then(() => load(workerData as OnnxWorkerData));
 model.catch(() => {});
 
 /**

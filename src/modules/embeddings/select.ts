@@ -22,5 +22,11 @@ export async function createEmbedder(config: Config): Promise<Embedder> {
     });
   }
   const { createOnnxEmbedder } = await import('./onnx-embedder.js');
-  return createOnnxEmbedder({ modelsDir: config.embeddings.modelsDir, model: config.embeddings.localModel, threads: config.embeddings.threads, workerNiceness: config.embeddings.workerNiceness });
+  return createOnnxEmbedder({
+    modelsDir: config.embeddings.modelsDir,
+    model: config.embeddings.localModel,
+    threads: config.embeddings.threads,
+    workerNiceness: config.embeddings.workerNiceness,
+    cpus: config.threadPlacement && { query: config.threadPlacement.queryCpus, passages: config.threadPlacement.allCpus },
+  });
 }

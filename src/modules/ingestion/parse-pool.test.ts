@@ -6,7 +6,8 @@ import { XLSX_TYPE } from './types.js';
 import { makeNumberedRowsXlsx, makeRepeatedScan } from '../../../test/support/documents.js';
 import { isRunning, serve, stop } from '../../../test/support/cli.js';
 import { migratedDataDir } from '../../../test/support/server.js';
-import { parsingProcessesOf, until } from '../../../test/support/processes.js';
+import { parsingProcessesOf, threadsOf, until } from '../../../test/support/processes.js';
+import { placeThisThread, threadCpus } from '../../thread-placement.js';
 
 // Real parsing processes: when a pool starts them, what ends them, and what a parse hears when one dies.
 let pool: ParsePool | undefined;
@@ -48,6 +49,25 @@ describe('the parse pool', () => {
     });
     expect(result).toMatchObject({ ok: true, chunks: [{ content: expect.stringContaining('heron') }] });
     expect(pool.processes).toBe(2);
+  });
+
+  it('starts processes that take the CPUs they are given, though started by a thread kept to fewer (thread-placement.ts)', async () => {
+    const all = threadCpus()!;
+    const narrowed = all.length > 1 ? all.slice(0, -1) : all;
+    expect(await placeThisThread(narrowed)).toBeUndefined();
+    try {
+      pool = createParsePool(2, { memoryMb: limits.parseMemoryMb, idleSeconds: limits.parseIdleSeconds, warm: true, cpus: all });
+      await pool.warmed;
+    } finally {
+      expect(await placeThisThread(all)).toBeUndefined();
+    }
+    const parsers = parsingProcessesOf(process.pid);
+    expect(parsers).toHaveLength(2);
+    for (const parser of parsers) {
+      const threads = threadsOf(parser);
+      expect(threads.length).toBeGreaterThanOrEqual(2);
+      for (const thread of threads) expect(thread.cpus).toEqual(all);
+    }
   });
 
   it('reads a sheet of a million rows a row at a time, within a process of half the default 1024 MB', { timeout: 120_000 }, async () => {

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { ParseReply, ParseRequest } from './parse-process.js';
 import type { ParseProgress, ParseTask, ParseTaskResult } from './parse-task.js';
+import { cpusArgument } from '../../thread-placement.js';
 
 export type ParsePool = {
   /**
@@ -42,6 +43,11 @@ export type ParsePoolOptions = {
    * parsed at once; unused, they end after `idleSeconds` like any idle process.
    */
   warm?: boolean;
+  /**
+   * The CPUs each process puts itself on as it starts (thread-placement.ts); else those of the
+   * thread that starts it, which may be fewer than the machine's.
+   */
+  cpus?: number[];
 };
 
 type Waiting = {
@@ -73,7 +79,7 @@ const STDERR_TAIL_CHARS = 4096;
  * parser that crashes on a file (PDF rendering and image decoding run native code) takes its own
  * process down, not the server. Each process parses one document at a time.
  */
-export function createParsePool(size: number, { memoryMb, idleSeconds, warm = false }: ParsePoolOptions): ParsePool {
+export function createParsePool(size: number, { memoryMb, idleSeconds, warm = false, cpus }: ParsePoolOptions): ParsePool {
   // Compiled (dist/): the process module itself. Sources run by tsx or vitest: a shim that registers tsx in the process.
   const entry = new URL(import.meta.url.endsWith('.ts') ? './parse-process.mjs' : './parse-process.js', import.meta.url);
   const parsers = new Set<Parser>();
@@ -81,7 +87,7 @@ export function createParsePool(size: number, { memoryMb, idleSeconds, warm = fa
   let closed = false;
 
   function start(): Parser {
-    const child = fork(entry, [], {
+    const child = fork(entry, cpus ? [cpusArgument(cpus)] : [], {
       // The process's own flags, not the server's (a test runner's loaders, an inspector).
       execArgv: [`--max-old-space-size=${memoryMb}`],
       serialization: 'advanced',

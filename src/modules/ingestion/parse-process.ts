@@ -1,6 +1,7 @@
 // A parsing process: started by the parse pool (parse-pool.ts) with an IPC channel, it parses and
 // chunks one document at a time and answers over that channel. It ends when the channel closes,
 // so a server that dies, even by `kill -9`, leaves no parser behind.
+import { cpusFromArguments, placeThisProcess } from '../../thread-placement.js';
 import type { ParseProgress, ParseTask, ParseTaskResult } from './parse-task.js';
 import { runParseTask } from './parse-task.js';
 
@@ -15,6 +16,10 @@ export type ParseReply =
   | { kind: 'error'; message: string };
 
 if (!process.send) throw new Error('parse-process runs as a child process with an IPC channel (parse-pool.ts)');
+// Started by the HTTP thread, this process has that thread's CPUs until it takes the ones it was
+// given. Without them (no taskset) it parses where it is: the server's log says why already.
+const cpus = cpusFromArguments(process.argv);
+if (cpus) placeThisProcess(cpus);
 const reply = (message: ParseReply) => process.send!(message);
 
 process.on('disconnect', () => process.exit(0));
