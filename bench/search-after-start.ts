@@ -15,6 +15,8 @@
  * the graph in memory saved on disk read back at the start (KB_INDEX_SNAPSHOTS on, saved first by
  * a start of its own when they are not) and read from the store (off), and each run's first
  * request is a keyword-only search, timed on its own: it waits for the workspace's postings.
+ * With BENCH_START_COMPARE=thread-placement, they are KB_THREAD_PLACEMENT auto and off, with the
+ * same keyword-only first request.
  *
  * Prints, per 30-second window and setting, p50 and p95 of the searches and p90 of their `vector`
  * part (Server-Timing), and when the warm-up ended; charts the searches of each run.
@@ -43,13 +45,20 @@ const comparisons: Record<string, { title: string; settings: readonly [Setting, 
       { label: 'from the store (off)', colour: '#e15759', env: { KB_INDEX_SNAPSHOTS: 'off' } },
     ],
   },
+  'thread-placement': {
+    title: 'with the threads a search waits on placed apart, and left to the scheduler',
+    settings: [
+      { label: 'placed (auto)', colour: '#4e79a7', env: { KB_THREAD_PLACEMENT: 'auto' } },
+      { label: 'left to the scheduler (off)', colour: '#e15759', env: { KB_THREAD_PLACEMENT: 'off' } },
+    ],
+  },
 };
 const comparison = comparisons[process.env.BENCH_START_COMPARE ?? 'warm-up'] ?? comparisons['warm-up']!;
 if (process.env.BENCH_START_COMPARE && !comparisons[process.env.BENCH_START_COMPARE]) {
   throw new Error(`BENCH_START_COMPARE must be one of ${Object.keys(comparisons).join(', ')}`);
 }
 const settings = comparison.settings;
-const firstKeywordOnly = process.env.BENCH_START_COMPARE === 'index-snapshots';
+const firstKeywordOnly = process.env.BENCH_START_COMPARE === 'index-snapshots' || process.env.BENCH_START_COMPARE === 'thread-placement';
 
 /** A search: when it was sent (s after listening), its time, its Server-Timing parts, and whether its keyword side was left out while postings loaded. */
 type Search = { at: number; ms: number; vector: number | undefined; parts: Record<string, number>; withoutKeywords: boolean; ok: boolean };

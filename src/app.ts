@@ -114,7 +114,6 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     await closeModels();
     throw error;
   }
-  if (config.threadPlacement && db.kind === 'pglite') await placeHttpThread(config.threadPlacement, log);
   // What the start has begun, each with the step that ends it. They run once each, the last begun
   // first: by a start that fails at a later step (a port in use), and by close once the server
   // has stopped serving. A step that fails is logged, and the ones after it still run.
@@ -263,6 +262,17 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
         if (!stopWarming.signal.aborted) log.error('search: preparing at start failed (the keyword postings, or the graph read into the buffers); searches will load what they need', error);
       },
     );
+    // The load ahead at start keeps the HTTP thread and the store's thread busy together (postings
+    // read back and taken in, graphs): it has both cores before the HTTP thread joins the store's.
+    const placement = db.kind === 'pglite' ? config.threadPlacement : undefined;
+    if (placement) {
+      const placed = warming.then(() => (stopWarming.signal.aborted ? undefined : placeHttpThread(placement, log)));
+      // A process that goes on after this app (tests, benchmarks) gets its CPUs back.
+      undo.push(async () => {
+        await placed;
+        await placeThisThread(placement.allCpus);
+      });
+    }
     undo.push(() => {
       stopWarming.abort();
       return warming;

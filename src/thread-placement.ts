@@ -9,7 +9,7 @@ const execFileAsync = promisify(execFile);
  * the embedding thread, and while the model runs (about 5 ms) the HTTP thread and the store's
  * thread check the workspace, bring the keyword side up to date and rank the keywords. Left to
  * the scheduler on a 2-core machine, one of them was often put beside the embedding, which then
- * took a fifth to a third longer than alone (docs/benchmarks.md). So:
+ * took about a third longer than alone (docs/benchmarks.md). So:
  * - `mainCpus`: the HTTP thread and the store's thread, which hand work to each other all the time;
  * - `queryCpus`: the thread that embeds queries, the last CPU the process may use;
  * - `allCpus`: passage embedding and parsing, which take whatever the others leave. They are

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
 import { isRunning, kb, serve, stop } from './support/cli.js';
 import { copyMigratedStore, migratedDataDir } from './support/server.js';
-import { childProcessesOf, threadsOf } from './support/processes.js';
+import { childProcessesOf, threadsOf, until } from './support/processes.js';
 import { planThreadPlacement, threadCpus } from '../src/thread-placement.js';
 
 /** An embedded store in `dataDir`, never the suite's DATABASE_URL. */
@@ -125,6 +125,8 @@ describe('where kb serve runs its threads on the embedded store (KB_THREAD_PLACE
       const server = await serve(environment(dataDir, { KB_THREAD_PLACEMENT: 'auto', KB_LOG_LEVEL: 'info' }));
       try {
         const pid = server.child.pid!;
+        // The HTTP thread is placed once the load ahead at start has ended, just after the server listens.
+        if (plan) await until(() => /threads: /.test(server.output()), 30_000);
         const threads = threadsOf(pid);
         if (!plan) {
           // One CPU: nothing to place, and nothing is.

@@ -54,6 +54,8 @@ describe('the parse pool', () => {
   it('starts processes that take the CPUs they are given, though started by a thread kept to fewer (thread-placement.ts)', async () => {
     const all = threadCpus()!;
     const narrowed = all.length > 1 ? all.slice(0, -1) : all;
+    // Servers of other files in this worker may keep parsing processes of their own.
+    const others = new Set(parsingProcessesOf(process.pid));
     expect(await placeThisThread(narrowed)).toBeUndefined();
     try {
       pool = createParsePool(2, { memoryMb: limits.parseMemoryMb, idleSeconds: limits.parseIdleSeconds, warm: true, cpus: all });
@@ -61,7 +63,7 @@ describe('the parse pool', () => {
     } finally {
       expect(await placeThisThread(all)).toBeUndefined();
     }
-    const parsers = parsingProcessesOf(process.pid);
+    const parsers = parsingProcessesOf(process.pid).filter((pid) => !others.has(pid));
     expect(parsers).toHaveLength(2);
     for (const parser of parsers) {
       const threads = threadsOf(parser);
