@@ -264,7 +264,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
     );
     // The load ahead at start keeps the HTTP thread and the store's thread busy together (postings
     // read back and taken in, graphs): it has both cores before the HTTP thread joins the store's.
-    const placement = db.kind === 'pglite' ? config.threadPlacement : undefined;
+    const placement = config.threadPlacement;
     if (placement) {
       const placed = warming.then(() => (stopWarming.signal.aborted ? undefined : placeHttpThread(placement, log)));
       // A process that goes on after this app (tests, benchmarks) gets its CPUs back.

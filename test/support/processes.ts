@@ -2,8 +2,8 @@ import { parseCpuList } from '../../src/thread-placement.js';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /**
- * The fields of `/proc/<pid>/stat` after the command name (state first, then the parent's pid):
- * the name is in parentheses and may itself hold spaces and parentheses. Throws when there is no
+ * The fields of `/proc/<pid>/stat` (or of one thread's, with `pid` given as `<pid>/task/<tid>`)
+ * after the command name (state first, then the parent's pid): the name is in parentheses and may itself hold spaces and parentheses. Throws when there is no
  * such process (ENOENT).
  */
 export function procStatFields(pid: number | string): string[] {
@@ -42,8 +42,8 @@ export function threadsOf(pid: number | string): { id: number; cpus: number[]; t
   for (const id of readdirSync(`/proc/${pid}/task`)) {
     try {
       const status = readFileSync(`/proc/${pid}/task/${id}/status`, 'utf8');
-      const stat = readFileSync(`/proc/${pid}/task/${id}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // A thread's stat has the layout of its process's (utime and stime are the 14th and 15th fields).
+      const fields = procStatFields(`${pid}/task/${id}`);
       threads.push({ id: Number(id), cpus: parseCpuList(/Cpus_allowed_list:\s*(\S+)/.exec(status)![1]!) ?? [], ticks: Number(fields[11]) + Number(fields[12]) });
     } catch {
       // A thread that ended while the list was read.
