@@ -3,8 +3,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 /**
  * The fields of `/proc/<pid>/stat` (or of one thread's, with `pid` given as `<pid>/task/<tid>`)
- * after the command name (state first, then the parent's pid): the name is in parentheses and may itself hold spaces and parentheses. Throws when there is no
- * such process (ENOENT).
+ * after the command name (state first, then the parent's pid): the name is in parentheses and
+ * may itself hold spaces and parentheses. Throws when there is no such process (ENOENT).
  */
 export function procStatFields(pid: number | string): string[] {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
