@@ -63,7 +63,23 @@ export function createGraphQLServer(app: AppServices, log: Logger, persistedOper
     ],
   });
   sseStreams.attach((request, context) => yoga.fetch(request, context));
+  validatePersistedOperations(yoga, persistedOperations);
   return yoga;
+}
+
+/**
+ * Validates every persisted operation once, at start, through Yoga's own validation (its plugins'
+ * rules included), which caches the result by document: an operation that does not validate
+ * stops the start, and a request's first run of one does not pay for validating it (the search's
+ * took 24 ms in the first request after a start, which then shares the thread with the load of
+ * the keyword postings: docs/benchmarks.md).
+ */
+function validatePersistedOperations(yoga: Yoga, persistedOperations: ReadonlyMap<string, DocumentNode>) {
+  const { validate, schema: envelopedSchema } = yoga.getEnveloped({} as Parameters<Yoga['getEnveloped']>[0]);
+  for (const [hash, document] of persistedOperations) {
+    const errors = validate(envelopedSchema, document);
+    if (errors.length > 0) throw new Error(`the persisted operation ${hash} does not validate: ${errors.map((error: GraphQLError) => error.message).join('; ')}`);
+  }
 }
 
 /**
