@@ -78,7 +78,8 @@ function validatePersistedOperations(yoga: Yoga, persistedOperations: ReadonlyMa
   const { validate, schema: envelopedSchema } = yoga.getEnveloped({} as Parameters<Yoga['getEnveloped']>[0]);
   for (const [hash, document] of persistedOperations) {
     const errors = validate(envelopedSchema, document);
-    if (errors.length > 0) throw new Error(`the persisted operation ${hash} does not validate: ${errors.map((error: GraphQLError) => error.message).join('; ')}`);
+    if (errors.length === 0) continue;
+    throw new Error(`the persisted operation ${hash} does not validate: ${errors.map((error: GraphQLError) => error.message).join('; ')}`);
   }
 }
 
