@@ -31,15 +31,18 @@ export function parseCpuList(list: string): number[] | undefined {
   return cpus.size > 0 ? [...cpus].sort((a, b) => a - b) : undefined;
 }
 
+/** The CPUs a `/proc/.../status` text allows its thread or process; undefined when it does not say. */
+export function cpusAllowedIn(status: string): number[] | undefined {
+  const line = status.split('\n').find((entry) => entry.startsWith('Cpus_allowed_list:'));
+  return line ? parseCpuList(line.slice('Cpus_allowed_list:'.length)) : undefined;
+}
+
 /** The CPUs the calling thread may run on, as Linux reports them; undefined elsewhere. */
 export function threadCpus(): number[] | undefined {
   if (process.platform !== 'linux') return undefined;
   try {
     // Read synchronously: an asynchronous read is made by a thread of libuv's pool, and /proc/thread-self is then that thread.
-    const line = readFileSync('/proc/thread-self/status', 'utf8')
-      .split('\n')
-      .find((entry) => entry.startsWith('Cpus_allowed_list:'));
-    return line ? parseCpuList(line.slice('Cpus_allowed_list:'.length)) : undefined;
+    return cpusAllowedIn(readFileSync('/proc/thread-self/status', 'utf8'));
   } catch {
     return undefined;
   }

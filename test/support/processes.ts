@@ -1,4 +1,4 @@
-import { parseCpuList } from '../../src/thread-placement.js';
+import { cpusAllowedIn } from '../../src/thread-placement.js';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /**
@@ -44,7 +44,7 @@ export function threadsOf(pid: number | string): { id: number; cpus: number[]; t
       const status = readFileSync(`/proc/${pid}/task/${id}/status`, 'utf8');
       // A thread's stat has the layout of its process's (utime and stime are the 14th and 15th fields).
       const fields = procStatFields(`${pid}/task/${id}`);
-      threads.push({ id: Number(id), cpus: parseCpuList(/Cpus_allowed_list:\s*(\S+)/.exec(status)![1]!) ?? [], ticks: Number(fields[11]) + Number(fields[12]) });
+      threads.push({ id: Number(id), cpus: cpusAllowedIn(status) ?? [], ticks: Number(fields[11]) + Number(fields[12]) });
     } catch {
       // A thread that ended while the list was read.
     }
