@@ -28,7 +28,7 @@ import { createAnswerModel } from './modules/agent/select.js';
 import { defaultGraphMergeOptions, postgresGraphMergeOptions, startGraphMerge } from './modules/retrieval/graph-merge.js';
 import { watchIndexModel } from './modules/retrieval/model-watch.js';
 import type { GraphRead } from './modules/retrieval/pgvector-graph-read.js';
-import { modelMismatch } from './modules/retrieval/service.js';
+import { modelMismatch, type RetrievalDependencies } from './modules/retrieval/service.js';
 import { countUsers, createUser } from './modules/user/service.js';
 import { persistedOperations } from './rest/routes.js';
 
@@ -38,6 +38,8 @@ export type RunningApp = {
   server: Server;
   /** This process's ingestion workers (stopping them leaves the jobs to other processes). */
   ingestion: JobQueue;
+  /** What this process's searches run with: its store, embedder and index. */
+  retrieval: RetrievalDependencies;
   /** Settles when what the index prepares at start (see VectorIndex.warm) is done or failed. */
   warmed: Promise<void>;
   /**
@@ -304,6 +306,7 @@ export async function startApp(config: Config, options: StartOptions = {}): Prom
       db,
       server,
       ingestion,
+      retrieval,
       warmed: warming,
       close: (options = {}) => (closing ??= stop(options)),
     };

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload, waitForDocuments, type DocumentBody } from './support/documents.js';
-import { readBack } from '../src/modules/retrieval/service.js';
+import type { Prisma } from '../src/generated/prisma/client.js';
+import { readBack, search, type RetrievalDependencies } from '../src/modules/retrieval/service.js';
+import type { IndexSearch, IndexSearchResult } from '../src/modules/retrieval/vector-index.js';
 import { startTestServer, type TestServer, type TestUser } from './support/server.js';
 import { createWorkspace } from './support/fixtures.js';
 
@@ -99,4 +101,81 @@ describe("a chunk's document context", () => {
     expect((await search({ title: { in: ['Annual report', 'Other'] } })).body.results).toHaveLength(all.body.results.length);
     expect((await search({ title: 'Quarterly report' })).body.results).toEqual([]);
   });
+
+  // The pgvector index holds each chunk's document name beside its keyword postings; Elasticsearch does not.
+  const namesHeld = !process.env.ELASTICSEARCH_URL;
+
+  /** A hybrid search through the service, with the store's chunk rows counted; `held: false` hides the names the index holds. */
+  async function hybridSearch(query: string, held: boolean) {
+    const retrieval = server.app.retrieval;
+    let chunksRead = 0;
+    let documentOf: IndexSearchResult['documentOf'];
+    const dependencies: RetrievalDependencies = {
+      ...retrieval,
+      query: async <Row>(statement: Prisma.Sql) => {
+        const rows = await retrieval.query<Row>(statement);
+        if (statement.sql.includes('FROM chunks c JOIN documents d')) chunksRead += rows.length;
+        return rows;
+      },
+      index: new Proxy(retrieval.index, {
+        get: (index, property) => {
+          if (property !== 'search') return Reflect.get(index, property, index);
+          return async (request: IndexSearch, signal?: AbortSignal) => {
+            const found = await index.search(request, signal);
+            documentOf = found.documentOf;
+            return held ? found : { ...found, documentOf: undefined };
+          };
+        },
+      }),
+    };
+    const results = await search(dependencies, { userId: user.id, workspaceIds: null }, { query, workspaceId, topK: 3, mode: 'hybrid' });
+    return { results: results.map((result) => [result.filename, result.chunkIndex, result.score]), chunksRead, documentOf };
+  }
+
+  const questions = [
+    "What were Harbor Light Freight's FY2020 purchases of property, plant and equipment?",
+    'Quillstone 2019 dividends paid',
+    'How do we fund operations?',
+  ];
+
+  it('reorders a hybrid search by the document names the index holds, reading only the chunks shown, as it would by reading its pool', async () => {
+    for (const question of questions) {
+      const fromMemory = await hybridSearch(question, true);
+      const fromStore = await hybridSearch(question, false);
+      expect(fromMemory.documentOf !== undefined, question).toBe(namesHeld);
+      expect(fromMemory.results, question).toEqual(fromStore.results);
+      expect(fromMemory.results, question).toHaveLength(3);
+      // The pool is every chunk of the workspace here (24, under the prior's 30).
+      expect(fromStore.chunksRead, question).toBe(24);
+      expect(fromMemory.chunksRead, question).toBe(namesHeld ? 3 : 24);
+    }
+  });
+
+  it("follows a document's rename into the names held, once its chunks are indexed again", async () => {
+    const id = idOf['QUILLSTONE_2019_10K.md']!;
+    const renamed = await server.request('PATCH', `/v1/kb/documents/${id}`, { key: user.key, json: { filename: 'QUILLSTONE_2017_10K.md' } });
+    expect(renamed.status, renamed.text).toBe(200);
+    for (const deadline = Date.now() + 60_000; ; ) {
+      const document = (await server.request('GET', `/v1/kb/documents/${id}`, { key: user.key })).body as DocumentBody;
+      if (document.embedded_chunks === document.chunk_count) break;
+      if (Date.now() > deadline) throw new Error(`not embedded again: ${JSON.stringify(document)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // Every chunk's document name as held is the one the store gives a search now.
+    const { documentOf } = await hybridSearch('Quillstone', true);
+    const chunkIds = (await server.app.db.prisma.chunk.findMany({ where: { document: { workspaceId } }, select: { id: true } })).map((chunk) => chunk.id);
+    const stored = await readBack(server.app.db.query, workspaceId, chunkIds);
+    expect(stored).toHaveLength(24);
+    expect(stored.filter((chunk) => chunk.documentName.includes('2017')).map((chunk) => chunk.documentName)).toEqual(Array(4).fill('QUILLSTONE 2017 10K'));
+    if (namesHeld) for (const chunk of stored) expect(documentOf!(chunk.id)).toEqual({ documentId: chunk.documentId, documentName: chunk.documentName });
+    for (const question of ["What were Quillstone's FY2017 purchases of property, plant and equipment?", ...questions]) {
+      const fromMemory = await hybridSearch(question, true);
+      const fromStore = await hybridSearch(question, false);
+      // The renamed chunks wait outside the vector graph, where their scores are computed another way: equal to about 1e-7.
+      expect(fromMemory.results.map(([filename, chunkIndex]) => [filename, chunkIndex]), question).toEqual(fromStore.results.map(([filename, chunkIndex]) => [filename, chunkIndex]));
+      fromMemory.results.forEach(([, , score], rank) => expect(score, question).toBeCloseTo(fromStore.results[rank]![2] as number, 6));
+      expect(fromMemory.chunksRead, question).toBe(namesHeld ? 3 : 24);
+    }
+    expect((await hybridSearch("What were Quillstone's FY2017 purchases of property, plant and equipment?", true)).results[0]![0]).toBe('QUILLSTONE_2017_10K.md');
+  }, 90_000);
 });

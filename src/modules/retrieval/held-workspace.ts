@@ -1,4 +1,5 @@
 import type { BackgroundWork } from '../../observability/background-work.js';
+import type { CandidateDocument } from './document-prior.js';
 import { FreshVectors } from './fresh-vectors.js';
 import { TermPostings } from './term-postings.js';
 import type { VectorGraph } from './vector-graph.js';
@@ -87,6 +88,17 @@ class Waiters {
     }
   }
 }
+
+/** The document of a chunk held in one of the workspaces, where its name is known (TermPostings.documentOf). */
+export const heldDocuments =
+  (held: readonly MirroredWorkspace[]) =>
+  (chunkId: string): CandidateDocument | undefined => {
+    for (const workspace of held) {
+      const document = workspace.postings.documentOf(chunkId);
+      if (document) return document;
+    }
+    return undefined;
+  };
 
 /** Bytes a held workspace takes, roughly. */
 export const heldBytes = (held: MirroredWorkspace) => held.postings.approximateBytes + held.fresh.approximateBytes + (held.graph?.approximateBytes ?? 0);

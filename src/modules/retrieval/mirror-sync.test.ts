@@ -10,6 +10,7 @@ import { analyze } from './analyzer.js';
 import { catchUpWorkspace, loadWorkspace } from './mirror-sync.js';
 import { cleanChangeLog } from './pgvector-change-log.js';
 import { openPgvectorIndex } from './pgvector-index.js';
+import { readBack } from './service.js';
 import type { VectorIndex } from './vector-index.js';
 import { holdTableLocked, indexedDocuments, model, seeded, unit } from '../../../test/support/vector-index.js';
 import { migratedDataDir, vectorGraphWorkDone } from '../../../test/support/server.js';
@@ -167,6 +168,8 @@ describe('the index saved to disk', () => {
       { texts, vectors: texts.map((_, i) => unit(200 + (i % 40), 0.001 * i)) },
       { texts: ['zeppelin hangar'], vectors: [unit(250)] },
     ]);
+    // A name of its own, as a parsed document has (the documents added later are named by their file).
+    await db.prisma.document.update({ where: { id: documentIds[0]! }, data: { nameWords: 'Tide Ledger 2019' } });
     // Merged into the store's graph, as a settled workspace is: a load reads only the waiting chunks' rows in full.
     while ((await index.mergeIntoGraph(500)) > 0);
     const entry = path.join(directory, `${workspaceId}.json`);
@@ -204,6 +207,11 @@ describe('the index saved to disk', () => {
       expect(await keywordTexts(second, workspaceId, 'zeppelin')).toEqual([]);
       expect(await ranking(second)).toEqual(await ranking(fromStore));
       expect(await ranking(second)).toHaveLength(30);
+      // The documents' names come back with the postings, and with the catch-up for the document added since.
+      const found = await second.search({ workspaceIds: [workspaceId], terms: analyze(`quasar ${tag(7)}`), limit: 40, excludeDocumentIds: [] });
+      const stored = await readBack(db.query, workspaceId, found.keyword.map((hit) => hit.chunkId));
+      expect(new Set(stored.map((chunk) => chunk.documentName))).toEqual(new Set(['Tide Ledger 2019', '0.txt']));
+      for (const chunk of stored) expect(found.documentOf!(chunk.id)).toEqual({ documentId: chunk.documentId, documentName: chunk.documentName });
     } finally {
       await second.close();
       await fromStore.close();

@@ -7,6 +7,7 @@ import type { SavedWorkspace } from './index-snapshots.js';
 import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
 import { readingAhead } from './reading-ahead.js';
+import { documentNameOfD } from './stored-chunks.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -36,6 +37,8 @@ const loadSliceRows = 200;
 type ChunkRow = {
   chunk_id: string;
   document_id: string | null;
+  /** Its document's name as a search reads it (`readyChunks`' `documentName`). */
+  document_name?: string | null;
   terms: string | null;
   freqs: string | null;
   term_count: number | null;
@@ -56,7 +59,7 @@ const graphSliceRows = 12;
 type WorkspaceSize = { rows: number; total: number; blocks: number };
 
 /**
- * The workspace's rows of `chunk_index` (the columns `columns` names), a page per statement so
+ * The workspace's rows of `chunk_index`, aliased `c` (the columns `columns` names), a page per statement so
  * other work on the store runs between pages, `beforePage` awaited before each. A workspace
  * holding a fifth of the table or more is read in physical order, a range of blocks at a time:
  * through the index it would be one random read per chunk (measured at 100,000 chunks: 4 s in
@@ -76,7 +79,7 @@ async function* graphTableRows<Row extends { chunk_id: string }>(
     for (let block = 0; block < size.blocks; block += page.blocks) {
       await beforePage();
       yield await prisma.$queryRaw<Row[]>`
-        SELECT ${columns} FROM chunk_index
+        SELECT ${columns} FROM chunk_index c
          WHERE ctid >= ${`(${block},0)`}::tid AND ctid < ${`(${block + page.blocks},0)`}::tid AND workspace_id = ${workspaceId}::uuid`;
     }
     return;
@@ -84,7 +87,7 @@ async function* graphTableRows<Row extends { chunk_id: string }>(
   yield* rowsInIdOrder<Row>(prisma, Prisma.sql`chunk_index`, workspaceId, columns, page.rows, beforePage);
 }
 
-/** The workspace's rows of `table` in chunk id order, `pageRows` per statement. */
+/** The workspace's rows of `table`, aliased `c`, in chunk id order, `pageRows` per statement. */
 async function* rowsInIdOrder<Row extends { chunk_id: string }>(
   prisma: PrismaClient,
   table: Prisma.Sql,
@@ -96,7 +99,7 @@ async function* rowsInIdOrder<Row extends { chunk_id: string }>(
   for (let after = '00000000-0000-0000-0000-000000000000'; ; ) {
     await beforePage();
     const rows = await prisma.$queryRaw<Row[]>`
-      SELECT ${columns} FROM ${table} WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid ORDER BY chunk_id LIMIT ${pageRows}`;
+      SELECT ${columns} FROM ${table} c WHERE workspace_id = ${workspaceId}::uuid AND chunk_id > ${after}::uuid ORDER BY chunk_id LIMIT ${pageRows}`;
     yield rows;
     if (rows.length < pageRows) return;
     after = rows.at(-1)!.chunk_id;
@@ -114,7 +117,9 @@ async function workspaceSize(prisma: PrismaClient, workspaceId: string) {
   return mark!;
 }
 
-const termColumns = Prisma.sql`chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count`;
+/** The name of the document of the chunk aliased `c`. */
+const documentNameColumn = Prisma.sql`(SELECT ${documentNameOfD} FROM documents d WHERE d.id = c.document_id) AS document_name`;
+const termColumns = Prisma.sql`chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, ${documentNameColumn}`;
 const vectorColumns = Prisma.sql`chunk_id::text, document_id::text, vector_send(embedding) AS vector`;
 
 /** A chunk row as the in-memory side takes it; terms and counts come space-separated (analysed terms hold no spaces). */
@@ -126,6 +131,7 @@ function chunkTerms(row: ChunkRow): ChunkTerms | undefined {
     terms: row.terms === '' ? [] : row.terms.split(' '),
     counts: row.freqs === '' ? [] : row.freqs.split(' ').map(Number),
     length: row.term_count,
+    documentName: row.document_name ?? undefined,
   };
 }
 
@@ -197,6 +203,7 @@ async function takeRows(rows: ChunkRow[], postings: TermPostings, fresh: FreshVe
       const chunk = chunkTerms(row);
       if (!chunk) continue;
       if (!keepHeld || !postings.holds(chunk)) postings.add(chunk);
+      else postings.nameDocument(chunk.documentId, chunk.documentName);
       if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
     }
   }
@@ -299,7 +306,7 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
        WHERE workspace_id = ${workspaceId}::uuid AND xid >= ${from}::xid8 GROUP BY chunk_id
     )
     SELECT mark.horizon, mark.generation, mark.stale, changed.chunk_id::text AS logged, changed.moved, c.chunk_id::text, c.document_id::text,
-           array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector, c.outside_graph
+           array_to_string(c.terms, ' ') AS terms, array_to_string(c.freqs, ' ') AS freqs, c.term_count, c.vector, c.outside_graph, ${documentNameColumn}
       FROM mark LEFT JOIN changed ON true
       -- OFFSET 0 keeps the subquery whole, so NOT changed.moved gates its reads (a one-time
       -- filter before each lookup); flattened, it was a filter applied after them.
@@ -327,8 +334,9 @@ export async function catchUpWorkspace(prisma: PrismaClient, backgroundWork: Bac
   }
   if (movedUnheld.length > 0) {
     const read = await prisma.$queryRaw<ChunkRow[]>`
-      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector, outside_graph
-        FROM ${bothTables(graphVectors)} AS b WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
+      SELECT chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, vector, outside_graph,
+             ${documentNameColumn}
+        FROM ${bothTables(graphVectors)} AS c WHERE chunk_id = ANY(${movedUnheld}::uuid[])`;
     const byId = new Map(read.map((row) => [row.chunk_id, row]));
     for (const chunkId of movedUnheld) applyChange(held, chunkId, byId.get(chunkId), graphVectors);
   }
@@ -341,9 +349,11 @@ function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undef
   const graph = graphVectors ? held.graph : undefined;
   const chunk = row ? chunkTerms(row) : undefined;
   // Held already with these terms: moved by a merge, or read by the load as well as logged.
-  // Written again with other terms (its document renamed): the new terms replace the old.
+  // Written again with other terms (its document renamed): the new terms replace the old. Either
+  // way its document's name is the one read now.
   if (chunk) {
     if (!held.postings.holds(chunk)) held.postings.add(chunk);
+    else held.postings.nameDocument(chunk.documentId, chunk.documentName);
     const vector = row!.vector ? parseVector(row!.vector) : undefined;
     if (vector && row!.outside_graph) held.fresh.set(chunk.chunkId, chunk.documentId, vector);
     else held.fresh.delete(chunk.chunkId);

@@ -3,7 +3,7 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.js';
 import { recordTiming, timedNow, timedPart } from '../../observability/request-context.js';
 import { bm25 } from './analyzer.js';
 import { nearestFresh } from './fresh-vectors.js';
-import type { MirroredWorkspace } from './held-workspace.js';
+import { heldDocuments, type MirroredWorkspace } from './held-workspace.js';
 import type { StoreIndexMirror } from './pgvector-keywords.js';
 import { readyChunks } from './stored-chunks.js';
 import { rankBm25 } from './term-postings.js';
@@ -28,7 +28,8 @@ export const vectorLiteral = (vector: Float32Array) => `[${Array.from(vector).jo
  * statement, and the chunks outside the graph are chosen and the keywords ranked while the store
  * works on it; a second short statement scores the chunks chosen. Ranked earlier, beside the
  * embedding, they slowed it by about as much as the overlap gained, on two cores (measured in
- * docs/retrieval.md). One side alone reads its best `readTop` chunks along.
+ * docs/retrieval.md). One side alone reads its best `readTop` chunks along. Where the workspaces
+ * are held, the result names the documents of their chunks (`documentOf`), with their names.
  *
  * A vector-only search uses the sketches held in memory when its workspaces are held already,
  * and compares every chunk outside the graph in the store otherwise (it loads nothing).
@@ -65,13 +66,14 @@ export async function searchPgvector(prisma: PrismaClient, mirror: StoreIndexMir
       filter,
     );
   const keywordSide = held && terms.length > 0 ? held : undefined;
+  const documentOf = held && heldDocuments(held);
   const graphs = request.vector && !request.documentIds ? completeGraphs(held) : undefined;
-  if (graphs) return searchGraphsInMemory(prisma, request, graphs, keywordSide && (() => rank(keywordSide)), readTop);
+  if (graphs) return searchGraphsInMemory(prisma, request, graphs, keywordSide && (() => rank(keywordSide)), readTop, documentOf);
   if (!request.vector) {
     const keyword = keywordSide ? rank(keywordSide) : [];
     const best = keyword.slice(0, readTop).map((hit) => hit.chunkId);
     const chunks = best.length > 0 ? await prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${best}::uuid[]`, request.workspaceIds)) : undefined;
-    return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }) };
+    return { vector: [], keyword, ...(chunks && { chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) }), documentOf };
   }
   const query = await request.vector;
   if (!keywordSide) {
@@ -79,7 +81,7 @@ export async function searchPgvector(prisma: PrismaClient, mirror: StoreIndexMir
       ? timedNow('fresh', () => nearestFresh(held.map((workspace) => workspace.fresh), query, request.limit, freshCandidatesPerHit * request.limit, filter))
       : undefined;
     const found = await timedPart('vector', nearestChunks(prisma, request, query, freshCandidates, readTop));
-    return { vector: found.hits, keyword: [], ...(found.chunks && { chunks: found.chunks }) };
+    return { vector: found.hits, keyword: [], ...(found.chunks && { chunks: found.chunks }), documentOf };
   }
   // The graph's statement leaves first. While the store works on it, this thread finds the
   // nearest chunks outside the graph (in memory, by sketch, then exactly), sends a second statement
@@ -97,7 +99,7 @@ export async function searchPgvector(prisma: PrismaClient, mirror: StoreIndexMir
   await nextTurn();
   const keyword = timedNow('keywords', () => rank(keywordSide));
   const [inGraph, outsideGraph] = await Promise.all([graph, waiting ?? []]);
-  return { vector: nearestOfBoth(inGraph.hits, outsideGraph, request.limit), keyword };
+  return { vector: nearestOfBoth(inGraph.hits, outsideGraph, request.limit), keyword, documentOf };
 }
 
 /** The workspaces' graphs in memory, when every one is complete. */
@@ -118,6 +120,7 @@ async function searchGraphsInMemory(
   graphs: VectorGraph[],
   rankKeywords: (() => IndexHit[]) | undefined,
   readTop: number,
+  documentOf: IndexSearchResult['documentOf'],
 ): Promise<IndexSearchResult> {
   const keyword = rankKeywords ? timedNow('keywords', rankKeywords) : [];
   const query = await request.vector!;
@@ -128,10 +131,10 @@ async function searchGraphsInMemory(
       .sort((a, b) => b.score - a.score)
       .slice(0, request.limit),
   );
-  if (rankKeywords || readTop === 0) return { vector, keyword };
+  if (rankKeywords || readTop === 0) return { vector, keyword, documentOf };
   const best = vector.slice(0, readTop).map((hit) => hit.chunkId);
   const chunks = best.length > 0 ? await timedPart('read', prisma.$queryRaw<StoredChunk[]>(readyChunks(Prisma.sql`${best}::uuid[]`, request.workspaceIds))) : [];
-  return { vector, keyword, chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])) };
+  return { vector, keyword, chunks: new Map(chunks.map((chunk) => [chunk.id, chunk])), documentOf };
 }
 
 /**

@@ -172,37 +172,69 @@ async function searchNow(
       throw error;
     }
   }
-  let vectorHits: IndexHit[];
-  let keywordHits: IndexHit[];
-  let readAlong: ReadonlyMap<string, StoredChunk> | undefined;
+  let found: IndexSearchResult;
   try {
-    ({ vector: vectorHits, keyword: keywordHits, chunks: readAlong } = await sides);
+    found = await sides;
   } catch (error) {
     throw backendUnavailable(error) ?? error;
   }
-  const hybrid = mode === 'hybrid';
-  const ranked = hybrid ? fuseConvex(vectorHits, keywordHits) : mode === 'vector' ? vectorHits : keywordHits;
+  const fused = mode === 'hybrid' ? fuseConvex(found.vector, found.keyword) : mode === 'vector' ? found.vector : found.keyword;
+  // A hybrid search's pool is what its document prior reorders; one side alone may have read its best chunks along.
+  const { ranked, read } =
+    mode === 'hybrid' ? await withPriorApplied(dependencies.query, workspaceIds, fused, Math.max(topK, documentPriorPool), terms, found) : { ranked: fused, read: found.chunks };
+  return (await shownChunks(dependencies.query, workspaceIds, ranked, topK, read)).map(({ hit, chunk }) => resultOf(chunk, hit.score));
+}
 
-  // The best hits' chunks, those the index did not read along with the search read a page at a
-  // time: a hit whose document was deleted a moment ago is dropped and the next one takes its place.
-  // A hybrid search's first page is the pool its document prior reorders, read in the same statement.
-  const results: SearchResult[] = [];
-  for (let next = 0; results.length < topK && next < ranked.length; ) {
+/**
+ * The fused hits with the first `poolSize` reordered by the document prior (document-prior.ts). It
+ * reads their documents from the index's memory when it holds every one (`documentOf`), so that
+ * only the chunks shown are read from the store; otherwise it reads the pool's chunks, which are
+ * returned to be shown without a second read.
+ */
+async function withPriorApplied(
+  query: DirectQuery,
+  workspaceIds: readonly string[],
+  fused: IndexHit[],
+  poolSize: number,
+  terms: readonly string[],
+  sides: Pick<IndexSearchResult, 'documentOf'>,
+): Promise<{ ranked: IndexHit[]; read?: ReadonlyMap<string, StoredChunk> }> {
+  const pool = fused.slice(0, poolSize);
+  const rest = fused.slice(pool.length);
+  const held = sides.documentOf;
+  if (held && pool.every((hit) => held(hit.chunkId))) return { ranked: [...withDocumentPrior(pool, (hit) => held(hit.chunkId), terms), ...rest] };
+  const read = await chunksById(query, workspaceIds, pool);
+  return { ranked: [...withDocumentPrior(pool, (hit) => read.get(hit.chunkId), terms), ...rest], read };
+}
+
+const chunksById = async (query: DirectQuery, workspaceIds: readonly string[], hits: readonly IndexHit[]) =>
+  new Map((await timedPart('read', readBack(query, workspaceIds, hits.map((hit) => hit.chunkId)))).map((chunk) => [chunk.id, chunk]));
+
+/**
+ * The chunks of the best `count` hits, in their order, read a page at a time (those in `read`
+ * are not read again): a hit whose document was deleted a moment ago is dropped, and the next
+ * one takes its place.
+ */
+async function shownChunks(
+  query: DirectQuery,
+  workspaceIds: readonly string[],
+  ranked: readonly IndexHit[],
+  count: number,
+  read?: ReadonlyMap<string, StoredChunk>,
+): Promise<{ hit: IndexHit; chunk: StoredChunk }[]> {
+  const shown: { hit: IndexHit; chunk: StoredChunk }[] = [];
+  for (let next = 0; shown.length < count && next < ranked.length; ) {
     // Exactly what is missing at first; with a margin after a page that lost hits.
-    const wanted = next === 0 && hybrid ? Math.max(topK, documentPriorPool) : topK - results.length + (next > 0 ? 10 : 0);
-    let page = ranked.slice(next, next + wanted);
+    const page = ranked.slice(next, next + count - shown.length + (next > 0 ? 10 : 0));
     next += page.length;
-    const unread = page.filter((hit) => !readAlong?.has(hit.chunkId)).map((hit) => hit.chunkId);
-    const read = unread.length > 0 ? new Map((await timedPart('read', readBack(dependencies.query, workspaceIds, unread))).map((chunk) => [chunk.id, chunk])) : undefined;
-    const chunkOf = (hit: IndexHit) => readAlong?.get(hit.chunkId) ?? read?.get(hit.chunkId);
-    if (next === page.length && hybrid) page = withDocumentPrior(page, chunkOf, terms);
+    const unread = page.filter((hit) => !read?.has(hit.chunkId));
+    const readNow = unread.length > 0 ? await chunksById(query, workspaceIds, unread) : undefined;
     for (const hit of page) {
-      const chunk = chunkOf(hit);
-      if (!chunk || results.length === topK) continue;
-      results.push(resultOf(chunk, hit.score));
+      const chunk = read?.get(hit.chunkId) ?? readNow?.get(hit.chunkId);
+      if (chunk && shown.length < count) shown.push({ hit, chunk });
     }
   }
-  return results;
+  return shown;
 }
 
 /** A chunk found for the agent: a search result with the chunk's id and its workspace's scope kept. */
@@ -251,14 +283,11 @@ async function searchPassagesNow(
   } catch (error) {
     throw backendUnavailable(error) ?? error;
   }
-  const ranked = fuseConvex(sides.vector, sides.keyword).filter((hit) => !request.exclude?.has(hit.chunkId));
-  const pool = ranked.slice(0, Math.max(request.topK + 5, documentPriorPool));
-  const chunks = new Map((await readBack(dependencies.query, request.workspaceIds, pool.map((hit) => hit.chunkId))).map((chunk) => [chunk.id, chunk]));
-  const passages: Passage[] = [];
-  for (const hit of withDocumentPrior(pool, (candidate) => chunks.get(candidate.chunkId), terms)) {
-    const chunk = chunks.get(hit.chunkId);
-    if (!chunk || passages.length === request.topK) continue;
-    passages.push({ chunkId: chunk.id, ...resultOf(chunk, hit.score) });
-  }
+  const fused = fuseConvex(sides.vector, sides.keyword).filter((hit) => !request.exclude?.has(hit.chunkId));
+  const { ranked, read } = await withPriorApplied(dependencies.query, request.workspaceIds, fused, Math.max(request.topK + 5, documentPriorPool), terms, sides);
+  const passages: Passage[] = (await shownChunks(dependencies.query, request.workspaceIds, ranked, request.topK, read)).map(({ hit, chunk }) => ({
+    chunkId: chunk.id,
+    ...resultOf(chunk, hit.score),
+  }));
   return passages;
 }

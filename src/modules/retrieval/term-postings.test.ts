@@ -194,6 +194,36 @@ describe('postings written to bytes and read back', () => {
     rankings(read, [...held.filter((c) => !gone.has(c.chunkId)), ...added, ...again]);
   });
 
+  it("keep each document's name, known or not, through a compaction and the bytes", async () => {
+    const postings = new TermPostings();
+    // Names as a store may hold them: spaces, quotes, a line break, a backslash, and none yet.
+    const names = ['Acme 2018 10K', 'He said "yes"\nthen \\ no', undefined];
+    const chunks = Array.from({ length: 3_000 }, (_, i) => ({ ...chunk(`c${i}`, `doc-${i % 3}`, ['w1', `w${i % 7}`]), documentName: names[i % 3] }));
+    for (const c of chunks) postings.add(c);
+    const named = (held: TermPostings, chunkId: string) => held.documentOf(chunkId);
+    expect(named(postings, 'c0')).toEqual({ documentId: 'doc-0', documentName: 'Acme 2018 10K' });
+    expect(named(postings, 'c4')).toEqual({ documentId: 'doc-1', documentName: 'He said "yes"\nthen \\ no' });
+    // A document whose name is unknown has none to give, and neither has a chunk not held.
+    expect(named(postings, 'c2')).toBeUndefined();
+    expect(named(postings, 'absent')).toBeUndefined();
+    // A chunk read again with its document renamed brings the new name; one with no name leaves it.
+    postings.nameDocument('doc-0', 'Acme 2019 10K');
+    postings.add({ ...chunk('c1', 'doc-1', ['w1']), documentName: undefined });
+    expect(named(postings, 'c3')).toEqual({ documentId: 'doc-0', documentName: 'Acme 2019 10K' });
+    expect(named(postings, 'c1')!.documentName).toBe('He said "yes"\nthen \\ no');
+    postings.nameDocument('doc-2', 'Globex 2020 10K');
+    postings.nameDocument('not-held', 'Nobody');
+    // Enough removals for a compaction, which renumbers the documents.
+    for (let i = 0; i < 3_000; i += 1) if (i % 4 !== 0 && i !== 1) postings.remove(`c${i}`);
+    const expected = { c0: 'Acme 2019 10K', c1: 'He said "yes"\nthen \\ no', c8: 'Globex 2020 10K' };
+    for (const [chunkId, documentName] of Object.entries(expected)) expect(named(postings, chunkId)!.documentName).toBe(documentName);
+    const read = await TermPostings.decode(asBytes((await postings.encode())!));
+    for (const [chunkId, documentName] of Object.entries(expected)) expect(named(read, chunkId)!.documentName).toBe(documentName);
+    const unnamed = new TermPostings();
+    unnamed.add(chunk('u', 'doc-u', ['w1']));
+    expect(named(await TermPostings.decode(asBytes((await unnamed.encode())!)), 'u')).toBeUndefined();
+  });
+
   it('hold nothing when nothing was held', async () => {
     const read = await TermPostings.decode(asBytes((await new TermPostings().encode())!));
     expect(read.chunkCount).toBe(0);
@@ -209,6 +239,8 @@ describe('postings written to bytes and read back', () => {
     await refused(bytes.subarray(0, 20));
     await refused(asBytes([bytes, new Uint8Array(4)]));
     await refused(asBytes([Buffer.from('not postings at all')]));
+    // Bytes of the layout before the documents' names were kept.
+    await refused(asBytes([Buffer.from('KBTERMS1'), bytes.subarray(8)]));
     // A list's first ordinal set past the last chunk, and a list out of chunk order.
     const headerLength = Buffer.from(bytes).readUInt32LE(8);
     const header = JSON.parse(Buffer.from(bytes.subarray(12, 12 + headerLength)).toString()) as { chunks: number; terms: number };

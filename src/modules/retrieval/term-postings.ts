@@ -1,21 +1,27 @@
+import type { CandidateDocument } from './document-prior.js';
 import type { IndexHit } from './vector-index.js';
 
 export type Bm25Parameters = { k1: number; b: number };
 
-/** A chunk's keyword side: its analysed terms with their counts, and its length in terms. */
+/**
+ * A chunk's keyword side: its analysed terms with their counts, and its length in terms; with
+ * its document's name as the store had it when the chunk was read (`readyChunks`' `documentName`),
+ * where known.
+ */
 export type ChunkTerms = {
   chunkId: string;
   documentId: string;
   terms: readonly string[];
   counts: readonly number[];
   length: number;
+  documentName?: string | undefined;
 };
 
 /** Which documents' chunks a ranking may return: only those of `only` when given, never those of `excluded`. */
 export type DocumentFilter = { only?: ReadonlySet<string>; excluded?: ReadonlySet<string> };
 
 /** The first bytes of an encoded TermPostings (`encode`), with its layout's version. */
-const snapshotMagic = 'KBTERMS1';
+const snapshotMagic = 'KBTERMS2';
 /** Postings copied or checked between two pauses of `encode` and `decode`: about 10 ms here. */
 const slicePostings = 1_000_000;
 const alignedTo4 = (bytes: number) => Math.ceil(bytes / 4) * 4;
@@ -75,6 +81,8 @@ export class TermPostings {
   #live = new Uint8Array(64);
   #documents: string[] = [];
   #documentOrdinal = new Map<string, number>();
+  /** Each document's name, by document ordinal, where a chunk brought it. */
+  #documentNames: (string | undefined)[] = [];
   #postings = new Map<string, Postings>();
   #liveChunks = 0;
   #liveLength = 0;
@@ -103,12 +111,27 @@ export class TermPostings {
 
   /** Bytes this holds, roughly: what a memory budget counts. */
   get approximateBytes() {
-    return this.#postingBytes + this.#chunkIds.length * 140 + this.#postings.size * 160;
+    return this.#postingBytes + this.#chunkIds.length * 140 + this.#documents.length * 120 + this.#postings.size * 160;
   }
 
   /** Whether a chunk of this id is held, whatever its terms. */
   has(chunkId: string) {
     return this.#ordinalOf.has(chunkId);
+  }
+
+  /** A held chunk's document, when its name is known: what the ranking's document prior reads. */
+  documentOf(chunkId: string): CandidateDocument | undefined {
+    const ordinal = this.#ordinalOf.get(chunkId);
+    if (ordinal === undefined) return undefined;
+    const document = this.#documentOf[ordinal]!;
+    const documentName = this.#documentNames[document];
+    return documentName === undefined ? undefined : { documentId: this.#documents[document]!, documentName };
+  }
+
+  /** Sets a held document's name, as a chunk of it read again brings it; a document not held is left alone. */
+  nameDocument(documentId: string, documentName: string | undefined) {
+    const document = this.#documentOrdinal.get(documentId);
+    if (document !== undefined && documentName !== undefined) this.#documentNames[document] = documentName;
   }
 
   /**
@@ -136,7 +159,8 @@ export class TermPostings {
       document = this.#documents.length;
       this.#documents.push(chunk.documentId);
       this.#documentOrdinal.set(chunk.documentId, document);
-    }
+      this.#documentNames.push(chunk.documentName);
+    } else if (chunk.documentName !== undefined) this.#documentNames[document] = chunk.documentName;
     this.#documentOf[ordinal] = document;
     this.#lengths[ordinal] = chunk.length;
     this.#fingerprints[ordinal] = termsFingerprint(chunk);
@@ -191,6 +215,7 @@ export class TermPostings {
     const chunkIds: string[] = [];
     const documents: string[] = [];
     const documentOrdinal = new Map<string, number>();
+    const documentNames: (string | undefined)[] = [];
     const documentOf = new Int32Array(Math.max(64, this.#liveChunks));
     const lengths = new Int32Array(documentOf.length);
     const fingerprints = new Int32Array(documentOf.length);
@@ -205,6 +230,7 @@ export class TermPostings {
         document = documents.length;
         documents.push(documentId);
         documentOrdinal.set(documentId, document);
+        documentNames.push(this.#documentNames[this.#documentOf[ordinal]!]);
       }
       documentOf[next] = document;
       lengths[next] = this.#lengths[ordinal]!;
@@ -232,6 +258,7 @@ export class TermPostings {
     this.#ordinalOf = ordinalsOf(chunkIds);
     this.#documents = documents;
     this.#documentOrdinal = documentOrdinal;
+    this.#documentNames = documentNames;
     this.#documentOf = documentOf;
     this.#lengths = lengths;
     this.#fingerprints = fingerprints;
@@ -245,7 +272,8 @@ export class TermPostings {
    * layout: `snapshotMagic`, the header's length (u32) and the header (JSON: the counts and the
    * texts' lengths), zeros up to a multiple of 4, then each chunk's document ordinal, length and
    * fingerprint (i32), each term's list length (i32), every list's ordinals (i32), their counts
-   * (u16), and the chunk ids, document ids and terms, each a UTF-8 text joined by spaces.
+   * (u16), the chunk ids, document ids and terms, each a UTF-8 text joined by spaces, and the
+   * documents' names (JSON: a string, or null where unknown, per document).
    *
    * `pause` is awaited between slices of the copying; undefined when a chunk was added or
    * removed meanwhile, since the parts would then mix two states.
@@ -313,7 +341,7 @@ export class TermPostings {
       }
     }
     if (this.#version !== version) return undefined;
-    const texts = [chunkIds, this.#documents, terms].map((strings) => Buffer.from(strings.join(' ')));
+    const texts = [...[chunkIds, this.#documents, terms].map((strings) => Buffer.from(strings.join(' '))), Buffer.from(JSON.stringify(this.#documentNames.map((name) => name ?? null)))];
     const header = Buffer.from(
       JSON.stringify({ chunks, documents: this.#documents.length, terms: terms.length, postings: postingCount, textBytes: texts.map((text) => text.length) }),
     );
@@ -356,7 +384,7 @@ export class TermPostings {
       return fail('its header is not JSON');
     }
     const counted = [header.chunks, header.documents, header.terms, header.postings, ...(Array.isArray(header.textBytes) ? header.textBytes : [])];
-    if (counted.length !== 7 || !counted.every((count) => Number.isSafeInteger(count) && count >= 0)) fail('its header does not count what it holds');
+    if (counted.length !== 8 || !counted.every((count) => Number.isSafeInteger(count) && count >= 0)) fail('its header does not count what it holds');
     offset = alignedTo4(offset + headerLength);
     const take = (length: number) => {
       if (offset + length > bytes.length) fail('it is cut short');
@@ -373,12 +401,22 @@ export class TermPostings {
     const ordinals = int32s(postingCount);
     const counts = new Uint16Array(buffer, take(postingCount * 2), postingCount);
     take(alignedTo4(postingCount * 2) - postingCount * 2);
-    const [chunkIds, documentIds, terms] = header.textBytes.map((length) => {
+    const [chunkIds, documentIds, terms] = header.textBytes.slice(0, 3).map((length) => {
       const text = Buffer.from(buffer, take(length), length).toString();
       return text === '' ? [] : text.split(' ');
     }) as [string[], string[], string[]];
+    const namesLength = header.textBytes[3]!;
+    let documentNames: unknown;
+    try {
+      documentNames = JSON.parse(Buffer.from(buffer, take(namesLength), namesLength).toString());
+    } catch {
+      fail("its documents' names are not JSON");
+    }
     if (offset !== bytes.length) fail('it holds more than its header counts');
     if (chunkIds.length !== chunks || documentIds.length !== documents || terms.length !== termCount) fail('its ids or terms are not those counted');
+    if (!Array.isArray(documentNames) || documentNames.length !== documents || !documentNames.every((name) => name === null || typeof name === 'string')) {
+      fail("its documents' names are not one per document");
+    }
 
     const decoded = new TermPostings();
     let liveLength = 0;
@@ -415,6 +453,7 @@ export class TermPostings {
     decoded.#ordinalOf = ordinalsOf(chunkIds);
     decoded.#documents = documentIds;
     decoded.#documentOrdinal = ordinalsOf(documentIds);
+    decoded.#documentNames = (documentNames as (string | null)[]).map((name) => name ?? undefined);
     if (decoded.#ordinalOf.size !== chunks || decoded.#documentOrdinal.size !== documents) fail('it names a chunk or a document twice');
     decoded.#documentOf = documentOf;
     decoded.#lengths = lengths;

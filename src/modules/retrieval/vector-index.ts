@@ -1,3 +1,4 @@
+import type { CandidateDocument } from './document-prior.js';
 import type { GraphRead } from './pgvector-graph-read.js';
 
 /** A chunk as the index stores it: its vector and its analysed terms, with where it belongs. */
@@ -57,6 +58,11 @@ export type IndexSearchResult = {
   keyword: IndexHit[];
   /** Stored chunks read along with the search (see `IndexSearch.readTop`), by id. */
   chunks?: ReadonlyMap<string, StoredChunk>;
+  /**
+   * A found chunk's document with its name, where the index holds them in memory (undefined for a
+   * chunk it cannot tell): the document prior then reorders its pool before any chunk is read.
+   */
+  documentOf?: (chunkId: string) => CandidateDocument | undefined;
 };
 
 /** Which model built the index: its vectors are only comparable with that model's. */
