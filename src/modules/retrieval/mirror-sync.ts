@@ -7,7 +7,7 @@ import type { SavedWorkspace } from './index-snapshots.js';
 import type { VectorGraph } from './vector-graph.js';
 import { retention } from './pgvector-change-log.js';
 import { readingAhead } from './reading-ahead.js';
-import { documentNameOfD } from './stored-chunks.js';
+import { documentNameSql } from './stored-chunks.js';
 import { TermPostings, type ChunkTerms } from './term-postings.js';
 
 /**
@@ -118,7 +118,7 @@ async function workspaceSize(prisma: PrismaClient, workspaceId: string) {
 }
 
 /** The name of the document of the chunk aliased `c`. */
-const documentNameColumn = Prisma.sql`(SELECT ${documentNameOfD} FROM documents d WHERE d.id = c.document_id) AS document_name`;
+const documentNameColumn = Prisma.sql`(SELECT ${documentNameSql} FROM documents d WHERE d.id = c.document_id) AS document_name`;
 const termColumns = Prisma.sql`chunk_id::text, document_id::text, array_to_string(terms, ' ') AS terms, array_to_string(freqs, ' ') AS freqs, term_count, ${documentNameColumn}`;
 const vectorColumns = Prisma.sql`chunk_id::text, document_id::text, vector_send(embedding) AS vector`;
 

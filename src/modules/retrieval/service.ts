@@ -202,6 +202,7 @@ async function withPriorApplied(
   const pool = fused.slice(0, poolSize);
   const rest = fused.slice(pool.length);
   const held = sides.documentOf;
+  if (pool.length === 0) return { ranked: fused };
   if (held && pool.every((hit) => held(hit.chunkId))) return { ranked: [...withDocumentPrior(pool, (hit) => held(hit.chunkId), terms), ...rest] };
   const read = await chunksById(query, workspaceIds, pool);
   return { ranked: [...withDocumentPrior(pool, (hit) => read.get(hit.chunkId), terms), ...rest], read };

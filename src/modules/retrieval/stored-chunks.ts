@@ -6,7 +6,7 @@ export function withTitle(metadata: Prisma.Sql): Prisma.Sql {
 }
 
 /** A document's name as the ranking's document prior reads it, of the document aliased `d`. */
-export const documentNameOfD = Prisma.sql`COALESCE(d.name_words, d.index_context, d.filename)`;
+export const documentNameSql = Prisma.sql`COALESCE(d.name_words, d.index_context, d.filename)`;
 
 /**
  * The stored chunks among `chunkIds` (a uuid[] expression) whose document is ready and in one of
@@ -17,7 +17,7 @@ export function readyChunks(chunkIds: Prisma.Sql, workspaceIds: readonly string[
   return Prisma.sql`
     SELECT c.id::text AS id, c.document_id::text AS "documentId", c.chunk_index AS "chunkIndex", c.content,
            ${withTitle(Prisma.sql`c.metadata`)} AS metadata, d.filename,
-           ${documentNameOfD} AS "documentName"
+           ${documentNameSql} AS "documentName"
       FROM chunks c JOIN documents d ON d.id = c.document_id
      WHERE c.id = ANY(${chunkIds}) AND d.workspace_id = ANY(${[...workspaceIds]}::uuid[]) AND d.status = 'ready'`;
 }
