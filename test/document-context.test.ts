@@ -132,6 +132,16 @@ describe("a chunk's document context", () => {
     return { results: results.map((result) => [result.filename, result.chunkIndex, result.score]), chunksRead, documentOf };
   }
 
+  /**
+   * The same chunks in the same order, with the same scores to 6 digits: chunks still outside the
+   * vector graph are scored another way than once merged into it (about 1e-7 apart), and a merge
+   * may move them between two searches.
+   */
+  function expectSameResults(question: string, actual: (string | number)[][], expected: (string | number)[][]) {
+    expect(actual.map(([filename, chunkIndex]) => [filename, chunkIndex]), question).toEqual(expected.map(([filename, chunkIndex]) => [filename, chunkIndex]));
+    actual.forEach(([, , score], rank) => expect(score, question).toBeCloseTo(expected[rank]![2] as number, 6));
+  }
+
   const questions = [
     "What were Harbor Light Freight's FY2020 purchases of property, plant and equipment?",
     'Quillstone 2019 dividends paid',
@@ -143,7 +153,7 @@ describe("a chunk's document context", () => {
       const fromMemory = await hybridSearch(question, true);
       const fromStore = await hybridSearch(question, false);
       expect(fromMemory.documentOf !== undefined, question).toBe(namesHeld);
-      expect(fromMemory.results, question).toEqual(fromStore.results);
+      expectSameResults(question, fromMemory.results, fromStore.results);
       expect(fromMemory.results, question).toHaveLength(3);
       // The pool is every chunk of the workspace here (24, under the prior's 30).
       expect(fromStore.chunksRead, question).toBe(24);
@@ -171,9 +181,7 @@ describe("a chunk's document context", () => {
     for (const question of ["What were Quillstone's FY2017 purchases of property, plant and equipment?", ...questions]) {
       const fromMemory = await hybridSearch(question, true);
       const fromStore = await hybridSearch(question, false);
-      // The renamed chunks wait outside the vector graph, where their scores are computed another way: equal to about 1e-7.
-      expect(fromMemory.results.map(([filename, chunkIndex]) => [filename, chunkIndex]), question).toEqual(fromStore.results.map(([filename, chunkIndex]) => [filename, chunkIndex]));
-      fromMemory.results.forEach(([, , score], rank) => expect(score, question).toBeCloseTo(fromStore.results[rank]![2] as number, 6));
+      expectSameResults(question, fromMemory.results, fromStore.results);
       expect(fromMemory.chunksRead, question).toBe(namesHeld ? 3 : 24);
     }
     expect((await hybridSearch("What were Quillstone's FY2017 purchases of property, plant and equipment?", true)).results[0]![0]).toBe('QUILLSTONE_2017_10K.md');
