@@ -202,8 +202,8 @@ async function takeRows(rows: ChunkRow[], postings: TermPostings, fresh: FreshVe
     for (const row of rows.slice(start, start + loadSliceRows)) {
       const chunk = chunkTerms(row);
       if (!chunk) continue;
-      if (!keepHeld || !postings.holds(chunk)) postings.add(chunk);
-      else postings.nameDocument(chunk.documentId, chunk.documentName);
+      if (keepHeld) postings.refresh(chunk);
+      else postings.add(chunk);
       if (row.vector) fresh.set(chunk.chunkId, chunk.documentId, parseVector(row.vector));
     }
   }
@@ -352,8 +352,7 @@ function applyChange(held: HeldWorkspace, chunkId: string, row: ChunkRow | undef
   // Written again with other terms (its document renamed): the new terms replace the old. Either
   // way its document's name is the one read now.
   if (chunk) {
-    if (!held.postings.holds(chunk)) held.postings.add(chunk);
-    else held.postings.nameDocument(chunk.documentId, chunk.documentName);
+    held.postings.refresh(chunk);
     const vector = row!.vector ? parseVector(row!.vector) : undefined;
     if (vector && row!.outside_graph) held.fresh.set(chunk.chunkId, chunk.documentId, vector);
     else held.fresh.delete(chunk.chunkId);

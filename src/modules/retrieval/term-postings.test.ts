@@ -206,13 +206,13 @@ describe('postings written to bytes and read back', () => {
     // A document whose name is unknown has none to give, and neither has a chunk not held.
     expect(named(postings, 'c2')).toBeUndefined();
     expect(named(postings, 'absent')).toBeUndefined();
-    // A chunk read again with its document renamed brings the new name; one with no name leaves it.
-    postings.nameDocument('doc-0', 'Acme 2019 10K');
-    postings.add({ ...chunk('c1', 'doc-1', ['w1']), documentName: undefined });
+    // A chunk read again with its document renamed brings the new name, with its terms unchanged
+    // or not; one with no name leaves it.
+    postings.refresh({ ...chunks[0]!, documentName: 'Acme 2019 10K' });
+    postings.refresh({ ...chunk('c1', 'doc-1', ['w1']), documentName: undefined });
     expect(named(postings, 'c3')).toEqual({ documentId: 'doc-0', documentName: 'Acme 2019 10K' });
     expect(named(postings, 'c1')!.documentName).toBe('He said "yes"\nthen \\ no');
-    postings.nameDocument('doc-2', 'Globex 2020 10K');
-    postings.nameDocument('not-held', 'Nobody');
+    postings.refresh({ ...chunk('c2', 'doc-2', ['w9']), documentName: 'Globex 2020 10K' });
     // Enough removals for a compaction, which renumbers the documents.
     for (let i = 0; i < 3_000; i += 1) if (i % 4 !== 0 && i !== 1) postings.remove(`c${i}`);
     const expected = { c0: 'Acme 2019 10K', c1: 'He said "yes"\nthen \\ no', c8: 'Globex 2020 10K' };

@@ -128,10 +128,13 @@ export class TermPostings {
     return documentName === undefined ? undefined : { documentId: this.#documents[document]!, documentName };
   }
 
-  /** Sets a held document's name, as a chunk of it read again brings it; a document not held is left alone. */
-  nameDocument(documentId: string, documentName: string | undefined) {
-    const document = this.#documentOrdinal.get(documentId);
-    if (document !== undefined && documentName !== undefined) this.#documentNames[document] = documentName;
+  /**
+   * Takes a chunk read again: added (replacing the one held) unless it is held with these very
+   * terms, and its document's name, when it brings one, taken either way.
+   */
+  refresh(chunk: ChunkTerms) {
+    if (!this.holds(chunk)) this.add(chunk);
+    else if (chunk.documentName !== undefined) this.#documentNames[this.#documentOf[this.#ordinalOf.get(chunk.chunkId)!]!] = chunk.documentName;
   }
 
   /**
@@ -159,8 +162,9 @@ export class TermPostings {
       document = this.#documents.length;
       this.#documents.push(chunk.documentId);
       this.#documentOrdinal.set(chunk.documentId, document);
-      this.#documentNames.push(chunk.documentName);
-    } else if (chunk.documentName !== undefined) this.#documentNames[document] = chunk.documentName;
+      this.#documentNames.push(undefined);
+    }
+    if (chunk.documentName !== undefined) this.#documentNames[document] = chunk.documentName;
     this.#documentOf[ordinal] = document;
     this.#lengths[ordinal] = chunk.length;
     this.#fingerprints[ordinal] = termsFingerprint(chunk);
